@@ -1,0 +1,89 @@
+// swift-tools-version:6.0
+// smarticod: a Linux daemon that keeps a device's session with Smartico's
+// engagement platform alive and hands what arrives to local processes.
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "smarticod",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "smarticod", targets: ["smarticod"]),
+        .executable(name: "smarticoctl", targets: ["smarticoctl"]),
+        .executable(name: "smartico-sim", targets: ["smartico-sim"]),
+        .executable(name: "smartico-ws", targets: ["smartico-ws"]),
+        .library(name: "Transport", targets: ["Transport"]),
+        .library(name: "SmarticoProtocol", targets: ["SmarticoProtocol"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // The few OpenSSL and zlib calls Swift needs; system libraries found with pkg-config.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev", "zlib1g-dev"])]
+        ),
+        // SQLite's C API for the daemon's durable store.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // RFC 6455 + RFC 7692 over raw sockets, TLS through COpenSSL. Knows nothing of Smartico.
+        .target(name: "Transport", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // The cid-tagged messages, bridge messages, deep links, HTTP API bodies. Knows nothing of sockets.
+        .target(name: "SmarticoProtocol", swiftSettings: strict),
+        // Session engine, store, local socket server, configuration.
+        .target(
+            name: "SmarticoDaemon",
+            dependencies: [
+                "Transport", "SmarticoProtocol", "CSQLite",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "smarticod",
+            dependencies: [
+                "SmarticoDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "smarticoctl",
+            dependencies: [
+                "SmarticoDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "smartico-sim",
+            dependencies: [
+                "Transport", "SmarticoProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "smartico-ws",
+            dependencies: [
+                "Transport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "TransportTests", dependencies: ["Transport"], swiftSettings: strict),
+        .testTarget(
+            name: "SmarticoProtocolTests",
+            dependencies: ["SmarticoProtocol"],
+            resources: [.copy("Fixtures")],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)
