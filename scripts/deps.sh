@@ -33,3 +33,29 @@ setup_python_venv() {
     fi
     export SMARTICO_TEST_PYTHON="$venv/bin/python"
 }
+
+# Autobahn|Testsuite (the independent WebSocket conformance suite) is a Python 2.7
+# program. The machine image ships CPython 2.7 under pyenv; find it and install the
+# suite into a local folder.
+setup_autobahn() {
+    local dir="$ROOT/.venv-autobahn"
+    local py=""
+    for cand in python2.7 python2 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/2.7*/bin/python2.7; do
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; assert sys.version_info[:2] == (2, 7)' 2>/dev/null; then
+            py="$(command -v "$cand")"; break
+        fi
+    done
+    if [ -z "$py" ]; then
+        echo "error: the conformance tests need CPython 2.7 (Autobahn|Testsuite is a Python 2 program); none found" >&2
+        return 1
+    fi
+    if [ ! -f "$dir/.installed" ]; then
+        echo "==> installing Autobahn|Testsuite into .venv-autobahn"
+        rm -rf "$dir"
+        "$py" -m pip install -q --disable-pip-version-check --target "$dir" autobahntestsuite==25.10.1 2>&1 | grep -v DEPRECATION || true
+        "$py" -c "import site; site.addsitedir('$dir'); import autobahntestsuite.wstest" >/dev/null
+        touch "$dir/.installed"
+    fi
+    export SMARTICO_AUTOBAHN_PYTHON="$py"
+    export SMARTICO_AUTOBAHN_DIR="$dir"
+}

@@ -6,6 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 source scripts/deps.sh
 setup_python_venv
+setup_autobahn
 
 echo "==> building"
 swift build --build-tests
