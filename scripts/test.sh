@@ -11,4 +11,4 @@ setup_autobahn
 echo "==> building"
 swift build --build-tests
 echo "==> testing"
-swift test --skip-build --parallel --num-workers 2
+swift test --skip-build
