@@ -452,6 +452,15 @@ public actor SmarticoStore {
         return lines == ["ok"] ? [] : lines
     }
 
+    /// The durability settings in force: `journal_mode` and `synchronous` (2 is FULL).
+    public func durabilitySettings() throws(StoreError) -> (journalMode: String, synchronous: Int) {
+        try withDB { db in
+            let mode = try db.queryFirst("PRAGMA journal_mode") { $0.text(0) } ?? ""
+            let sync = try db.queryFirst("PRAGMA synchronous") { Int($0.int64(0)) } ?? -1
+            return (mode, sync)
+        }
+    }
+
     /// The schema version of the open database.
     public func schemaVersion() throws(StoreError) -> Int {
         try withDB { db in try StoreSchema.userVersion(db) }
