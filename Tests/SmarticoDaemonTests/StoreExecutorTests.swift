@@ -56,12 +56,15 @@ private func threadSchedule(_ tid: Int32) throws -> (switches: Int, state: Strin
         await store.close()
     }
 
-    @Test func theThreadEndsWhenTheStoreIsReleased() async throws {
+    @Test func releasingTheStoreClosesItsDatabaseAndEndsItsThread() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         var store: SmarticoStore? = try await SmarticoStore.open(directory: dir.path)
         let tid = try #require(await store?.currentThreadID())
-        await store?.close()
+        _ = try await store?.appendEvents([journalEvent("message", ts: 1, "{}")])
+        let wal = dir.sub(SmarticoStore.fileName + "-wal")
+        #expect(FileManager.default.fileExists(atPath: wal))
+        // Released without close(): the isolated deinit closes the database on the store thread.
         store = nil
         // Bounded wait for the thread to leave /proc.
         var gone = false
@@ -73,5 +76,10 @@ private func threadSchedule(_ tid: Int32) throws -> (switches: Int, state: Strin
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(gone, "the store thread \(tid) still exists after the store was released")
+        // Closing the last connection checkpointed and removed the WAL file.
+        #expect(!FileManager.default.fileExists(atPath: wal))
+        let reopened = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await reopened.events(after: 0, limit: 10).count == 1)
+        await reopened.close()
     }
 }

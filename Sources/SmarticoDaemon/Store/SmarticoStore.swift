@@ -106,6 +106,12 @@ public actor SmarticoStore {
         }
     }
 
+    /// A store released without `close()` still closes its database on its own thread (closing the last
+    /// connection checkpoints the WAL, which blocks), not on whichever thread dropped the last reference.
+    isolated deinit {
+        db?.close()
+    }
+
     /// Closes the database. Every acknowledged write is already on disk; later calls throw `.closed`.
     public func close() {
         db?.close()
