@@ -43,8 +43,13 @@ private enum KillPlan: CustomStringConvertible {
 /// What one child acknowledged before it died.
 private struct ChildRun: Sendable {
     var readyLastSeq: Int64?
-    var seqs: [(seq: Int64, k: Int)] = []
+    /// Acknowledged seqs, in order, with the data the event was written with.
+    var seqs: [(seq: Int64, data: String)] = []
     var uuids: [String] = []
+    /// The largest seq acknowledged for the durable cursor.
+    var cursor: Int64?
+    /// What the writer found wrong itself (a duplicate engagement journaled twice).
+    var bugs: [String] = []
     var killedBySignal = false
     /// The raw wait status (the signal number when killed).
     var exitStatus: Int32 = 0
@@ -118,8 +123,16 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             case "READY":
                 run.readyLastSeq = Int64(fields[1])
             case "SEQ":
-                run.seqs.append((Int64(fields[1])!, Int(fields[2])!))
+                run.seqs.append((Int64(fields[1])!, "{\"k\":\(fields[2])}"))
                 acks += 1
+            case "ENG":
+                run.seqs.append((Int64(fields[1])!, "{\"uid\":\"\(fields[2])\"}"))
+                acks += 1
+            case "CUR":
+                run.cursor = Int64(fields[1])
+                acks += 1
+            case "BUG":
+                run.bugs.append(line)
             case "UUID":
                 run.uuids.append(String(fields[1]))
                 acks += 1
@@ -164,6 +177,19 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             let uuid = SmarticoStore.makeUUID()
             try await store.enqueue(uuid: uuid, cid: 9, payload: bytes("{\"uuid\":\"\(uuid)\"}"), createdMs: Int64(k))
             emit("UUID \(uuid)")
+            // An engagement (seen-set + journal in one transaction), then its repeat, which must be dropped.
+            let uid = SmarticoStore.makeUUID()
+            let engagement = journalEvent("engagement", ts: Int64(k), "{\"uid\":\"\(uid)\"}")
+            if let seq = try await store.appendEngagement(user: "crash-user", uid: uid, event: engagement) {
+                emit("ENG \(seq) \(uid)")
+            } else {
+                emit("BUG new uid \(uid) reported as seen")
+            }
+            if let seq = try await store.appendEngagement(user: "crash-user", uid: uid, event: engagement) {
+                emit("BUG repeated uid \(uid) journaled again as \(seq)")
+            }
+            let acknowledged = try await store.setCursor("crash", await store.lastSeq())
+            emit("CUR \(acknowledged)")
         }
         await store.close()
     }
@@ -176,7 +202,8 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
         let seed = UInt64(ProcessInfo.processInfo.environment["SMARTICO_STORE_CRASH_SEED"] ?? "") ?? 0x5EED_2026
         var random = SeededGenerator(seed: seed)
 
-        var ackedSeqs: [Int64: Int] = [:]   // seq → k it was written with
+        var ackedSeqs: [Int64: String] = [:]   // seq → the data it was written with
+        var ackedCursor: Int64 = 0
         var ackedUUIDs: Set<String> = []
         var highestSeen: Int64 = 0          // the largest seq acknowledged or observed so far
         var kills = 0
@@ -202,11 +229,13 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
                 #expect(ready >= highestSeen, "\(context): reopened at \(ready) after \(highestSeen)")
             }
             var previous = run.readyLastSeq ?? highestSeen
-            for (seq, k) in run.seqs {
+            for (seq, data) in run.seqs {
                 #expect(seq > previous, "\(context): seq \(seq) after \(previous)")
                 previous = seq
-                ackedSeqs[seq] = k
+                ackedSeqs[seq] = data
             }
+            #expect(run.bugs.isEmpty, "\(context): \(run.bugs)")
+            ackedCursor = max(ackedCursor, run.cursor ?? 0)
             ackedUUIDs.formUnion(run.uuids)
             highestSeen = max(highestSeen, previous)
 
@@ -219,12 +248,23 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             let events = try await store.events(after: 0, limit: Int.max)
             var stored: [Int64: [UInt8]] = [:]
             for event in events { stored[event.seq] = event.data }
-            let missing = ackedSeqs.filter { stored[$0.key] != bytes("{\"k\":\($0.value)}") }
+            let missing = ackedSeqs.filter { stored[$0.key] != bytes($0.value) }
             #expect(missing.isEmpty, "\(context): acknowledged events missing or wrong: \(missing.keys.sorted().prefix(10))")
             let outbox = Set(try await store.peek(limit: Int.max).map(\.uuid))
             let lost = ackedUUIDs.subtracting(outbox)
             #expect(lost.isEmpty, "\(context): acknowledged outbox messages missing: \(lost.sorted().prefix(5))")
+            let cursor = try await store.cursor("crash") ?? 0
+            #expect(cursor >= ackedCursor, "\(context): cursor \(cursor) behind acknowledged \(ackedCursor)")
             await store.close()
+
+            // Seen-set and journal moved together: every uid seen has its engagement event and back.
+            let db = try SQLiteConnection(path: stateDir + "/" + SmarticoStore.fileName)
+            let seen = Set(try db.query("SELECT uid FROM seen WHERE user = 'crash-user'") { $0.text(0) })
+            let journaled = Set(try db.query("SELECT data FROM journal WHERE name = 'engagement'") { row in
+                String(decoding: row.blob(0), as: UTF8.self).dropFirst(8).dropLast(2).description
+            })
+            db.close()
+            #expect(seen == journaled, "\(context): seen-set and journal differ by \(seen.symmetricDifference(journaled).prefix(5))")
         }
         // The kills really happened, and most of them while the writer was writing.
         #expect(kills >= runs - 1, "only \(kills) of \(runs) writers were killed")
