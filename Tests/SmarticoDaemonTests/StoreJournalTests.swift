@@ -55,6 +55,27 @@ import Testing
         await store.close()
     }
 
+    @Test func concurrentCallersGetDistinctContiguousSeqs() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let batches = try await withThrowingTaskGroup(of: [JournalSeq].self) { group in
+            for task in 0..<20 {
+                group.addTask {
+                    try await store.appendEvents((0..<3).map { journalEvent("message", ts: Int64(task), "{\"i\":\($0)}") })
+                }
+            }
+            var all: [[JournalSeq]] = []
+            for try await seqs in group { all.append(seqs) }
+            return all
+        }
+        // Each batch got consecutive seqs, and together they are exactly 1...60.
+        for seqs in batches { #expect(seqs == Array(seqs[0]...seqs[0] + 2)) }
+        #expect(batches.flatMap { $0 }.sorted() == Array(1...60))
+        #expect(await store.lastSeq() == 60)
+        await store.close()
+    }
+
     @Test func replayAfterSeqWithTypeFilter() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
