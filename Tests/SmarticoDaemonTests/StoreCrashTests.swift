@@ -258,12 +258,15 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             await store.close()
 
             // Seen-set and journal moved together: every uid seen has its engagement event and back.
-            let db = try SQLiteConnection(path: stateDir + "/" + SmarticoStore.fileName)
-            let seen = Set(try db.query("SELECT uid FROM seen WHERE user = 'crash-user'") { $0.text(0) })
-            let journaled = Set(try db.query("SELECT data FROM journal WHERE name = 'engagement'") { row in
-                String(decoding: row.blob(0), as: UTF8.self).dropFirst(8).dropLast(2).description
-            })
-            db.close()
+            let (seen, journaled) = try await onDedicatedThread {
+                let db = try SQLiteConnection(path: stateDir + "/" + SmarticoStore.fileName)
+                defer { db.close() }
+                let seen = Set(try db.query("SELECT uid FROM seen WHERE user = 'crash-user'") { $0.text(0) })
+                let journaled = Set(try db.query("SELECT data FROM journal WHERE name = 'engagement'") { row in
+                    String(decoding: row.blob(0), as: UTF8.self).dropFirst(8).dropLast(2).description
+                })
+                return (seen, journaled)
+            }
             #expect(seen == journaled, "\(context): seen-set and journal differ by \(seen.symmetricDifference(journaled).prefix(5))")
         }
         // The kills really happened, and most of them while the writer was writing.

@@ -19,8 +19,13 @@ private let version1Schema = """
     PRAGMA user_version = 1;
     """
 
-/// Runs raw SQL on a database file with SQLite's C API, outside the store.
-private func rawSQL(_ path: String, _ sql: String) throws {
+/// Runs raw SQL on a database file with SQLite's C API, outside the store, on a dedicated thread
+/// (it fsyncs).
+private func rawSQL(_ path: String, _ sql: String) async throws {
+    try await onDedicatedThread { try rawSQLBlocking(path, sql) }
+}
+
+private func rawSQLBlocking(_ path: String, _ sql: String) throws {
     var db: OpaquePointer?
     guard sqlite3_open(path, &db) == SQLITE_OK else { throw StoreTestFailure("cannot open \(path)") }
     defer { sqlite3_close(db) }
@@ -50,7 +55,7 @@ private func rawSQL(_ path: String, _ sql: String) throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let path = dir.sub(SmarticoStore.fileName)
-        try rawSQL(path, version1Schema + """
+        try await rawSQL(path, version1Schema + """
             INSERT INTO meta(key, value) VALUES ('device_id', '11111111-2222-4333-8444-555555555555');
             INSERT INTO journal(seq, name, ts_ms, data) VALUES (41, 'message', 1, '{"old":true}');
             INSERT INTO journal(seq, name, ts_ms, data) VALUES (42, 'engagement', 2, '{}');
@@ -84,7 +89,7 @@ private func rawSQL(_ path: String, _ sql: String) throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let path = dir.sub(SmarticoStore.fileName)
-        try rawSQL(path, "CREATE TABLE future(x); PRAGMA user_version = 99;")
+        try await rawSQL(path, "CREATE TABLE future(x); PRAGMA user_version = 99;")
         do {
             _ = try await SmarticoStore.open(directory: dir.path)
             Issue.record("a version-99 database was opened")
@@ -94,10 +99,13 @@ private func rawSQL(_ path: String, _ sql: String) throws {
             #expect(error.description.contains("newer smarticod"))
         }
         // Nothing was changed: still version 99, the table intact.
-        let db = try SQLiteConnection(path: path)
-        defer { db.close() }
-        #expect(try StoreSchema.userVersion(db) == 99)
-        #expect(try db.query("SELECT name FROM sqlite_master") { $0.text(0) } == ["future"])
+        let (version, tables) = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return (try StoreSchema.userVersion(db), try db.query("SELECT name FROM sqlite_master") { $0.text(0) })
+        }
+        #expect(version == 99)
+        #expect(tables == ["future"])
     }
 
     @Test func aFailingStepChangesNothing() async throws {
@@ -105,7 +113,7 @@ private func rawSQL(_ path: String, _ sql: String) throws {
         defer { dir.remove() }
         let path = dir.sub(SmarticoStore.fileName)
         // A version-1 file in which step 2's table name is already taken: step 2 must fail as a whole.
-        try rawSQL(path, version1Schema + "CREATE TABLE latest(x);")
+        try await rawSQL(path, version1Schema + "CREATE TABLE latest(x);")
         do {
             _ = try await SmarticoStore.open(directory: dir.path)
             Issue.record("the migration succeeded")
@@ -117,11 +125,14 @@ private func rawSQL(_ path: String, _ sql: String) throws {
             #expect(failedPath == path && from == 1 && to == 2)
             #expect(underlying.message.contains("latest"))
         }
-        let db = try SQLiteConnection(path: path)
-        defer { db.close() }
-        #expect(try StoreSchema.userVersion(db) == 1)
+        let (version, columns) = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return (try StoreSchema.userVersion(db),
+                    try db.query("SELECT name FROM pragma_table_info('outbox')") { $0.text(0) })
+        }
+        #expect(version == 1)
         // The ALTER TABLE that ran before the failure was rolled back too.
-        let columns = try db.query("SELECT name FROM pragma_table_info('outbox')") { $0.text(0) }
         #expect(!columns.contains("kind"))
     }
 }

@@ -114,42 +114,54 @@ import Testing
         }
     }
 
-    @Test func sqliteErrorsCarryCodesMessageAndSQL() throws {
+    @Test func sqliteErrorsCarryCodesMessageAndSQL() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let db = try SQLiteConnection(path: dir.sub("x.db"))
-        defer { db.close() }
-        try db.execute("CREATE TABLE t(k TEXT PRIMARY KEY)")
-        try db.run("INSERT INTO t(k) VALUES (?)", [.text("a")])
-        do {
+        let path = dir.sub("x.db")
+        // SQLite blocks (fsync): run it on a thread of its own, check the results here.
+        typealias Results = (SQLiteError?, SQLiteError?, StoreError?, [String], [[UInt8]])
+        let (duplicate, badSQL, transactionError, keys, blobs) = try await onDedicatedThread { () throws -> Results in
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            try db.execute("CREATE TABLE t(k TEXT PRIMARY KEY)")
             try db.run("INSERT INTO t(k) VALUES (?)", [.text("a")])
-            Issue.record("a duplicate key was accepted")
-        } catch {
-            #expect(error.code == SQLITE_CONSTRAINT)
-            #expect(error.extendedCode == SQLITE_CONSTRAINT | (6 << 8))  // SQLITE_CONSTRAINT_PRIMARYKEY
-            #expect(error.message.contains("UNIQUE constraint failed: t.k"))
-            #expect(error.sql == "INSERT INTO t(k) VALUES (?)")
-            #expect(error.description.contains("x.db"))
-        }
-        do {
-            try db.run("SELECT nope FROM t")
-            Issue.record("bad SQL was accepted")
-        } catch {
-            #expect(error.code == SQLITE_ERROR)
-            #expect(error.message.contains("no such column: nope"))
-            #expect(error.sql == "SELECT nope FROM t")
-        }
-        // A failing transaction body rolls everything back.
-        #expect(throws: StoreError.self) {
-            try db.transaction {
-                try db.run("INSERT INTO t(k) VALUES (?)", [.text("b")])
-                try db.run("INSERT INTO t(k) VALUES (?)", [.text("a")])
+            var duplicate: SQLiteError?
+            do { try db.run("INSERT INTO t(k) VALUES (?)", [.text("a")]) } catch let caught as SQLiteError { duplicate = caught }
+            var badSQL: SQLiteError?
+            do { try db.run("SELECT nope FROM t") } catch let caught as SQLiteError { badSQL = caught }
+            // A failing transaction body rolls everything back.
+            var transactionError: StoreError?
+            do {
+                try db.transaction {
+                    try db.run("INSERT INTO t(k) VALUES (?)", [.text("b")])
+                    try db.run("INSERT INTO t(k) VALUES (?)", [.text("a")])
+                }
+            } catch let caught as StoreError {
+                transactionError = caught
             }
+            let keys = try db.query("SELECT k FROM t ORDER BY k") { $0.text(0) }
+            // Empty and non-empty blobs round-trip as blobs.
+            try db.execute("CREATE TABLE b(v BLOB NOT NULL)")
+            try db.run("INSERT INTO b(v) VALUES (?), (?)", [.blob([]), .blob([0, 1, 255])])
+            let blobs = try db.query("SELECT v FROM b ORDER BY rowid") { $0.blob(0) }
+            return (duplicate, badSQL, transactionError, keys, blobs)
         }
-        #expect(try db.query("SELECT k FROM t ORDER BY k") { $0.text(0) } == ["a"])
-        // Empty and non-empty blobs round-trip as blobs.
-        try db.execute("CREATE TABLE b(v BLOB NOT NULL)")
-        try db.run("INSERT INTO b(v) VALUES (?), (?)", [.blob([]), .blob([0, 1, 255])])
-        #expect(try db.query("SELECT v FROM b ORDER BY rowid") { $0.blob(0) } == [[], [0, 1, 255]])
+        let error = try #require(duplicate, "a duplicate key was accepted")
+        #expect(error.code == SQLITE_CONSTRAINT)
+        #expect(error.extendedCode == SQLITE_CONSTRAINT | (6 << 8))  // SQLITE_CONSTRAINT_PRIMARYKEY
+        #expect(error.message.contains("UNIQUE constraint failed: t.k"))
+        #expect(error.sql == "INSERT INTO t(k) VALUES (?)")
+        #expect(error.description.contains("x.db"))
+        let bad = try #require(badSQL, "bad SQL was accepted")
+        #expect(bad.code == SQLITE_ERROR)
+        #expect(bad.message.contains("no such column: nope"))
+        #expect(bad.sql == "SELECT nope FROM t")
+        guard case .sqlite(let inner)? = transactionError else {
+            Issue.record("the failing transaction did not throw a SQLite error: \(String(describing: transactionError))")
+            return
+        }
+        #expect(inner.code == SQLITE_CONSTRAINT)
+        #expect(keys == ["a"])
+        #expect(blobs == [[], [0, 1, 255]])
     }
 }
