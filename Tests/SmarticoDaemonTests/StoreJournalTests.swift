@@ -151,6 +151,16 @@ import Testing
         #expect(try await store.cursor("other") == 5)
         try await store.removeCursor("other")
         #expect(try await store.cursor("other") == nil)
+
+        // The number of names is bounded; known names still move.
+        await store.updateOptions(StoreOptions(maxCursors: 2))
+        #expect(try await store.setCursor("second", 1) == 1)
+        await #expect(throws: StoreError.tooManyCursors(name: "third", max: 2)) {
+            try await store.setCursor("third", 1)
+        }
+        #expect(try await store.setCursor("ui", 5) == 5)
+        try await store.removeCursor("second")
+        #expect(try await store.setCursor("third", 1) == 1)
         await store.close()
     }
 

@@ -429,14 +429,21 @@ public actor SmarticoStore {
 
     /// Acknowledges `seq` for `name`. The cursor never moves backwards: the result is the cursor after
     /// the call (the larger of the old and new values). A seq beyond `lastSeq()` throws
-    /// `.cursorBeyondLastSeq`.
+    /// `.cursorBeyondLastSeq`; a new name when `maxCursors` names exist throws `.tooManyCursors`.
     @discardableResult
     public func setCursor(_ name: String, _ seq: JournalSeq) throws(StoreError) -> JournalSeq {
         guard !name.isEmpty else { throw .invalidArgument("a durable subscription name must not be empty") }
         guard seq >= 0 else { throw .invalidArgument("cannot acknowledge negative seq \(seq) for \"\(name)\"") }
+        let maxCursors = options.maxCursors
         return try inTransaction { db in
             let last = try Self.readLastSeq(db)
             guard seq <= last else { throw StoreError.cursorBeyondLastSeq(name: name, seq: seq, lastSeq: last) }
+            if try db.queryFirst("SELECT 1 FROM cursors WHERE name = ?", [.text(name)], { _ in true }) == nil {
+                let count = try db.queryFirst("SELECT count(*) FROM cursors") { $0.int64(0) } ?? 0
+                guard count < Int64(maxCursors) else {
+                    throw StoreError.tooManyCursors(name: name, max: maxCursors)
+                }
+            }
             try db.run("""
                 INSERT INTO cursors(name, seq) VALUES (?, ?)
                 ON CONFLICT(name) DO UPDATE SET seq = max(seq, excluded.seq)

@@ -14,6 +14,9 @@ public struct StoreOptions: Sendable, Equatable {
     public var retentionHours: Int
     /// How many engagement uids are remembered per user (the oldest are forgotten first).
     public var seenPerUser: Int
+    /// How many durable subscription names are remembered; a new name beyond it throws
+    /// `StoreError.tooManyCursors` (local peers choose the names, so the table must be bounded).
+    public var maxCursors: Int
     /// `busy_timeout` in milliseconds (another process, such as `sqlite3`, holding the write lock).
     public var busyTimeoutMs: Int
 
@@ -22,12 +25,14 @@ public struct StoreOptions: Sendable, Equatable {
         retentionEvents: Int = 10_000,
         retentionHours: Int = 168,
         seenPerUser: Int = 10_000,
+        maxCursors: Int = 1_000,
         busyTimeoutMs: Int = 5_000
     ) {
         self.maxOutboxMessages = maxOutboxMessages
         self.retentionEvents = retentionEvents
         self.retentionHours = retentionHours
         self.seenPerUser = seenPerUser
+        self.maxCursors = maxCursors
         self.busyTimeoutMs = busyTimeoutMs
     }
 }
@@ -164,6 +169,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case duplicateUUID(String)
     /// A durable cursor was asked to move beyond the last assigned seq.
     case cursorBeyondLastSeq(name: String, seq: JournalSeq, lastSeq: JournalSeq)
+    /// `maxCursors` durable subscription names exist; `name` would be one more.
+    case tooManyCursors(name: String, max: Int)
     /// A value was out of range (empty name, negative limit, ...).
     case invalidArgument(String)
     /// The store was closed.
@@ -195,6 +202,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return "a message with uuid \(uuid) is already in the outbox"
         case .cursorBeyondLastSeq(let name, let seq, let last):
             return "cannot acknowledge seq \(seq) for durable subscription \"\(name)\": the last seq is \(last)"
+        case .tooManyCursors(let name, let max):
+            return "cannot remember durable subscription \"\(name)\": \(max) names are already remembered; "
+                + "reuse a name or remove unused ones"
         case .invalidArgument(let text):
             return text
         case .closed:
