@@ -21,6 +21,7 @@ public actor SmarticoStore {
 
     /// The executor every isolated method runs on: one dedicated thread.
     public nonisolated let executor: StoreThreadExecutor
+    /// Makes every isolated method run on `executor`'s thread.
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     /// The database file.

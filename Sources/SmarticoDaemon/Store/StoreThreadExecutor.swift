@@ -29,14 +29,17 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
         state.stop()
     }
 
+    /// Queues `job` to run on the thread after the jobs already queued; wakes the thread if it sleeps.
     public func enqueue(_ job: consuming ExecutorJob) {
         state.push(UnownedJob(job))
     }
 
+    /// This executor, as actors and the runtime refer to it.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
+    /// Traps unless called on this executor's thread (used by `assumeIsolated` and isolation checks).
     public func checkIsolated() {
         precondition(state.isCurrentThread, "not on the store thread")
     }
