@@ -1,0 +1,122 @@
+// The store's schema, versioned with `PRAGMA user_version` and built by an ordered list of migration
+// steps. A step that shipped is never edited: changes are new steps appended at the end.
+import CSQLite
+
+enum StoreSchema {
+    /// One migration step: the SQL that takes the database from `version - 1` to `version`.
+    struct Step {
+        let version: Int
+        let sql: String
+    }
+
+    /// The ordered steps. `PRAGMA user_version` is the number of the last one applied (0: empty file).
+    static let steps: [Step] = [
+        Step(version: 1, sql: """
+            CREATE TABLE meta(
+                key TEXT PRIMARY KEY NOT NULL,
+                value BLOB NOT NULL
+            ) WITHOUT ROWID;
+            -- The high-water mark of journal seqs lives here, apart from the rows, so that retention
+            -- or an empty journal never lets seq go backwards.
+            INSERT INTO meta(key, value) VALUES ('last_seq', 0);
+            CREATE TABLE journal(
+                seq INTEGER PRIMARY KEY,
+                name TEXT NOT NULL,
+                ts_ms INTEGER NOT NULL,
+                data BLOB NOT NULL
+            );
+            CREATE INDEX journal_ts ON journal(ts_ms);
+            CREATE TABLE outbox(
+                position INTEGER PRIMARY KEY AUTOINCREMENT,
+                uuid TEXT NOT NULL UNIQUE,
+                cid INTEGER NOT NULL,
+                payload BLOB NOT NULL,
+                created_ms INTEGER NOT NULL
+            );
+            CREATE TABLE cursors(
+                name TEXT PRIMARY KEY NOT NULL,
+                seq INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE user(
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                ext_user_id TEXT NOT NULL,
+                hash TEXT,
+                public_username TEXT,
+                props BLOB,
+                last_activity_ms INTEGER
+            );
+            """),
+        Step(version: 2, sql: """
+            -- Push reports go through the outbox too (kind 'http'), retried with an attempt count.
+            ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'socket' CHECK (kind IN ('socket', 'http'));
+            ALTER TABLE outbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+            -- Latest-value-only messages (the language op): one row per slot, replaced by a new value.
+            CREATE TABLE latest(
+                slot TEXT PRIMARY KEY NOT NULL,
+                uuid TEXT NOT NULL,
+                cid INTEGER NOT NULL,
+                payload BLOB NOT NULL,
+                created_ms INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            -- Engagement uids already delivered, per user; id orders them for pruning.
+            CREATE TABLE seen(
+                id INTEGER PRIMARY KEY,
+                user TEXT NOT NULL,
+                uid TEXT NOT NULL,
+                UNIQUE (user, uid)
+            );
+            CREATE INDEX seen_user_id ON seen(user, id);
+            -- Push data, kept even while no user is identified.
+            CREATE TABLE push(
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                token TEXT NOT NULL,
+                platform INTEGER NOT NULL,
+                status INTEGER NOT NULL,
+                app_package_id TEXT
+            );
+            """),
+    ]
+
+    /// The newest schema version this code knows.
+    static var latestVersion: Int { steps.last?.version ?? 0 }
+
+    static func userVersion(_ db: SQLiteConnection) throws(SQLiteError) -> Int {
+        Int(try db.queryFirst("PRAGMA user_version") { $0.int64(0) } ?? 0)
+    }
+
+    /// Applies every step after the database's version, up to `target`, each in its own transaction.
+    /// Refuses a database newer than this code.
+    static func migrate(_ db: SQLiteConnection, upTo target: Int = latestVersion) throws(StoreError) {
+        let found: Int
+        do {
+            found = try userVersion(db)
+        } catch {
+            throw .sqlite(error)
+        }
+        guard found <= latestVersion else {
+            throw .databaseTooNew(path: db.path, found: found, known: latestVersion)
+        }
+        for step in steps where step.version > found && step.version <= target {
+            do {
+                try db.execute("BEGIN IMMEDIATE")
+            } catch {
+                throw .sqlite(error)
+            }
+            do {
+                // Another process may have migrated between our read and our write lock.
+                let current = try userVersion(db)
+                if current >= step.version {
+                    try db.execute("COMMIT")
+                    continue
+                }
+                try db.execute(step.sql)
+                try db.execute("PRAGMA user_version = \(step.version)")
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw .migrationFailed(path: db.path, fromVersion: step.version - 1, toVersion: step.version,
+                                       underlying: error)
+            }
+        }
+    }
+}

@@ -1,0 +1,205 @@
+// The journal and its seq counter, retention, replay, durable cursors and the seen-set.
+import Testing
+@testable import SmarticoDaemon
+
+@Suite struct StoreJournalTests {
+    @Test func seqIsMonotonicAcrossReopen() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        #expect(await store.lastSeq() == 0)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 0))
+        #expect(try await store.appendEvents([]) == [])
+        let first = try await store.appendEvents([
+            journalEvent("engagement", ts: 1, "{\"a\":1}"),
+            journalEvent("message", ts: 2, "{\"a\":2}"),
+            journalEvent("deeplink", ts: 3, "{\"a\":3}"),
+        ])
+        #expect(first == [1, 2, 3])
+        await store.close()
+        await #expect(throws: StoreError.closed) { try await store.appendEvents([journalEvent("x", ts: 1, "{}")]) }
+
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(await store.lastSeq() == 3)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 4, "{}")]) == [4])
+        #expect(try await store.appendEvents([journalEvent("message", ts: 5, "{}"),
+                                              journalEvent("message", ts: 6, "{}")]) == [5, 6])
+        let all = try await store.events(after: 0, limit: 100)
+        #expect(all.map(\.seq) == [1, 2, 3, 4, 5, 6])
+        #expect(all[1] == JournalEvent(seq: 2, name: "message", tsMs: 2, data: bytes("{\"a\":2}")))
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 1, lastSeq: 6))
+        await store.close()
+    }
+
+    @Test func seqNeverGoesBackwardsAfterRetentionDeletedEverything() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
+        _ = try await store.appendEvents((0..<5).map { journalEvent("message", ts: Int64($0), "{}") })
+        // Ten hours later every event is past retention.
+        #expect(try await store.applyRetention(nowMs: 10 * 3_600_000) == 5)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 5))
+        #expect(try await store.events(after: 0, limit: 10).isEmpty)
+        await store.close()
+
+        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
+        #expect(await store.lastSeq() == 5)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 10 * 3_600_000, "{}")]) == [6])
+        // Retention by count down to zero events also keeps the counter.
+        await store.updateOptions(StoreOptions(retentionEvents: 0))
+        #expect(try await store.appendEvents([journalEvent("message", ts: 10 * 3_600_000, "{}")]) == [7])
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 7))
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [8])
+        await store.close()
+    }
+
+    @Test func concurrentCallersGetDistinctContiguousSeqs() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let batches = try await withThrowingTaskGroup(of: [JournalSeq].self) { group in
+            for task in 0..<20 {
+                group.addTask {
+                    try await store.appendEvents((0..<3).map { journalEvent("message", ts: Int64(task), "{\"i\":\($0)}") })
+                }
+            }
+            var all: [[JournalSeq]] = []
+            for try await seqs in group { all.append(seqs) }
+            return all
+        }
+        // Each batch got consecutive seqs, and together they are exactly 1...60.
+        for seqs in batches { #expect(seqs == Array(seqs[0]...seqs[0] + 2)) }
+        #expect(batches.flatMap { $0 }.sorted() == Array(1...60))
+        #expect(await store.lastSeq() == 60)
+        await store.close()
+    }
+
+    @Test func replayAfterSeqWithTypeFilter() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let names = ["engagement", "message", "minigame", "message", "deeplink", "engagement", "message"]
+        _ = try await store.appendEvents(names.enumerated().map { journalEvent($1, ts: Int64($0), "{\"i\":\($0)}") })
+        #expect(try await store.events(after: 2, limit: 100).map(\.seq) == [3, 4, 5, 6, 7])
+        #expect(try await store.events(after: 2, limit: 2).map(\.seq) == [3, 4])
+        let messages = try await store.events(after: 1, limit: 100, types: ["message"])
+        #expect(messages.map(\.seq) == [2, 4, 7])
+        #expect(messages.map(\.data) == [bytes("{\"i\":1}"), bytes("{\"i\":3}"), bytes("{\"i\":6}")])
+        #expect(try await store.events(after: 0, limit: 2, types: ["engagement", "deeplink"]).map(\.seq) == [1, 5])
+        #expect(try await store.events(after: 5, limit: 100, types: ["engagement", "deeplink"]).map(\.seq) == [6])
+        #expect(try await store.events(after: 0, limit: 100, types: []).isEmpty)
+        #expect(try await store.events(after: 7, limit: 100).isEmpty)
+        await store.close()
+    }
+
+    @Test func retentionByCount() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 5))
+        for batch in 0..<4 {
+            _ = try await store.appendEvents((0..<3).map { journalEvent("message", ts: Int64(batch * 3 + $0), "{}") })
+        }
+        // 12 appended, the newest 5 kept, pruned in the same transaction as the append.
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 8, lastSeq: 12))
+        #expect(try await store.events(after: 0, limit: 100).map(\.seq) == [8, 9, 10, 11, 12])
+        #expect(try await store.applyRetention(nowMs: 12) == 0)
+        await store.close()
+    }
+
+    @Test func retentionByAge() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let hour: Int64 = 3_600_000
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 2))
+        _ = try await store.appendEvents([
+            journalEvent("message", ts: 0, "{}"),
+            journalEvent("message", ts: hour, "{}"),
+            journalEvent("message", ts: 2 * hour, "{}"),
+        ])
+        #expect(try await store.journalBounds().firstSeq == 1)
+        // An append at 3h drops what is older than 1h (the batch's newest ts is "now").
+        _ = try await store.appendEvents([journalEvent("message", ts: 3 * hour, "{}")])
+        #expect(try await store.events(after: 0, limit: 10).map(\.tsMs) == [hour, 2 * hour, 3 * hour])
+        // The separate call with the time passed in.
+        #expect(try await store.applyRetention(nowMs: 4 * hour + 1) == 2)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [4])
+        await store.close()
+    }
+
+    @Test func durableCursorNeverMovesBackwards() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        _ = try await store.appendEvents((0..<5).map { journalEvent("message", ts: Int64($0), "{}") })
+        #expect(try await store.cursor("ui") == nil)
+        #expect(try await store.setCursor("ui", 3) == 3)
+        #expect(try await store.setCursor("ui", 1) == 3)
+        #expect(try await store.cursor("ui") == 3)
+        await #expect(throws: StoreError.cursorBeyondLastSeq(name: "ui", seq: 6, lastSeq: 5)) {
+            try await store.setCursor("ui", 6)
+        }
+        #expect(StoreError.cursorBeyondLastSeq(name: "ui", seq: 6, lastSeq: 5).description.contains("last seq is 5"))
+        await #expect(throws: StoreError.self) { try await store.setCursor("", 1) }
+        #expect(try await store.setCursor("other", 5) == 5)
+        await store.close()
+
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.cursor("ui") == 3)
+        #expect(try await store.setCursor("ui", 2) == 3)
+        #expect(try await store.cursor("other") == 5)
+        try await store.removeCursor("other")
+        #expect(try await store.cursor("other") == nil)
+
+        // The number of names is bounded; known names still move.
+        await store.updateOptions(StoreOptions(maxCursors: 2))
+        #expect(try await store.setCursor("second", 1) == 1)
+        await #expect(throws: StoreError.tooManyCursors(name: "third", max: 2)) {
+            try await store.setCursor("third", 1)
+        }
+        #expect(try await store.setCursor("ui", 5) == 5)
+        try await store.removeCursor("second")
+        #expect(try await store.setCursor("third", 1) == 1)
+        await store.close()
+    }
+
+    @Test func seenSetDedupesAndIsClearedWhenTheUserChanges() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3))
+        try await store.setUser(StoredUser(extUserID: "alice"))
+        let event = journalEvent("engagement", ts: 1, "{\"uid\":\"e1\"}")
+        #expect(try await store.appendEngagement(user: "alice", uid: "e1", event: event) == 1)
+        #expect(try await store.appendEngagement(user: "alice", uid: "e1", event: event) == nil)
+        #expect(await store.lastSeq() == 1)
+        #expect(try await store.events(after: 0, limit: 10).count == 1)
+        #expect(try await store.markSeen(user: "alice", uid: "e2") == true)
+        #expect(try await store.markSeen(user: "alice", uid: "e2") == false)
+
+        // The seen-set survives a restart.
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3))
+        #expect(try await store.appendEngagement(user: "alice", uid: "e1", event: event) == nil)
+
+        // Bounded: with room for 3, the oldest uid is forgotten after a fourth.
+        #expect(try await store.markSeen(user: "alice", uid: "e3") == true)
+        #expect(try await store.markSeen(user: "alice", uid: "e4") == true)
+        #expect(try await store.markSeen(user: "alice", uid: "e2") == false)
+        #expect(try await store.markSeen(user: "alice", uid: "e1") == true)
+
+        // Same user again: kept. Another user: alice's set is cleared in the same transaction.
+        try await store.setUser(StoredUser(extUserID: "alice", hash: "h2"))
+        #expect(try await store.markSeen(user: "alice", uid: "e1") == false)
+        try await store.setUser(StoredUser(extUserID: "bob"))
+        #expect(try await store.appendEngagement(user: "bob", uid: "e1", event: event) == 2)
+        try await store.setUser(StoredUser(extUserID: "alice"))
+        #expect(try await store.appendEngagement(user: "alice", uid: "e1", event: event) == 3)
+        // Logout forgets every seen-set; clearSeen forgets one.
+        try await store.clearUser()
+        #expect(try await store.markSeen(user: "alice", uid: "e1") == true)
+        try await store.clearSeen(user: "alice")
+        #expect(try await store.markSeen(user: "alice", uid: "e1") == true)
+        await store.close()
+    }
+}

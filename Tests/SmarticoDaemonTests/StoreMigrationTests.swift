@@ -1,0 +1,138 @@
+// Schema migrations: from an empty file, from a version-1 database, and refusal of a newer one.
+import CSQLite
+import Foundation
+import Testing
+@testable import SmarticoDaemon
+
+/// The schema as version 1 shipped it, frozen here: the migration test must start from what real
+/// version-1 files contain, whatever the code's step 1 becomes.
+private let version1Schema = """
+    CREATE TABLE meta(key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
+    INSERT INTO meta(key, value) VALUES ('last_seq', 0);
+    CREATE TABLE journal(seq INTEGER PRIMARY KEY, name TEXT NOT NULL, ts_ms INTEGER NOT NULL, data BLOB NOT NULL);
+    CREATE INDEX journal_ts ON journal(ts_ms);
+    CREATE TABLE outbox(position INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL UNIQUE,
+        cid INTEGER NOT NULL, payload BLOB NOT NULL, created_ms INTEGER NOT NULL);
+    CREATE TABLE cursors(name TEXT PRIMARY KEY NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
+    CREATE TABLE user(id INTEGER PRIMARY KEY CHECK (id = 1), ext_user_id TEXT NOT NULL, hash TEXT,
+        public_username TEXT, props BLOB, last_activity_ms INTEGER);
+    PRAGMA user_version = 1;
+    """
+
+/// Runs raw SQL on a database file with SQLite's C API, outside the store, on a dedicated thread
+/// (it fsyncs).
+private func rawSQL(_ path: String, _ sql: String) async throws {
+    try await onDedicatedThread { try rawSQLBlocking(path, sql) }
+}
+
+private func rawSQLBlocking(_ path: String, _ sql: String) throws {
+    var db: OpaquePointer?
+    guard sqlite3_open(path, &db) == SQLITE_OK else { throw StoreTestFailure("cannot open \(path)") }
+    defer { sqlite3_close(db) }
+    var message: UnsafeMutablePointer<CChar>?
+    guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
+        let text = message.map { String(cString: $0) } ?? "?"
+        sqlite3_free(message)
+        throw StoreTestFailure("SQL failed: \(text)")
+    }
+}
+
+@Suite struct StoreMigrationTests {
+    @Test func migratesFromAnEmptyFile() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        // A zero-byte file, as a crash right after creating it would leave.
+        #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
+        let store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
+        #expect(StoreSchema.latestVersion == 2)
+        #expect(try await store.integrityCheck().isEmpty)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
+        await store.close()
+    }
+
+    @Test func migratesAVersion1DatabaseKeepingItsData() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await rawSQL(path, version1Schema + """
+            INSERT INTO meta(key, value) VALUES ('device_id', '11111111-2222-4333-8444-555555555555');
+            INSERT INTO journal(seq, name, ts_ms, data) VALUES (41, 'message', 1, '{"old":true}');
+            INSERT INTO journal(seq, name, ts_ms, data) VALUES (42, 'engagement', 2, '{}');
+            UPDATE meta SET value = 42 WHERE key = 'last_seq';
+            INSERT INTO outbox(uuid, cid, payload, created_ms) VALUES ('old-1', 9, '{"cid":9}', 7);
+            INSERT INTO cursors(name, seq) VALUES ('ui', 41);
+            INSERT INTO user(id, ext_user_id, hash) VALUES (1, 'alice', 'h');
+            """)
+        let store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == 2)
+        #expect(await store.deviceID() == "11111111-2222-4333-8444-555555555555")
+        #expect(await store.lastSeq() == 42)
+        #expect(try await store.events(after: 40, limit: 10).map(\.seq) == [41, 42])
+        #expect(try await store.cursor("ui") == 41)
+        #expect(try await store.user()?.extUserID == "alice")
+        // Version 2's columns got their defaults on the old rows.
+        let old = try await store.peek(limit: 10)
+        #expect(old.count == 1)
+        #expect(old.first?.uuid == "old-1" && old.first?.kind == .socket && old.first?.attempts == 0)
+        // And version 2's features work.
+        try await store.enqueue(uuid: "new-1", cid: 0, kind: .http, payload: bytes("{}"), createdMs: 8)
+        #expect(try await store.peek(limit: 10).map(\.uuid) == ["old-1", "new-1"])
+        #expect(try await store.markSeen(user: "alice", uid: "e1"))
+        try await store.setPush(StoredPush(token: "t", platform: 5, status: 4))
+        #expect(try await store.appendEvents([journalEvent("message", ts: 3, "{}")]) == [43])
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    @Test func refusesADatabaseOfANewerVersion() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await rawSQL(path, "CREATE TABLE future(x); PRAGMA user_version = 99;")
+        do {
+            _ = try await SmarticoStore.open(directory: dir.path)
+            Issue.record("a version-99 database was opened")
+        } catch {
+            #expect(error == .databaseTooNew(path: path, found: 99, known: StoreSchema.latestVersion))
+            #expect(error.description.contains("schema version 99"))
+            #expect(error.description.contains("newer smarticod"))
+        }
+        // Nothing was changed: still version 99, the table intact.
+        let (version, tables) = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return (try StoreSchema.userVersion(db), try db.query("SELECT name FROM sqlite_master") { $0.text(0) })
+        }
+        #expect(version == 99)
+        #expect(tables == ["future"])
+    }
+
+    @Test func aFailingStepChangesNothing() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        // A version-1 file in which step 2's table name is already taken: step 2 must fail as a whole.
+        try await rawSQL(path, version1Schema + "CREATE TABLE latest(x);")
+        do {
+            _ = try await SmarticoStore.open(directory: dir.path)
+            Issue.record("the migration succeeded")
+        } catch {
+            guard case .migrationFailed(let failedPath, let from, let to, let underlying) = error else {
+                Issue.record("unexpected error \(error)")
+                return
+            }
+            #expect(failedPath == path && from == 1 && to == 2)
+            #expect(underlying.message.contains("latest"))
+        }
+        let (version, columns) = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return (try StoreSchema.userVersion(db),
+                    try db.query("SELECT name FROM pragma_table_info('outbox')") { $0.text(0) })
+        }
+        #expect(version == 1)
+        // The ALTER TABLE that ran before the failure was rolled back too.
+        #expect(!columns.contains("kind"))
+    }
+}
