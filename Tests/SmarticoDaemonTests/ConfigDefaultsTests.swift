@@ -110,6 +110,22 @@ struct ConfigDefaultsTests {
         }
     }
 
+    @Test func theDocsExampleOfABadFileGivesTheOutputTheDocsShow() throws {
+        let docs = try String(contentsOf: ConfigTestSupport.packageRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let afterExample = try #require(docs.range(of: "Example: this file\n\n```json\n"))
+        let jsonEnd = try #require(docs.range(of: "```", range: afterExample.upperBound..<docs.endIndex))
+        let json = String(docs[afterExample.upperBound..<jsonEnd.lowerBound])
+        let outputStart = try #require(docs.range(of: "gives (exit code 78):\n\n```\n"))
+        let outputEnd = try #require(docs.range(of: "```", range: outputStart.upperBound..<docs.endIndex))
+        let shown = docs[outputStart.upperBound..<outputEnd.lowerBound].split(separator: "\n").map(String.init)
+        do {
+            _ = try ConfigLoader.decode(Array(json.utf8), source: "bad.json")
+            Issue.record("the docs' bad example is valid")
+        } catch {
+            #expect(error.lines == shown)
+        }
+    }
+
     @Test func durationsFollowTheSeconds() {
         let s = DaemonConfig.Session()
         #expect(s.keepalive == .seconds(29))

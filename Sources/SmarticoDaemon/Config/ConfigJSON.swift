@@ -4,7 +4,7 @@
 ///
 /// The configuration is read once at start and on SIGHUP; this parser favours exact
 /// error positions over speed.
-public indirect enum ConfigJSON: Sendable, Equatable {
+indirect enum ConfigJSON: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number exactly as written (RFC 8259 grammar, already checked).
@@ -13,7 +13,7 @@ public indirect enum ConfigJSON: Sendable, Equatable {
     case array([ConfigJSON])
     case object([(key: String, value: ConfigJSON)])
 
-    public static func == (lhs: ConfigJSON, rhs: ConfigJSON) -> Bool {
+    static func == (lhs: ConfigJSON, rhs: ConfigJSON) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case let (.bool(a), .bool(b)): return a == b
@@ -27,7 +27,7 @@ public indirect enum ConfigJSON: Sendable, Equatable {
     }
 
     /// What kind of value this is, for messages: "a string", "a number", "an object"…
-    public var kindDescription: String {
+    var kindDescription: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"
@@ -40,7 +40,7 @@ public indirect enum ConfigJSON: Sendable, Equatable {
 
     /// A short rendering for an error message: strings quoted and JSON-escaped,
     /// arrays and objects compact, everything cut to about `limit` characters.
-    public func rendered(limit: Int = 60) -> String {
+    func rendered(limit: Int = 60) -> String {
         let full = compactText(limit: limit + 1)
         if full.count <= limit { return full }
         return String(full.prefix(limit)) + "…"
@@ -80,7 +80,7 @@ public indirect enum ConfigJSON: Sendable, Equatable {
     }
 
     /// `s` as a JSON string literal.
-    public static func quoted(_ s: String) -> String {
+    static func quoted(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {
@@ -99,20 +99,20 @@ public indirect enum ConfigJSON: Sendable, Equatable {
     }
 
     /// The member `key` of an object (the last one when the file repeats the key).
-    public subscript(key: String) -> ConfigJSON? {
+    subscript(key: String) -> ConfigJSON? {
         guard case .object(let members) = self else { return nil }
         return members.last(where: { $0.key == key })?.value
     }
 }
 
 /// A JSON syntax error at a 1-based line and column (columns count Unicode scalars).
-public struct ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var line: Int
-    public var column: Int
+struct ConfigSyntaxError: Error, Sendable, Equatable, CustomStringConvertible {
+    var line: Int
+    var column: Int
     /// What is wrong, e.g. `expected ',' or '}' after an object member, found 'x'`.
-    public var reason: String
+    var reason: String
 
-    public var description: String { "line \(line), column \(column): \(reason)" }
+    var description: String { "line \(line), column \(column): \(reason)" }
 }
 
 /// A strict RFC 8259 parser (no comments, no trailing commas, no NaN) that reports the

@@ -92,13 +92,37 @@ public enum ConfigLoader {
         }
     }
 
-    /// Decoding problems first, then validation problems of keys that decoded fine.
+    /// The decoding problems and the validation problems of keys that decoded fine, in the
+    /// order of the keys in the file's schema (`server…` first, `log…` last; unknown keys
+    /// after the known keys of their object).
     static func merge(decoding: [ConfigProblem], validation: [ConfigProblem]) -> [ConfigProblem] {
         let decoded = Set(decoding.map(\.key))
         let extra = validation.filter { problem in
             !decoded.contains { problem.key == $0 || problem.key.hasPrefix($0 + ".") || problem.key.hasPrefix($0 + "[") }
         }
-        return decoding + extra
+        let all = decoding + extra
+        let ranks = all.map { schemaRank($0.key) }
+        return all.indices
+            .sorted { a, b in ranks[a] == ranks[b] ? a < b : ranks[a].lexicographicallyPrecedes(ranks[b]) }
+            .map { all[$0] }
+    }
+
+    /// Where a key sorts: the position of each of its components among its siblings.
+    static func schemaRank(_ key: String) -> [Int] {
+        let unknown = Int.max - 1
+        guard !key.isEmpty, !key.hasPrefix("line ") else { return [-1] }
+        var rank: [Int] = []
+        var prefix = ""
+        for part in key.split(separator: ".", omittingEmptySubsequences: false) {
+            // `pinned_spki_sha256[2]` → the key, then the index.
+            let name = part.prefix { $0 != "[" }
+            prefix = prefix.isEmpty ? String(name) : prefix + "." + name
+            rank.append(DaemonConfig.allKeyPaths.firstIndex(of: prefix) ?? unknown)
+            if let open = part.firstIndex(of: "["), let index = Int(part[part.index(after: open)...].dropLast()) {
+                rank.append(index)
+            }
+        }
+        return rank
     }
 
     /// The file's bytes, or a problem naming what went wrong (with the system's reason).

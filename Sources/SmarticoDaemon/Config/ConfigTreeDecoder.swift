@@ -220,7 +220,7 @@ private struct SingleValue: SingleValueDecodingContainer {
 extension ConfigJSON: Decodable {
     /// Captures the raw JSON value. With the configuration decoder this is exact; with
     /// another decoder it is reconstructed from what its containers offer.
-    public init(from decoder: any Decoder) throws {
+    init(from decoder: any Decoder) throws {
         if let tree = decoder as? ConfigTreeDecoder { self = tree.node; return }
         if let keyed = try? decoder.container(keyedBy: AnyCodingKey.self) {
             var members: [(key: String, value: ConfigJSON)] = []

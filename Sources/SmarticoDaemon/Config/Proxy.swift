@@ -169,20 +169,20 @@ public struct ProxyURL: Sendable, Hashable, Codable, CustomStringConvertible {
 ///   matches subdomains only), an IP literal (IPv6 in brackets when a port follows), each
 ///   optionally with `:port` to match that port only. Matching ignores case.
 public struct ProxyEnvironment: Sendable, Equatable {
-    /// The `https_proxy` value and the name of the variable it came from.
-    public var httpsProxy: (value: String, variable: String)?
-    /// The `http_proxy` value and the name of the variable it came from.
-    public var httpProxy: (value: String, variable: String)?
+    /// A proxy variable: its value (a ``Secret``: it may carry a password) and its name.
+    public struct Setting: Sendable, Equatable {
+        public var value: Secret
+        public var variable: String
+    }
+
+    /// `https_proxy` (or `HTTPS_PROXY`), when set and non-empty.
+    public var httpsProxy: Setting?
+    /// `http_proxy` (or `HTTP_PROXY`), when set and non-empty.
+    public var httpProxy: Setting?
     /// The parsed `no_proxy` entries.
     public var noProxy: [NoProxyEntry]
     /// The variable `no_proxy` came from, if any.
     public var noProxyVariable: String?
-
-    public static func == (a: ProxyEnvironment, b: ProxyEnvironment) -> Bool {
-        a.httpsProxy?.value == b.httpsProxy?.value && a.httpsProxy?.variable == b.httpsProxy?.variable
-            && a.httpProxy?.value == b.httpProxy?.value && a.httpProxy?.variable == b.httpProxy?.variable
-            && a.noProxy == b.noProxy
-    }
 
     public init(environment: [String: String]) {
         func lookup(_ lower: String) -> (value: String, variable: String)? {
@@ -193,8 +193,8 @@ public struct ProxyEnvironment: Sendable, Equatable {
             }
             return nil
         }
-        httpsProxy = lookup("https_proxy")
-        httpProxy = lookup("http_proxy")
+        httpsProxy = lookup("https_proxy").map { Setting(value: Secret($0.value), variable: $0.variable) }
+        httpProxy = lookup("http_proxy").map { Setting(value: Secret($0.value), variable: $0.variable) }
         let no = lookup("no_proxy")
         noProxyVariable = no?.variable
         noProxy = (no?.value ?? "").split(separator: ",").compactMap { NoProxyEntry(String($0)) }
@@ -212,7 +212,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
     public func proxy(secure: Bool, host: String, port: Int) -> Result<(ProxyEndpoint, String)?, ConfigProblem> {
         guard let setting = secure ? httpsProxy : httpProxy else { return .success(nil) }
         if bypasses(host: host, port: port) { return .success(nil) }
-        switch ProxyEndpoint.parse(setting.value, schemeOptional: true) {
+        switch ProxyEndpoint.parse(setting.value.exposedValue, schemeOptional: true) {
         case .success(let endpoint): return .success((endpoint, setting.variable))
         case .failure(let error): return .failure(ConfigProblem(key: setting.variable, message: "the proxy URL \(error)"))
         }

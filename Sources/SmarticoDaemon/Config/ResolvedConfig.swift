@@ -6,7 +6,7 @@
 /// out; the image domain; the proxy for each destination (`server.proxy`, else
 /// `https_proxy`/`http_proxy`/`no_proxy`); the effective log level (`SMARTICOD_LOG_LEVEL`,
 /// else `log.level`). `ua.fp` needs the machine id and is computed by ``fingerprint(machineID:)``.
-public struct ResolvedConfig: Sendable {
+public struct ResolvedConfig: Sendable, Equatable {
     /// The configuration as loaded.
     public let config: DaemonConfig
     /// The label key, split into the key sent in INIT and its environment number.
