@@ -117,6 +117,13 @@ struct ConfigProblemsTests {
         #expect(problems.first?.message.contains("more than once") == true)
     }
 
+    @Test func oddKeysAreQuotedSoEachProblemStaysOneLine() {
+        let problems = ConfigTestSupport.problems(#"{"server": {"label_key": "\#(key)"}, "a\nb": 1, "": 2, "x.y": 3, "log": {"lev el": 1, "lev el": 2}}"#)
+        #expect(problems.map(\.key) == ["log.\"lev el\"", "log.\"lev el\"", "\"a\\nb\"", "\"\"", "\"x.y\""])
+        guard case .failure(let error) = ConfigTestSupport.decode(#"{"server": {"label_key": "\#(key)"}, "a\nb": 1}"#) else { return }
+        #expect(error.lines.allSatisfy { !$0.contains("\n") })
+    }
+
     @Test func anUnknownKeyInTheWrongObjectPointsToTheRightOne() {
         let problems = ConfigTestSupport.problems(#"{"server": {"label_key": "\#(key)"}, "keepalive_s": 3, "zzz": 1}"#)
         let byKey = messages(problems)
@@ -260,7 +267,7 @@ struct ConfigProblemsTests {
         c.server.headers = ["Sec-WebSocket-Key": "x", "Bad Header": "y", "X-Ok": "a\r\nb"]
         c.http.publicURL = "https://papi.example.com/services/public?x=1"
         let keys = c.validate().map(\.key)
-        #expect(keys == ["server.url", "server.headers.Bad Header", "server.headers.Sec-WebSocket-Key", "server.headers.X-Ok", "http.public_url"])
+        #expect(keys == ["server.url", "server.headers.\"Bad Header\"", "server.headers.Sec-WebSocket-Key", "server.headers.X-Ok", "http.public_url"])
         #expect(!c.validate().description.contains("pw"))
     }
 

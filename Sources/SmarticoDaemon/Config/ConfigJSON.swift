@@ -182,10 +182,10 @@ struct ConfigJSONParser {
             guard peek(UInt8(ascii: ":")) else { throw error("expected ':' after the key \(ConfigJSON.quoted(key)), found \(describeCurrent())") }
             advance()
             skipWhitespace()
-            path.append(key)
+            path.append(keyComponent(key))
             let value = try parseValue(depth: depth + 1)
             path.removeLast()
-            if !seen.insert(key).inserted { duplicateKeys.append((path + [key]).joined(separator: ".")) }
+            if !seen.insert(key).inserted { duplicateKeys.append(joinedKeyPath(path + [keyComponent(key)])) }
             members.append((key, value))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of file inside an object; expected ',' or '}'") }
@@ -377,4 +377,24 @@ struct ConfigJSONParser {
     private func error(_ reason: String) -> ConfigSyntaxError {
         ConfigSyntaxError(line: line, column: column, reason: reason)
     }
+}
+
+/// A key as it appears in a dotted path: as is when it is a plain name, JSON-quoted when it
+/// is empty or holds control characters, spaces, dots, brackets or quotes (so that a problem
+/// line stays one line and unambiguous).
+func keyComponent(_ name: String) -> String {
+    let plain = !name.isEmpty && name.unicodeScalars.allSatisfy {
+        $0.value > 0x20 && $0.value != 0x7F && !$0.properties.isWhitespace && !".[]\"\\".unicodeScalars.contains($0)
+            && $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+    }
+    return plain ? name : ConfigJSON.quoted(name)
+}
+
+/// Joins path components with dots, array indices (`[2]`) without.
+func joinedKeyPath(_ components: [String]) -> String {
+    var out = ""
+    for component in components {
+        if component.hasPrefix("[") || out.isEmpty { out += component } else { out += "." + component }
+    }
+    return out
 }

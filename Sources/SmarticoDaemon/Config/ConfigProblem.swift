@@ -82,7 +82,7 @@ func dottedPath(_ path: [any CodingKey]) -> String {
             out += "[\(i)]"
         } else {
             if !out.isEmpty { out += "." }
-            out += key.stringValue
+            out += keyComponent(key.stringValue)
         }
     }
     return out
@@ -108,7 +108,7 @@ struct ConfigObject<Key: CodingKey & CaseIterable> {
         let present = try decoder.container(keyedBy: AnyCodingKey.self).allKeys.map(\.stringValue)
         for name in present where !known.contains(name) {
             let prefix = dottedPath(path)
-            let key = prefix.isEmpty ? name : prefix + "." + name
+            let key = prefix.isEmpty ? keyComponent(name) : prefix + "." + keyComponent(name)
             try report(key, ConfigKeySuggestion.unknownKeyMessage(name, siblings: known, path: prefix))
         }
     }

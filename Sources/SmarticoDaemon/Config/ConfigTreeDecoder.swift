@@ -15,10 +15,14 @@ struct ConfigTreeDecoder: Decoder {
                 [String: Any].self,
                 .init(codingPath: codingPath, debugDescription: "expected an object, found \(node.kindDescription)"))
         }
+        // A repeated key (already reported by the parser) counts once; its last value wins.
         var byKey: [String: ConfigJSON] = [:]
-        for member in members { byKey[member.key] = member.value }
+        var order: [String] = []
+        for member in members {
+            if byKey.updateValue(member.value, forKey: member.key) == nil { order.append(member.key) }
+        }
         return KeyedDecodingContainer(
-            KeyedContainer<Key>(members: byKey, order: members.map(\.key), codingPath: codingPath, userInfo: userInfo))
+            KeyedContainer<Key>(members: byKey, order: order, codingPath: codingPath, userInfo: userInfo))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {

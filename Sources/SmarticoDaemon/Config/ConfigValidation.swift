@@ -21,7 +21,7 @@ extension DaemonConfig {
         }
         if let brand = server.brandKey, brand.isEmpty { v.add("server.brand_key", "must be a non-empty string or null") }
         for name in server.headers.keys.sorted() {
-            let key = "server.headers." + name
+            let key = "server.headers." + keyComponent(name)
             if name.isEmpty || !name.unicodeScalars.allSatisfy(Validator.isTokenScalar) {
                 v.add(key, "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
             } else if Validator.handshakeHeaders.contains(name.lowercased()) {
