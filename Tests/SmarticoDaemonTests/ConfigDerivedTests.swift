@@ -243,6 +243,23 @@ struct ConfigDerivedTests {
         #expect(hex(String(repeating: "a", count: 1000)) == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3")
     }
 
+    @Test func aReloadReconnectsOnlyWhenTheConnectionChanges() throws {
+        let env = ["https_proxy": "proxy:3128"]
+        let before = DaemonConfig(labelKey: Self.base + "-2")
+        let old = try ResolvedConfig(before, environment: env)
+        var c = before
+        c.log.level = .debug
+        c.session.keepaliveS = 10
+        c.user.extUserID = "someone"
+        #expect(!(try ResolvedConfig(c, environment: env)).requiresReconnect(from: old))
+        c.client.language = "de"  // sent as CORE_LANGUAGE_CHANGE on the open session
+        #expect(!(try ResolvedConfig(c, environment: env)).requiresReconnect(from: old))
+        c.client.deviceType = "NATIVE_TABLET"
+        #expect(try ResolvedConfig(c, environment: env).requiresReconnect(from: old))
+        #expect(try ResolvedConfig(before, environment: [:]).requiresReconnect(from: old))
+        #expect(try ResolvedConfig(DaemonConfig(labelKey: Self.base + "-3"), environment: env).requiresReconnect(from: old))
+    }
+
     // MARK: log level
 
     @Test func theLogLevelCanBeOverriddenFromTheEnvironment() throws {

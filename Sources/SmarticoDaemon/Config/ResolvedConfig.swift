@@ -177,6 +177,18 @@ public struct ResolvedConfig: Sendable, Equatable {
         self.logLevelSource = logLevelSource
     }
 
+    /// Whether a reloaded configuration (SIGHUP) changes how the WebSocket session is
+    /// opened — URL, proxy, `server.*`, or what INIT/`ua` carry (`client.*` but
+    /// `client.language`) — so that the connection must be reopened. Changes elsewhere
+    /// (language, user, timeouts, socket, store, log) apply without reconnecting.
+    public func requiresReconnect(from previous: ResolvedConfig) -> Bool {
+        var client = config.client, previousClient = previous.config.client
+        client.language = nil
+        previousClient.language = nil
+        return server != previous.server || serverProxy != previous.serverProxy
+            || config.server != previous.config.server || client != previousClient
+    }
+
     /// A few lines describing what the daemon will use, secrets masked (for `--check-config`
     /// and the start-up log).
     public var summary: [String] {
