@@ -61,7 +61,6 @@ do {
 } catch {
     if Smarticod.exitCode(for: error) == .validationFailure {
         printError(Smarticod.fullMessage(for: error))
-        printError(Smarticod.usageString())
         exit(2)
     }
     Smarticod.exit(withError: error)

@@ -198,6 +198,9 @@ public struct ResolvedConfig: Sendable, Equatable {
         lines.append("public API: \(redactedURL(publicAPI.url))" + (publicAPIURLIsDerived ? " (derived from the label key)" : " (http.public_url)"))
         lines.append("image domain: \(imageDomain)")
         lines.append("proxy: " + (serverProxy.map { "\($0) (\(serverProxySource ?? ""))" } ?? "none"))
+        if publicAPIProxy != serverProxy {
+            lines.append("public API proxy: " + (publicAPIProxy.map { "\($0) (\(publicAPIProxySource ?? ""))" } ?? "none"))
+        }
         lines.append("log level: \(logLevel.rawValue) (\(logLevelSource))")
         return lines
     }
