@@ -1,0 +1,269 @@
+import Foundation
+
+extension DaemonConfig {
+    /// Every semantic problem of this configuration, in key order; empty when it is valid.
+    ///
+    /// This is the one place where values are judged (decoding only checks JSON types and
+    /// keys): URLs and their schemes, positive timeouts, backoff bounds, the socket mode,
+    /// absolute paths, ranges, the label key's format, the user hash's dependency on a user.
+    /// It does not touch the file system or the network.
+    public func validate() -> [ConfigProblem] {
+        var v = Validator()
+
+        // server
+        if let url = server.url {
+            if case .failure(let problem) = WebSocketEndpoint.parse(url) { v.add("server.url", problem.message) }
+        }
+        do {
+            _ = try LabelKey(parsing: server.labelKey)
+        } catch {
+            v.add("server.label_key", error.description)
+        }
+        if let brand = server.brandKey, brand.isEmpty { v.add("server.brand_key", "must be a non-empty string or null") }
+        for name in server.headers.keys.sorted() {
+            let key = "server.headers." + keyComponent(name)
+            if name.isEmpty || !name.unicodeScalars.allSatisfy(Validator.isTokenScalar) {
+                v.add(key, "is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+            } else if Validator.handshakeHeaders.contains(name.lowercased()) {
+                v.add(key, "is set by the WebSocket handshake itself and cannot be overridden")
+            }
+            if let value = server.headers[name], value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                v.add(key, "the value must not contain CR, LF or NUL")
+            }
+        }
+        if let ca = server.tls.caFile { v.absolutePath("server.tls.ca_file", ca) }
+        for (i, pin) in server.tls.pinnedSPKISHA256.enumerated() {
+            let key = "server.tls.pinned_spki_sha256[\(i)]"
+            guard let bytes = Base64.decode(pin) else {
+                v.add(key, "must be the base64 of a SHA-256 digest (44 characters ending in \"=\"), got \(ConfigJSON.quoted(pin))")
+                continue
+            }
+            if bytes.count != 32 { v.add(key, "must decode to 32 bytes (a SHA-256 digest), got \(bytes.count) bytes") }
+        }
+        if let proxy = server.proxy, case .failure(let error) = proxy.endpoint {
+            v.add("server.proxy", "the proxy URL \(error)")
+        }
+
+        // client
+        if let version = client.trackerVersion, !Validator.isVersion(version) {
+            v.add("client.tracker_version", "must be a version X.Y.Z (three numbers separated by dots), got \(ConfigJSON.quoted(version))")
+        }
+        if let domain = client.domain {
+            if domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
+                v.add("client.domain", "must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(ConfigJSON.quoted(domain))")
+            }
+        }
+        v.nonEmpty("client.device_id", client.deviceID)
+        v.nonEmpty("client.device_type", client.deviceType)
+        v.nonEmpty("client.os", client.os)
+        if let page = client.page, !page.isEmpty, URLComponents(string: page)?.scheme == nil {
+            v.add("client.page", "must be an absolute URL such as \"https://example.com/\", got \(ConfigJSON.quoted(page))")
+        }
+        if let language = client.language, !Validator.isLanguage(language) {
+            v.add("client.language", "must be an ISO 639-1 code such as \"en\" or a custom code such as \"pt-br\", got \(ConfigJSON.quoted(language))")
+        }
+
+        // user
+        v.nonEmpty("user.ext_user_id", user.extUserID)
+        if let hash = user.hash {
+            if hash.isEmpty { v.add("user.hash", "must be a non-empty string or null") }
+            if user.extUserID == nil { v.add("user.hash", "is set but user.ext_user_id is not; a hash only makes sense for a user") }
+        }
+        if let command = user.hashCommand {
+            if command.isEmpty {
+                v.add("user.hash_command", "must be a non-empty array of strings (program and arguments), got []")
+            } else if command[0].isEmpty {
+                v.add("user.hash_command[0]", "the program must be a non-empty string")
+            }
+            for (i, arg) in command.enumerated() where arg.contains("\0") {
+                v.add("user.hash_command[\(i)]", "must not contain NUL")
+            }
+        }
+        if let token = user.push.token, token.isEmpty { v.add("user.push.token", "must be a non-empty string or null") }
+        v.range("user.push.platform", user.push.platform, User.Push.platformRange, note: " (PushClientPlatform)")
+        v.range("user.push.status", user.push.status, User.Push.statusRange, note: " (PushNotificationUserStatus)")
+        v.nonEmpty("user.push.app_package_id", user.push.appPackageID)
+
+        // session
+        v.atLeast("session.connect_timeout_s", session.connectTimeoutS, 1)
+        v.atLeast("session.response_timeout_s", session.responseTimeoutS, 1)
+        v.atLeast("session.keepalive_s", session.keepaliveS, 1)
+        v.atLeast("session.dead_after_s", session.deadAfterS, 1)
+        v.atLeast("session.login_after_inactivity_min", session.loginAfterInactivityMin, 1)
+        let r = session.reconnect
+        v.atLeast("session.reconnect.initial_ms", r.initialMs, 1)
+        v.atLeast("session.reconnect.max_ms", r.maxMs, 1)
+        if r.initialMs >= 1, r.maxMs >= 1, r.initialMs > r.maxMs {
+            v.add("session.reconnect.max_ms", "must be ≥ session.reconnect.initial_ms (\(r.initialMs)), got \(r.maxMs)")
+        }
+        if !(r.multiplier.isFinite && r.multiplier >= 1) {
+            v.add("session.reconnect.multiplier", "must be a number ≥ 1, got \(r.multiplier)")
+        }
+
+        // socket
+        if v.absolutePath("socket.path", socket.path), socket.path.utf8.count > Validator.maxSocketPathBytes {
+            v.add("socket.path", "is \(socket.path.utf8.count) bytes long; a Unix socket path may have at most \(Validator.maxSocketPathBytes)")
+        }
+        if socket.modeBits == nil {
+            v.add("socket.mode", "must be an octal permission string such as \"0660\" (3 or 4 digits 0-7, at most 0777), got \(ConfigJSON.quoted(socket.mode))")
+        }
+        if let group = socket.group, group.isEmpty || group.contains(where: { $0.isWhitespace || $0 == ":" }) {
+            v.add("socket.group", "must be a group name or numeric id, got \(ConfigJSON.quoted(group))")
+        }
+        v.range("socket.max_line_bytes", socket.maxLineBytes, Socket.lineBytesRange, note: "")
+        v.atLeast("socket.max_queue_events", socket.maxQueueEvents, 1)
+
+        // the rest
+        v.absolutePath("state_dir", stateDir)
+        v.atLeast("journal.retention_events", journal.retentionEvents, 1)
+        v.atLeast("journal.retention_hours", journal.retentionHours, 1)
+        v.atLeast("outbox.max_messages", outbox.maxMessages, 1)
+        if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
+            v.add("http.public_url", problem.message)
+        }
+        return v.problems
+    }
+
+    /// This configuration if ``validate()`` finds nothing, else a ``ConfigError`` with every problem.
+    public func validated(source: String = "<memory>") throws(ConfigError) -> DaemonConfig {
+        let problems = validate()
+        if !problems.isEmpty { throw ConfigError(source: source, problems: problems) }
+        return self
+    }
+}
+
+private struct Validator {
+    var problems: [ConfigProblem] = []
+
+    /// `sizeof(sockaddr_un.sun_path) - 1` on Linux.
+    static let maxSocketPathBytes = 107
+
+    static let handshakeHeaders: Set<String> = [
+        "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
+        "sec-websocket-extensions", "sec-websocket-accept", "sec-websocket-protocol",
+        "content-length", "transfer-encoding",
+    ]
+
+    mutating func add(_ key: String, _ message: String) { problems.append(ConfigProblem(key: key, message: message)) }
+
+    mutating func atLeast(_ key: String, _ value: Int, _ min: Int) {
+        if value < min { add(key, "must be \(Expect.integer(atLeast: min)), got \(value)") }
+    }
+
+    mutating func range(_ key: String, _ value: Int, _ range: ClosedRange<Int>, note: String) {
+        if !range.contains(value) { add(key, "must be \(Expect.integer(range))\(note), got \(value)") }
+    }
+
+    mutating func nonEmpty(_ key: String, _ value: String?) {
+        if let value, value.isEmpty { add(key, "must be a non-empty string") }
+    }
+
+    @discardableResult
+    mutating func absolutePath(_ key: String, _ path: String) -> Bool {
+        guard path.hasPrefix("/") else {
+            add(key, "must be an absolute path (starting with \"/\"), got \(ConfigJSON.quoted(path))")
+            return false
+        }
+        if path.contains("\0") { add(key, "must not contain NUL"); return false }
+        return true
+    }
+
+    static func isTokenScalar(_ s: Unicode.Scalar) -> Bool {
+        s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(s))
+    }
+
+    static func isVersion(_ text: String) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 3 && parts.allSatisfy { !$0.isEmpty && $0.count <= 9 && $0.allSatisfy { ("0"..."9").contains($0) } }
+    }
+
+    /// `en`, `pt-br`, `zh_Hans`: 2–3 letters, then optional `-`/`_` subtags of 1–8 letters or digits.
+    static func isLanguage(_ text: String) -> Bool {
+        let parts = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "-" || $0 == "_" })
+        guard let first = parts.first, (2...3).contains(first.count), first.allSatisfy({ $0.isASCII && $0.isLetter }) else { return false }
+        return parts.dropFirst().allSatisfy { (1...8).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }
+    }
+}
+
+/// A parsed `ws://` or `wss://` URL: what the transport needs to connect.
+public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
+    /// The URL as configured or derived.
+    public let url: String
+    /// `wss` (TLS) or `ws`.
+    public let secure: Bool
+    /// Lower-case host name or IP literal (no brackets).
+    public let host: String
+    /// The explicit port, or 443 / 80.
+    public let port: Int
+    /// Path and query for the request line, e.g. `/websocket/services?master&domain=&version=0.1.0`.
+    public let requestTarget: String
+
+    public var description: String { url }
+
+    /// Parses and checks a WebSocket URL; the failure is a message for a ``ConfigProblem``.
+    public static func parse(_ url: String) -> Result<WebSocketEndpoint, URLProblem> {
+        let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased() else {
+            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
+        }
+        guard scheme == "ws" || scheme == "wss" else {
+            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not ws or wss"))
+        }
+        guard c.user == nil, c.password == nil else {
+            return .failure(URLProblem("must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"))
+        }
+        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
+        guard c.fragment == nil else { return .failure(URLProblem("must not have a #fragment")) }
+        let port = c.port ?? (scheme == "wss" ? 443 : 80)
+        guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
+        var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
+        if let query = c.percentEncodedQuery { target += "?" + query }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return .success(WebSocketEndpoint(url: url, secure: scheme == "wss", host: bare.lowercased(), port: port, requestTarget: target))
+    }
+}
+
+/// A parsed `https://` or `http://` URL of Smartico's public HTTP API.
+public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public let url: String
+    public let secure: Bool
+    public let host: String
+    public let port: Int
+    /// The path, e.g. `/services/public`.
+    public let path: String
+
+    public var description: String { url }
+
+    public static func parse(_ url: String) -> Result<HTTPEndpoint, URLProblem> {
+        let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
+        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased() else {
+            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
+        }
+        guard scheme == "https" || scheme == "http" else {
+            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not https or http"))
+        }
+        guard c.user == nil, c.password == nil else { return .failure(URLProblem("must not contain user:password@")) }
+        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
+        guard c.query == nil, c.fragment == nil else { return .failure(URLProblem("must not have a query or fragment (the daemon adds the query)")) }
+        let port = c.port ?? (scheme == "https" ? 443 : 80)
+        guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        return .success(HTTPEndpoint(url: url, secure: scheme == "https", host: bare.lowercased(), port: port, path: c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath))
+    }
+}
+
+/// `url` with any `user:password@` replaced by `(masked)@`, for messages.
+func redactedURL(_ url: String) -> String {
+    guard let schemeEnd = url.range(of: "://") else { return url }
+    let afterScheme = url[schemeEnd.upperBound...]
+    let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
+    guard let at = afterScheme[..<authorityEnd].lastIndex(of: "@") else { return url }
+    return String(url[..<schemeEnd.upperBound]) + "(masked)" + String(afterScheme[at...])
+}
+
+/// Why a URL of the configuration was refused: a message for a ``ConfigProblem``.
+public struct URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
+    public var message: String
+    init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

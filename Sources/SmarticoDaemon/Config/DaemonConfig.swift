@@ -1,0 +1,592 @@
+import Logging
+
+/// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
+/// (the table of `shared/spec/daemon.md`), every key but `server.label_key` with a default.
+///
+/// Decoding (``ConfigLoader``) checks types and rejects unknown keys at every level;
+/// ``validate()`` checks everything else in one place. Derived values (URLs from the label
+/// key's environment, the proxy, `ua.fp`, the log level) are in ``ResolvedConfig``.
+///
+/// Secrets (label key, user hash, push token, proxy password) are ``Secret``s: printing,
+/// dumping or encoding a configuration shows them masked.
+public struct DaemonConfig: Sendable, Equatable, Codable {
+    public var server: Server
+    public var client: Client
+    public var user: User
+    public var session: Session
+    public var socket: Socket
+    /// `state_dir`: device id, user, outbox, journal, seq counter. Default `/var/lib/smarticod`.
+    public var stateDir: String
+    public var journal: Journal
+    public var outbox: Outbox
+    public var http: HTTP
+    public var log: Log
+
+    public static let defaultStateDir = "/var/lib/smarticod"
+
+    /// A configuration with every default and the given label key.
+    public init(
+        server: Server,
+        client: Client = Client(),
+        user: User = User(),
+        session: Session = Session(),
+        socket: Socket = Socket(),
+        stateDir: String = DaemonConfig.defaultStateDir,
+        journal: Journal = Journal(),
+        outbox: Outbox = Outbox(),
+        http: HTTP = HTTP(),
+        log: Log = Log()
+    ) {
+        self.server = server
+        self.client = client
+        self.user = user
+        self.session = session
+        self.socket = socket
+        self.stateDir = stateDir
+        self.journal = journal
+        self.outbox = outbox
+        self.http = http
+        self.log = log
+    }
+
+    /// Every default, with `labelKey` as `server.label_key`.
+    public init(labelKey: String) {
+        self.init(server: Server(labelKey: Secret(labelKey)))
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case server, client, user, session, socket
+        case stateDir = "state_dir"
+        case journal, outbox, http, log
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try ConfigObject(decoder, CodingKeys.self)
+        if c.container.contains(.server) {
+            server = try c.section(.server, default: Server(labelKey: Secret("")))
+        } else {
+            try c.report("server.label_key", "required (\(Expect.labelKey))")
+            server = Server(labelKey: Secret(""))
+        }
+        client = try c.section(.client, default: Client())
+        user = try c.section(.user, default: User())
+        session = try c.section(.session, default: Session())
+        socket = try c.section(.socket, default: Socket())
+        stateDir = try c.field(.stateDir, default: DaemonConfig.defaultStateDir, expect: Expect.absolutePath)
+        journal = try c.section(.journal, default: Journal())
+        outbox = try c.section(.outbox, default: Outbox())
+        http = try c.section(.http, default: HTTP())
+        log = try c.section(.log, default: Log())
+    }
+
+    /// Every key of the file as a dotted path (for "did you mean" and for the docs test).
+    public static let allKeyPaths: [String] = {
+        var keys: [String] = []
+        func add<K: CodingKey & CaseIterable>(_ prefix: String, _ type: K.Type) {
+            for key in K.allCases { keys.append(prefix.isEmpty ? key.stringValue : prefix + "." + key.stringValue) }
+        }
+        add("", CodingKeys.self)
+        add("server", Server.CodingKeys.self)
+        add("server.tls", Server.TLS.CodingKeys.self)
+        add("client", Client.CodingKeys.self)
+        add("user", User.CodingKeys.self)
+        add("user.push", User.Push.CodingKeys.self)
+        add("session", Session.CodingKeys.self)
+        add("session.reconnect", Session.Reconnect.CodingKeys.self)
+        add("socket", Socket.CodingKeys.self)
+        add("journal", Journal.CodingKeys.self)
+        add("outbox", Outbox.CodingKeys.self)
+        add("http", HTTP.CodingKeys.self)
+        add("log", Log.CodingKeys.self)
+        return keys
+    }()
+}
+
+/// The wording of "must be …" for each kind of value, shared by decoding and ``DaemonConfig/validate()``.
+enum Expect {
+    static let labelKey = "a 36-character label key, optionally followed by an environment suffix such as \"-2\""
+    static let absolutePath = "an absolute path"
+    static let string = "a string"
+    static let nonEmptyString = "a non-empty string"
+    static let bool = "true or false"
+    static func integer(atLeast min: Int) -> String { "an integer ≥ \(min)" }
+    static func integer(_ range: ClosedRange<Int>) -> String { "an integer \(range.lowerBound)…\(range.upperBound)" }
+    static let int32 = "an integer \(Int32.min)…\(Int32.max)"
+    static let numericIDs = "an array of integers 0…\(UInt32.max)"
+    static let stringArray = "an array of strings"
+    static let headers = "an object of header names to string values"
+}
+
+extension DaemonConfig {
+    /// `server.*`: where and how to connect.
+    public struct Server: Sendable, Equatable, Codable {
+        /// `server.url`: `ws://` or `wss://` URL with its query; null → derived from the label key.
+        public var url: String?
+        /// `server.label_key` (required): the label key, optionally with its environment suffix (`-2`).
+        public var labelKey: Secret
+        /// `server.brand_key`: sent in INIT_SESSION; default null.
+        public var brandKey: String?
+        /// `server.headers`: extra handshake headers; default `{}`.
+        public var headers: [String: String]
+        /// `server.tls.*`
+        public var tls: TLS
+        /// `server.proxy`: `http://[user:pass@]host:port`; null → the environment's proxy variables.
+        public var proxy: ProxyURL?
+        /// `server.compression`: offer permessage-deflate; default true.
+        public var compression: Bool
+
+        public init(
+            url: String? = nil, labelKey: Secret, brandKey: String? = nil, headers: [String: String] = [:],
+            tls: TLS = TLS(), proxy: ProxyURL? = nil, compression: Bool = true
+        ) {
+            self.url = url
+            self.labelKey = labelKey
+            self.brandKey = brandKey
+            self.headers = headers
+            self.tls = tls
+            self.proxy = proxy
+            self.compression = compression
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case url
+            case labelKey = "label_key"
+            case brandKey = "brand_key"
+            case headers, tls, proxy, compression
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            url = try c.optional(.url, expect: "a ws:// or wss:// URL")
+            labelKey = try c.required(.labelKey, placeholder: Secret(""), expect: Expect.labelKey, secret: true)
+            brandKey = try c.optional(.brandKey, expect: Expect.string)
+            headers = try c.field(.headers, default: [:], expect: Expect.headers)
+            tls = try c.section(.tls, default: TLS())
+            proxy = try c.optional(.proxy, expect: "an http://[user:pass@]host:port URL", secret: true)
+            compression = try c.field(.compression, default: true, expect: Expect.bool)
+        }
+
+        /// `server.tls.*`
+        public struct TLS: Sendable, Equatable, Codable {
+            /// `server.tls.ca_file`: PEM bundle to trust instead of the system store; default null.
+            public var caFile: String?
+            /// `server.tls.pinned_spki_sha256`: base64 SHA-256 digests of SubjectPublicKeyInfo;
+            /// when non-empty the chain must contain one of them. Default `[]`.
+            public var pinnedSPKISHA256: [String]
+
+            public init(caFile: String? = nil, pinnedSPKISHA256: [String] = []) {
+                self.caFile = caFile
+                self.pinnedSPKISHA256 = pinnedSPKISHA256
+            }
+
+            enum CodingKeys: String, CodingKey, CaseIterable {
+                case caFile = "ca_file"
+                case pinnedSPKISHA256 = "pinned_spki_sha256"
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let c = try ConfigObject(decoder, CodingKeys.self)
+                caFile = try c.optional(.caFile, expect: Expect.absolutePath)
+                pinnedSPKISHA256 = try c.field(.pinnedSPKISHA256, default: [], expect: "an array of base64 SHA-256 digests")
+            }
+
+            /// The pins as 32-byte digests (invalid entries, which ``DaemonConfig/validate()``
+            /// reports, are left out).
+            public var pinnedDigests: [[UInt8]] {
+                pinnedSPKISHA256.compactMap { Base64.decode($0) }.filter { $0.count == 32 }
+            }
+        }
+    }
+
+    /// `client.*`: how the device presents itself (INIT, IDENTIFY, `ua`).
+    public struct Client: Sendable, Equatable, Codable {
+        /// `client.tracker_version`: X.Y.Z; null → the daemon's version (``effectiveTrackerVersion``).
+        public var trackerVersion: String?
+        /// `client.domain`: the application id, sent as the URL's `domain` and in `page`.
+        public var domain: String?
+        /// `client.device_id`: null → generated once and kept in `state_dir`.
+        public var deviceID: String?
+        /// `client.device_type` → `ua.device_type`; default `"DESKTOP"`.
+        public var deviceType: String
+        /// `client.os` → `ua.os`; default `"Linux"`.
+        public var os: String
+        /// `client.agent` → `ua.agent`.
+        public var agent: String?
+        /// `client.host` → `ua.host`.
+        public var host: String?
+        /// `client.page` → `page`.
+        public var page: String?
+        /// `client.fp` → `ua.fp`; null → derived (``ResolvedConfig/fingerprint(machineID:)``).
+        public var fp: Int32?
+        /// `client.language`: sent with CORE_LANGUAGE_CHANGE once the session is ready.
+        public var language: String?
+
+        public static let defaultDeviceType = "DESKTOP"
+        public static let defaultOS = "Linux"
+
+        public init(
+            trackerVersion: String? = nil, domain: String? = nil, deviceID: String? = nil,
+            deviceType: String = Client.defaultDeviceType, os: String = Client.defaultOS,
+            agent: String? = nil, host: String? = nil, page: String? = nil, fp: Int32? = nil,
+            language: String? = nil
+        ) {
+            self.trackerVersion = trackerVersion
+            self.domain = domain
+            self.deviceID = deviceID
+            self.deviceType = deviceType
+            self.os = os
+            self.agent = agent
+            self.host = host
+            self.page = page
+            self.fp = fp
+            self.language = language
+        }
+
+        /// `tracker_version`, or the daemon's version when it is null.
+        public var effectiveTrackerVersion: String { trackerVersion ?? SmarticoVersion.string }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case trackerVersion = "tracker_version"
+            case domain
+            case deviceID = "device_id"
+            case deviceType = "device_type"
+            case os, agent, host, page, fp, language
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            trackerVersion = try c.optional(.trackerVersion, expect: "a version X.Y.Z")
+            domain = try c.optional(.domain, expect: Expect.nonEmptyString)
+            deviceID = try c.optional(.deviceID, expect: Expect.nonEmptyString)
+            deviceType = try c.field(.deviceType, default: Client.defaultDeviceType, expect: Expect.nonEmptyString)
+            os = try c.field(.os, default: Client.defaultOS, expect: Expect.nonEmptyString)
+            agent = try c.optional(.agent, expect: Expect.string)
+            host = try c.optional(.host, expect: Expect.string)
+            page = try c.optional(.page, expect: Expect.string)
+            fp = try c.optional(.fp, expect: Expect.int32)
+            language = try c.optional(.language, expect: "a language code such as \"en\" or \"pt-br\"")
+        }
+    }
+
+    /// `user.*`: a user to identify at start, and push data.
+    public struct User: Sendable, Equatable, Codable {
+        /// `user.ext_user_id`
+        public var extUserID: String?
+        /// `user.hash`: requires `ext_user_id`.
+        public var hash: Secret?
+        /// `user.hash_command`: argv run before every IDENTIFY; its first stdout line is the hash.
+        public var hashCommand: [String]?
+        /// `user.push.*`
+        public var push: Push
+
+        public init(extUserID: String? = nil, hash: Secret? = nil, hashCommand: [String]? = nil, push: Push = Push()) {
+            self.extUserID = extUserID
+            self.hash = hash
+            self.hashCommand = hashCommand
+            self.push = push
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case extUserID = "ext_user_id"
+            case hash
+            case hashCommand = "hash_command"
+            case push
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            extUserID = try c.optional(.extUserID, expect: Expect.nonEmptyString)
+            hash = try c.optional(.hash, expect: Expect.nonEmptyString, secret: true)
+            hashCommand = try c.optional(.hashCommand, expect: "a non-empty array of strings (program and arguments)")
+            push = try c.section(.push, default: Push())
+        }
+
+        /// `user.push.*`: push data for IDENTIFY and cid 1003.
+        public struct Push: Sendable, Equatable, Codable {
+            /// `user.push.token`
+            public var token: Secret?
+            /// `user.push.platform`: PushClientPlatform 0…11; default 5 (OTHER).
+            public var platform: Int
+            /// `user.push.status`: PushNotificationUserStatus 0…4; default 4 (NOT_SUPPORTED).
+            public var status: Int
+            /// `user.push.app_package_id`
+            public var appPackageID: String?
+
+            public static let defaultPlatform = 5
+            public static let defaultStatus = 4
+            public static let platformRange = 0...11
+            public static let statusRange = 0...4
+
+            public init(token: Secret? = nil, platform: Int = Push.defaultPlatform, status: Int = Push.defaultStatus, appPackageID: String? = nil) {
+                self.token = token
+                self.platform = platform
+                self.status = status
+                self.appPackageID = appPackageID
+            }
+
+            enum CodingKeys: String, CodingKey, CaseIterable {
+                case token, platform, status
+                case appPackageID = "app_package_id"
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let c = try ConfigObject(decoder, CodingKeys.self)
+                token = try c.optional(.token, expect: Expect.nonEmptyString, secret: true)
+                platform = try c.field(.platform, default: Push.defaultPlatform, expect: Expect.integer(Push.platformRange))
+                status = try c.field(.status, default: Push.defaultStatus, expect: Expect.integer(Push.statusRange))
+                appPackageID = try c.optional(.appPackageID, expect: Expect.nonEmptyString)
+            }
+        }
+    }
+
+    /// When LOGIN (cid 7) is sent.
+    public enum LoginPolicy: String, Sendable, Equatable, Codable, CaseIterable {
+        /// After the first IDENTIFY following inactivity, a different user, or the `login` op.
+        case logicalSession = "logical_session"
+        /// After every IDENTIFY, as Smartico's own SDK does.
+        case everyIdentify = "every_identify"
+    }
+
+    /// `session.*`: timeouts, keepalive, login, reconnect.
+    public struct Session: Sendable, Equatable, Codable {
+        /// `session.connect_timeout_s`: TCP + TLS + upgrade; default 10.
+        public var connectTimeoutS: Int
+        /// `session.response_timeout_s`: wait for cid 4 / cid 6; default 15.
+        public var responseTimeoutS: Int
+        /// `session.keepalive_s`: own PING after this much silence; default 29.
+        public var keepaliveS: Int
+        /// `session.dead_after_s`: reconnect when the silence lasts this much longer; default 15.
+        public var deadAfterS: Int
+        /// `session.login_after_inactivity_min`; default 30.
+        public var loginAfterInactivityMin: Int
+        /// `session.login_policy`; default `logical_session`.
+        public var loginPolicy: LoginPolicy
+        /// `session.reconnect.*`
+        public var reconnect: Reconnect
+
+        public init(
+            connectTimeoutS: Int = 10, responseTimeoutS: Int = 15, keepaliveS: Int = 29, deadAfterS: Int = 15,
+            loginAfterInactivityMin: Int = 30, loginPolicy: LoginPolicy = .logicalSession, reconnect: Reconnect = Reconnect()
+        ) {
+            self.connectTimeoutS = connectTimeoutS
+            self.responseTimeoutS = responseTimeoutS
+            self.keepaliveS = keepaliveS
+            self.deadAfterS = deadAfterS
+            self.loginAfterInactivityMin = loginAfterInactivityMin
+            self.loginPolicy = loginPolicy
+            self.reconnect = reconnect
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case connectTimeoutS = "connect_timeout_s"
+            case responseTimeoutS = "response_timeout_s"
+            case keepaliveS = "keepalive_s"
+            case deadAfterS = "dead_after_s"
+            case loginAfterInactivityMin = "login_after_inactivity_min"
+            case loginPolicy = "login_policy"
+            case reconnect
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            let d = Session()
+            let positive = Expect.integer(atLeast: 1)
+            connectTimeoutS = try c.field(.connectTimeoutS, default: d.connectTimeoutS, expect: positive)
+            responseTimeoutS = try c.field(.responseTimeoutS, default: d.responseTimeoutS, expect: positive)
+            keepaliveS = try c.field(.keepaliveS, default: d.keepaliveS, expect: positive)
+            deadAfterS = try c.field(.deadAfterS, default: d.deadAfterS, expect: positive)
+            loginAfterInactivityMin = try c.field(.loginAfterInactivityMin, default: d.loginAfterInactivityMin, expect: positive)
+            loginPolicy = try c.field(.loginPolicy, default: d.loginPolicy, expect: "\"logical_session\" or \"every_identify\"")
+            reconnect = try c.section(.reconnect, default: Reconnect())
+        }
+
+        /// `session.reconnect.*`: exponential backoff with full jitter.
+        public struct Reconnect: Sendable, Equatable, Codable {
+            /// `session.reconnect.initial_ms`; default 500.
+            public var initialMs: Int
+            /// `session.reconnect.max_ms`; default 60000.
+            public var maxMs: Int
+            /// `session.reconnect.multiplier`; default 2.0.
+            public var multiplier: Double
+
+            public init(initialMs: Int = 500, maxMs: Int = 60_000, multiplier: Double = 2.0) {
+                self.initialMs = initialMs
+                self.maxMs = maxMs
+                self.multiplier = multiplier
+            }
+
+            enum CodingKeys: String, CodingKey, CaseIterable {
+                case initialMs = "initial_ms"
+                case maxMs = "max_ms"
+                case multiplier
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let c = try ConfigObject(decoder, CodingKeys.self)
+                let d = Reconnect()
+                initialMs = try c.field(.initialMs, default: d.initialMs, expect: Expect.integer(atLeast: 1))
+                maxMs = try c.field(.maxMs, default: d.maxMs, expect: Expect.integer(atLeast: 1))
+                multiplier = try c.field(.multiplier, default: d.multiplier, expect: "a number ≥ 1")
+            }
+        }
+    }
+
+    /// `socket.*`: the local Unix socket (see socket-api.md).
+    public struct Socket: Sendable, Equatable, Codable {
+        /// `socket.path`; default `/run/smarticod/smarticod.sock`.
+        public var path: String
+        /// `socket.mode`: octal permission string; default `"0660"`.
+        public var mode: String
+        /// `socket.group`: group name (or numeric id as a string) given to the socket file.
+        public var group: String?
+        /// `socket.control_uids`: when set (or `control_gids` is), other peers may only read.
+        public var controlUIDs: [UInt32]?
+        /// `socket.control_gids`
+        public var controlGIDs: [UInt32]?
+        /// `socket.max_line_bytes`; default 1048576.
+        public var maxLineBytes: Int
+        /// `socket.max_queue_events`; default 10000.
+        public var maxQueueEvents: Int
+
+        public static let defaultPath = "/run/smarticod/smarticod.sock"
+
+        public init(
+            path: String = Socket.defaultPath, mode: String = "0660", group: String? = nil,
+            controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
+            maxLineBytes: Int = 1_048_576, maxQueueEvents: Int = 10_000
+        ) {
+            self.path = path
+            self.mode = mode
+            self.group = group
+            self.controlUIDs = controlUIDs
+            self.controlGIDs = controlGIDs
+            self.maxLineBytes = maxLineBytes
+            self.maxQueueEvents = maxQueueEvents
+        }
+
+        /// `mode` as permission bits (`0o660`), or nil when it is not a valid octal string.
+        public var modeBits: UInt32? {
+            guard (3...4).contains(mode.count), mode.allSatisfy({ ("0"..."7").contains($0) }),
+                  let bits = UInt32(mode, radix: 8), bits <= 0o777 else { return nil }
+            return bits
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case path, mode, group
+            case controlUIDs = "control_uids"
+            case controlGIDs = "control_gids"
+            case maxLineBytes = "max_line_bytes"
+            case maxQueueEvents = "max_queue_events"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            let d = Socket()
+            path = try c.field(.path, default: d.path, expect: Expect.absolutePath)
+            mode = try c.field(.mode, default: d.mode, expect: "an octal permission string such as \"0660\"")
+            group = try c.optional(.group, expect: "a group name")
+            controlUIDs = try c.optional(.controlUIDs, expect: "an array of user ids (integers 0…\(UInt32.max))")
+            controlGIDs = try c.optional(.controlGIDs, expect: "an array of group ids (integers 0…\(UInt32.max))")
+            maxLineBytes = try c.field(.maxLineBytes, default: d.maxLineBytes, expect: Expect.integer(Socket.lineBytesRange))
+            maxQueueEvents = try c.field(.maxQueueEvents, default: d.maxQueueEvents, expect: Expect.integer(atLeast: 1))
+        }
+
+        public static let lineBytesRange = 1024...(64 << 20)
+    }
+
+    /// `journal.*`: how long journaled events stay replayable.
+    public struct Journal: Sendable, Equatable, Codable {
+        /// `journal.retention_events`; default 10000.
+        public var retentionEvents: Int
+        /// `journal.retention_hours`; default 168.
+        public var retentionHours: Int
+
+        public init(retentionEvents: Int = 10_000, retentionHours: Int = 168) {
+            self.retentionEvents = retentionEvents
+            self.retentionHours = retentionHours
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case retentionEvents = "retention_events"
+            case retentionHours = "retention_hours"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            let d = Journal()
+            retentionEvents = try c.field(.retentionEvents, default: d.retentionEvents, expect: Expect.integer(atLeast: 1))
+            retentionHours = try c.field(.retentionHours, default: d.retentionHours, expect: Expect.integer(atLeast: 1))
+        }
+    }
+
+    /// `outbox.*`
+    public struct Outbox: Sendable, Equatable, Codable {
+        /// `outbox.max_messages`: beyond it `send` answers `queue_full`; default 10000.
+        public var maxMessages: Int
+
+        public init(maxMessages: Int = 10_000) { self.maxMessages = maxMessages }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case maxMessages = "max_messages"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            maxMessages = try c.field(.maxMessages, default: 10_000, expect: Expect.integer(atLeast: 1))
+        }
+    }
+
+    /// `http.*`: Smartico's public HTTP API.
+    public struct HTTP: Sendable, Equatable, Codable {
+        /// `http.public_url`; null → derived from the label key.
+        public var publicURL: String?
+
+        public init(publicURL: String? = nil) { self.publicURL = publicURL }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case publicURL = "public_url"
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            publicURL = try c.optional(.publicURL, expect: "an https:// or http:// URL")
+        }
+    }
+
+    /// `log.level` values, `trace`…`critical` (swift-log's levels).
+    public enum LogLevel: String, Sendable, Equatable, Codable, CaseIterable {
+        case trace, debug, info, notice, warning, error, critical
+
+        /// The swift-log level.
+        public var loggerLevel: Logger.Level {
+            switch self {
+            case .trace: return .trace
+            case .debug: return .debug
+            case .info: return .info
+            case .notice: return .notice
+            case .warning: return .warning
+            case .error: return .error
+            case .critical: return .critical
+            }
+        }
+
+        static let expectation = "one of " + LogLevel.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+    }
+
+    /// `log.*`
+    public struct Log: Sendable, Equatable, Codable {
+        /// `log.level`; default `info`.
+        public var level: LogLevel
+
+        public init(level: LogLevel = .info) { self.level = level }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case level
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try ConfigObject(decoder, CodingKeys.self)
+            level = try c.field(.level, default: .info, expect: LogLevel.expectation)
+        }
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+@testable import SmarticoDaemon
+
+/// `smarticod --check-config` run for real, as a subprocess.
+@Suite("Config: smarticod executable")
+struct ConfigExecutableTests {
+    struct Run: Sendable {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// The `smarticod` binary built next to this test bundle (`swift build --build-tests`
+    /// builds it), found from the test process's own location.
+    static func binary() throws -> URL {
+        var directories: [URL] = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            directories.append(URL(fileURLWithPath: exe).deletingLastPathComponent())
+        }
+        directories.append(ConfigTestSupport.packageRoot.appendingPathComponent(".build/debug"))
+        for dir in directories {
+            let candidate = dir.appendingPathComponent("smarticod")
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+               FileManager.default.isExecutableFile(atPath: candidate.path) {
+                return candidate
+            }
+        }
+        throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "smarticod not found next to the tests in \(directories.map(\.path)); run `swift build --build-tests` first"])
+    }
+
+    /// Runs smarticod with `arguments` and a clean environment; killed after 30 s.
+    /// The wait happens in Process's own monitoring thread, not on the cooperative pool.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = arguments
+        process.environment = environment
+        process.standardOutput = Pipe()
+        process.standardError = Pipe()
+        process.standardInput = FileHandle.nullDevice
+        return try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { p in
+                // Both outputs are a few hundred bytes: well within a pipe's buffer, so the
+                // child never blocked on them and reading after exit is complete.
+                let out = (p.standardOutput as? Pipe)?.fileHandleForReading.readDataToEndOfFile() ?? Data()
+                let err = (p.standardError as? Pipe)?.fileHandleForReading.readDataToEndOfFile() ?? Data()
+                continuation.resume(returning: Run(
+                    status: p.terminationStatus,
+                    stdout: String(decoding: out, as: UTF8.self),
+                    stderr: String(decoding: err, as: UTF8.self)))
+            }
+            do {
+                try process.run()
+            } catch {
+                continuation.resume(throwing: error)
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
+                // Bounded: a hung child fails the test instead of hanging it.
+                if process.isRunning { process.terminate() }
+            }
+        }
+    }
+
+    @Test func theExamplePassesCheckConfig() async throws {
+        let path = ConfigTestSupport.examplePath
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stderr.isEmpty)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "configuration OK: \(path)")
+        #expect(r.stdout.contains("server: wss://api.smartico.ai/websocket/services?master&domain=&version=\(SmarticoVersion.string) (derived from the label key)"))
+        #expect(r.stdout.contains("label key: 0000…(masked) (environment 2)"))
+        #expect(!r.stdout.contains("00000000-0000"))
+    }
+
+    @Test func checkConfigNeedsNeitherStateDirNorSocketDir() async throws {
+        // state_dir and the socket's directory do not exist: --check-config does not care.
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        let path = try ConfigTestSupport.writeTemporary("""
+            {"server": {"label_key": "00000000-0000-0000-0000-000000000000-7"},
+             "state_dir": "\(dir.path)/missing/state", "socket": {"path": "\(dir.path)/missing/run/s.sock"}}
+            """)
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stdout.contains("wss://api7.smartico.ai/"))
+        #expect(!FileManager.default.fileExists(atPath: "\(dir.path)/missing"))
+    }
+
+    @Test func aBrokenConfigExits78WithEveryProblemAndNoSecret() async throws {
+        let hash = "SECRETHASH0123456789abcdef:1700000000000"
+        let token = "PUSHTOKEN-fcm-0123456789-secret"
+        let password = "Pr0xyPa55word"
+        let key = "cafebabe-1111-2222-3333-deadbeef0001-3x"
+        let path = try ConfigTestSupport.writeTemporary("""
+            {
+              "server": {"label_key": "\(key)", "proxy": "https://bob:\(password)@proxy:3128", "tls": {"pin": []}},
+              "user": {"hash": "\(hash)", "push": {"token": "\(token)", "status": 7}},
+              "session": {"keepalive_s": "abc", "reconnect": {"initial_ms": 0}},
+              "socket": {"mode": "rw-rw----"},
+              "lg": {}
+            }
+            """)
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 78)
+        #expect(r.stdout.isEmpty)
+        let lines = r.stderr.split(separator: "\n").map(String.init)
+        let keys = lines.map { line -> String in
+            #expect(line.hasPrefix(path + ": "), "line without the path: \(line)")
+            return String(line.dropFirst(path.count + 2).prefix { $0 != ":" })
+        }
+        #expect(Set(keys) == [
+            "lg", "server.tls.pin", "session.keepalive_s", "server.label_key", "server.proxy", "user.hash",
+            "user.push.status", "session.reconnect.initial_ms", "socket.mode",
+        ])
+        #expect(lines.count == keys.count)
+        #expect(r.stderr.contains("\(path): session.keepalive_s: must be an integer ≥ 1, got \"abc\""))
+        #expect(r.stderr.contains("\(path): lg: unknown key (did you mean \"log\"?)"))
+        for secret in [hash, token, password, key, String(key.prefix(36))] {
+            #expect(!r.stderr.contains(secret), "stderr leaks \(secret)")
+        }
+        // Without --check-config the daemon refuses to start the same way.
+        let run = try await Self.run(["--config", path])
+        #expect(run.status == 78)
+        #expect(run.stderr == r.stderr)
+    }
+
+    @Test func aMissingFileExits78NamingThePath() async throws {
+        let path = try ConfigTestSupport.temporaryDirectory().appendingPathComponent("absent.json").path
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 78)
+        #expect(r.stderr == "\(path): cannot open the configuration file: No such file or directory (errno 2)\n")
+    }
+
+    @Test func aSyntaxErrorExits78WithLineAndColumn() async throws {
+        let path = try ConfigTestSupport.writeTemporary("{\n  \"server\": {\"label_key\": \"x\"}\n  \"log\": {}\n}\n")
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 78)
+        #expect(r.stderr == "\(path): line 3, column 3: invalid JSON: expected ',' or '}' after the value of \"server\", found '\"'\n")
+    }
+
+    @Test func anInvalidProxyVariableExits78() async throws {
+        let r = try await Self.run(["--config", ConfigTestSupport.examplePath, "--check-config"], environment: ["https_proxy": "socks5://u:pw-secret-1@p:1080"])
+        #expect(r.status == 78)
+        #expect(r.stderr.contains(": https_proxy: the proxy URL has the scheme \"socks5\""))
+        #expect(!r.stderr.contains("pw-secret-1"))
+    }
+
+    @Test func runningWithoutTheEngineSaysSo() async throws {
+        let r = try await Self.run(["--config", ConfigTestSupport.examplePath])
+        #expect(r.status == 0)
+        #expect(r.stdout == "configuration OK, engine not built yet\n")
+    }
+
+    @Test func usageErrorsExit2AndVersionAndHelpExit0() async throws {
+        let bad = try await Self.run(["--no-such-option"])
+        #expect(bad.status == 2)
+        #expect(bad.stderr.contains("--no-such-option"))
+        let version = try await Self.run(["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout == SmarticoVersion.string + "\n")
+        let help = try await Self.run(["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("--check-config"))
+        #expect(help.stdout.contains("smarticod --config ./config.example.json --check-config"))
+    }
+}
