@@ -1,0 +1,73 @@
+/// One address tried while connecting and how it failed.
+public struct ConnectAttempt: Sendable, CustomStringConvertible {
+    public var address: SocketAddress
+    /// The errno of the failure, or nil when the attempt ran out of time.
+    public var errno: Int32?
+    public var description: String {
+        if let errno { return "\(address): \(errnoText(errno))" }
+        return "\(address): timed out"
+    }
+}
+
+/// Socket failures, each with the step and the peer or address concerned.
+public enum SocketError: Error, Sendable, CustomStringConvertible {
+    /// Name resolution failed (`getaddrinfo`).
+    case dns(host: String, port: Int, reason: String)
+    /// Every address failed to connect (refused, unreachable…).
+    case connectFailed(host: String, port: Int, attempts: [ConnectAttempt])
+    /// The overall connect timeout (covering DNS, TCP and TLS handshake) ran out.
+    case connectTimeout(host: String, port: Int, timeout: Duration, attempts: [ConnectAttempt])
+    /// A system call failed: `operation` ("bind", "listen", "read", "send"…) on `target` (address, path, peer).
+    case system(operation: String, target: String, errno: Int32)
+    /// A TLS failure on this connection.
+    case tls(TLSError)
+    /// The event loop shut down.
+    case eventLoop(EventLoopError)
+    /// Bad input (path too long, descriptor not a listening socket…).
+    case invalidArgument(String)
+
+    public var description: String {
+        switch self {
+        case .dns(let host, let port, let reason):
+            return "dns: cannot resolve \"\(host)\" (port \(port)): \(reason)"
+        case .connectFailed(let host, let port, let attempts):
+            return "connect to \(host):\(port) failed: "
+                + (attempts.isEmpty ? "no address" : attempts.map(\.description).joined(separator: "; "))
+        case .connectTimeout(let host, let port, let timeout, let attempts):
+            let tried = attempts.isEmpty ? "" : " (" + attempts.map(\.description).joined(separator: "; ") + ")"
+            return "connect to \(host):\(port) timed out after \(timeout.shortDescription)\(tried)"
+        case .system(let operation, let target, let code):
+            return "\(operation) \(target): \(errnoText(code)) (errno \(code))"
+        case .tls(let error):
+            return error.description
+        case .eventLoop(let error):
+            return error.description
+        case .invalidArgument(let text):
+            return text
+        }
+    }
+
+    /// The errno carried by a `.system` error.
+    public var errno: Int32? {
+        if case .system(_, _, let code) = self { return code }
+        return nil
+    }
+}
+
+/// How a ``StreamConnection`` ended; its `onClose` handler receives exactly one.
+public enum StreamCloseReason: Sendable, CustomStringConvertible {
+    /// We closed it (``StreamConnection/close()`` or after ``StreamConnection/closeAfterFlush()``).
+    case closedLocally
+    /// The peer closed its side (EOF; with TLS, after close_notify) and the connection was closed.
+    case peerClosed
+    /// An error ended it.
+    case failed(SocketError)
+
+    public var description: String {
+        switch self {
+        case .closedLocally: return "closed locally"
+        case .peerClosed: return "closed by peer"
+        case .failed(let error): return error.description
+        }
+    }
+}
