@@ -17,6 +17,12 @@
 #include <sys/prctl.h>
 #include <netinet/tcp.h>
 
+/// accept4 without _GNU_SOURCE (glibc declares it only under _GNU_SOURCE); flags: SOCK_NONBLOCK|SOCK_CLOEXEC.
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+static inline int smartico_accept4(int fd, int flags) {
+    return accept4(fd, NULL, NULL, flags);
+}
+
 /// Names the calling thread (shown by top -H, gdb); prctl is variadic.
 static inline int smartico_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
