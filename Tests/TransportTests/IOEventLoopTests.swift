@@ -145,6 +145,24 @@ final class ShutdownProbe: EventLoopHandler, @unchecked Sendable {  // touched o
         for fd in fds.value { close(fd) }
     }
 
+    @Test func blockingPoolRunsOffTheLoopAndDeliversBack() async throws {
+        let pool = BlockingPool(threadCount: 2, name: "test-pool")
+        let loop = try EventLoop(name: "pool-test", blockingPool: pool)
+        let value = try await pool.run { () throws(SocketError) -> Bool in !loop.inEventLoop }
+        #expect(value)
+        await #expect(throws: SocketError.self) {
+            try await pool.run { () throws(SocketError) -> Int in throw .invalidArgument("boom") }
+        }
+        let delivered = Shared<(workOnLoop: Bool, completionOnLoop: Bool)?>(nil)
+        pool.run({ loop.inEventLoop }, deliverOn: loop) { workOnLoop in
+            delivered.update { $0 = (workOnLoop, loop.inEventLoop) }
+        }
+        try await waitUntil("delivery on the loop") { delivered.value != nil }
+        #expect(delivered.value! == (false, true))
+        await loop.shutdown()
+        pool.shutdownAndJoin()
+    }
+
     @Test func idleLoopWithAnOpenConnectionDoesNotWakeUp() async throws {
         try await withLoop { loop in
             let listener = try await loop.submit { try StreamListener.tcp(host: "127.0.0.1", port: 0, on: loop) }

@@ -7,6 +7,8 @@ final class TLSEchoServer: Sendable {
     let listener: StreamListener
     let serverCloseReasons = Shared<[String]>([])
     let clientSubjects = Shared<[String]>([])
+    /// SNI names seen by the server ("-" when none was sent).
+    let serverNames = Shared<[String]>([])
 
     private init(listener: StreamListener) { self.listener = listener }
 
@@ -22,6 +24,7 @@ final class TLSEchoServer: Sendable {
             server.listener.onAccept = { connection in
                 connection.onRead = { [unowned connection] bytes in
                     if let subject = connection.tlsInfo?.peerSubject { server.clientSubjects.update { $0.append(subject) } }
+                    server.serverNames.update { $0.append(connection.tlsInfo?.serverName ?? "-") }
                     connection.write(bytes)
                 }
                 connection.onClose = { reason in server.serverCloseReasons.update { $0.append("\(reason)") } }
@@ -102,6 +105,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
                 recorder.receivedCount.value == greeting.count + big.count
             }
             #expect(recorder.received.value == greeting + big)
+            #expect(server.serverNames.value.first == "localhost", "SNI sent for a host name")
             // close_notify both ways: the server sees a clean close, not a truncation.
             try await loop.submit { client.closeAfterFlush() }
             try await waitUntil("server saw close") { !server.serverCloseReasons.value.isEmpty }
@@ -168,6 +172,8 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             let server2 = try await TLSEchoServer.start(on: loop, certificate: withIP)
             let client = try await StreamConnection.connect(
                 host: "127.0.0.1", port: server2.port, tls: try clientContext(caFile: ca.certificatePath), on: loop)
+            try await expectGreetingAndEcho(client, loop: loop)
+            #expect(server2.serverNames.value.first == "-", "no SNI for an IP literal")
             try await loop.submit { client.close(); server.listener.close(); server2.listener.close() }
         }
     }

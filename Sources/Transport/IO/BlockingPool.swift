@@ -65,6 +65,17 @@ public final class BlockingPool:
         return try result.get()
     }
 
+    /// Runs `work` on a pool thread, then `completion` with its result on `loop`'s thread.
+    public func run<T: Sendable>(
+        _ work: @escaping @Sendable () -> T, deliverOn loop: EventLoop,
+        _ completion: @escaping @Sendable (T) -> Void
+    ) {
+        submit {
+            let result = work()
+            loop.execute { completion(result) }
+        }
+    }
+
     /// Lets queued work finish, stops the threads and joins them. Not from a pool thread.
     public func shutdownAndJoin() {
         pthread_mutex_lock(mutex)

@@ -17,6 +17,8 @@ public struct TLSConnectionInfo: Sendable, CustomStringConvertible {
     public var peerNotAfter: String?
     /// SPKI SHA-256 pins (base64) of the verified chain, leaf first (client side).
     public var chainSPKIPins: [String]
+    /// Server side: the SNI host name the client sent (nil when it sent none, e.g. for IP literals).
+    public var serverName: String?
 
     public var description: String {
         "\(version) \(cipher), peer \(peerSubject ?? "-") issued by \(peerIssuer ?? "-"), notAfter \(peerNotAfter ?? "-")"
@@ -242,7 +244,7 @@ public final class TLSEngine {
         let alpn = alpnPointer.flatMap { alpnLength > 0 ? String(decoding: UnsafeBufferPointer(start: $0, count: Int(alpnLength)), as: UTF8.self) : nil }
         var info = TLSConnectionInfo(
             version: version, cipher: cipher, alpnProtocol: alpn, peerSubject: nil, peerIssuer: nil,
-            peerNotAfter: nil, chainSPKIPins: [])
+            peerNotAfter: nil, chainSPKIPins: [], serverName: nil)
         if let peer = SSL_get1_peer_certificate(ssl) {
             info.peerSubject = nameLine(X509_get_subject_name(peer))
             info.peerIssuer = nameLine(X509_get_issuer_name(peer))
@@ -250,6 +252,9 @@ public final class TLSEngine {
             X509_free(peer)
         }
         if context.role == .client { info.chainSPKIPins = verifiedChainPins() }
+        if context.role == .server {
+            info.serverName = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name).map { String(cString: $0) }
+        }
         return info
     }
 
