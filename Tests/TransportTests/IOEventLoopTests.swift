@@ -141,6 +141,7 @@ final class ShutdownProbe: EventLoopHandler, @unchecked Sendable {  // touched o
         #expect(!loop.isRunning)
         #expect(probe.notified.value)
         await #expect(throws: EventLoopError.self) { try await loop.submit { 1 } }
+        #expect(!loop.execute {})
         loop.shutdownAndJoin()  // idempotent
         for fd in fds.value { close(fd) }
     }

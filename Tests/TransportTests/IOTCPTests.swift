@@ -136,14 +136,14 @@ func boundButNotListening() throws -> (fd: Int32, port: Int) {
                     host: "127.0.0.1", port: port, options: TCPOptions(connectTimeout: .milliseconds(300)), on: loop)
             }
             let elapsed = ContinuousClock.now - start
-            guard case .connectTimeout(let host, let failedPort, let timeout, let attempts)? = error else {
+            guard case .connectTimeout(let host, let failedPort, let timeout, .tcp, let attempts)? = error else {
                 Issue.record("expected connectTimeout, got \(String(describing: error))")
                 return
             }
             #expect(host == "127.0.0.1" && failedPort == port && timeout == .milliseconds(300))
             #expect(attempts.count == 1 && attempts[0].errno == nil)
             #expect(elapsed < .seconds(5))
-            #expect("\(error!)" == "connect to 127.0.0.1:\(port) timed out after 300ms (127.0.0.1:\(port): timed out)")
+            #expect("\(error!)" == "connect to 127.0.0.1:\(port) timed out after 300ms while connecting (127.0.0.1:\(port): timed out)")
         }
     }
 

@@ -298,6 +298,42 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         }
     }
 
+    @Test func connectTimeoutCoversASilentTLSServer() async throws {
+        let ca = try await TestCertificateAuthority.make()
+        defer { ca.remove() }
+        try await withLoop { loop in
+            // Accepts TCP, never answers the ClientHello.
+            let accepted = Shared(0)
+            let serverClosed = Shared(0)
+            let listener = try await loop.submit {
+                let listener = try StreamListener.tcp(host: "127.0.0.1", port: 0, on: loop)
+                listener.onAccept = { connection in
+                    accepted.update { $0 += 1 }
+                    connection.onRead = { _ in }
+                    connection.onClose = { _ in serverClosed.update { $0 += 1 } }
+                    connection.start()
+                }
+                return listener
+            }
+            let port = listener.port!
+            let error = await #expect(throws: SocketError.self) {
+                _ = try await StreamConnection.connect(
+                    host: "localhost", port: port, options: TCPOptions(connectTimeout: .milliseconds(300)),
+                    tls: try clientContext(caFile: ca.certificatePath), on: loop)
+            }
+            guard case .connectTimeout(let host, let failedPort, _, .tlsHandshake, let attempts)? = error else {
+                Issue.record("expected connectTimeout, got \(String(describing: error))")
+                return
+            }
+            #expect(host == "localhost" && failedPort == port && attempts.isEmpty)
+            #expect(accepted.value == 1)
+            #expect("\(error!)" == "connect to localhost:\(port) timed out after 300ms in the TLS handshake")
+            // The client side was closed, so the server sees the end.
+            try await waitUntil("server saw the close") { serverClosed.value == 1 }
+            try await loop.submit { listener.close() }
+        }
+    }
+
     @Test func configurationErrorsNameTheFile() async throws {
         let missing = "/nonexistent/ca.pem"
         #expect(throws: TLSError.self) { try clientContext(caFile: missing) }

@@ -10,7 +10,7 @@ extension StreamConnection {
     /// handlers on the loop thread, then call ``start()``. Any context.
     ///
     /// Errors: ``SocketError/dns(host:port:reason:)``, ``SocketError/connectFailed(host:port:attempts:)``
-    /// (e.g. every address refused), ``SocketError/connectTimeout(host:port:timeout:attempts:)``,
+    /// (e.g. every address refused), ``SocketError/connectTimeout(host:port:timeout:phase:attempts:)``,
     /// ``SocketError/tls(_:)``.
     public static func connect(
         host: String, port: Int, options: TCPOptions = TCPOptions(), tls: TLSContext? = nil, on loop: EventLoop
@@ -35,8 +35,7 @@ extension StreamConnection {
         deadline: LoopInstant, on loop: EventLoop
     ) async throws(SocketError) -> StreamConnection {
         let result: Result<StreamConnection, SocketError> = await withCheckedContinuation { continuation in
-            let accepted = loop.isRunning
-            loop.execute {
+            let accepted = loop.execute {
                 let connector = TCPConnector(
                     loop: loop, host: host, port: port, addresses: addresses, options: options, tls: tls,
                     deadline: deadline, completion: { continuation.resume(returning: $0) })
@@ -96,7 +95,7 @@ extension StreamConnection {
             let timer = LoopTimerBox()
             loop.execute {
                 timer.timer = loop.scheduleTimer(after: LoopInstant.now.duration(to: deadline)) {
-                    _ = finish(.failure(.connectTimeout(host: host, port: port, timeout: options.connectTimeout, attempts: [])))
+                    _ = finish(.failure(.connectTimeout(host: host, port: port, timeout: options.connectTimeout, phase: .dns, attempts: [])))
                 }
             }
             loop.blockingPool.submit {
@@ -259,7 +258,9 @@ private final class TCPConnector: EventLoopHandler {
             loop.unregister(fd: fd)
             closeSocket()
         }
-        let error = SocketError.connectTimeout(host: host, port: port, timeout: options.connectTimeout, attempts: attempts)
+        let error = SocketError.connectTimeout(
+            host: host, port: port, timeout: options.connectTimeout, phase: handshaking == nil ? .tcp : .tlsHandshake,
+            attempts: attempts)
         if let connection = handshaking {
             handshaking = nil
             connection.handshakeWaiter = nil

@@ -179,8 +179,9 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
     // MARK: Tasks
 
     /// Runs `task` on the loop thread, after the current handler returns. Any thread.
-    /// Tasks submitted after shutdown are dropped; use ``submit(_:)`` to learn about it.
-    public func execute(_ task: @escaping @Sendable () -> Void) {
+    /// Returns false, dropping the task, when the loop has shut down (``submit(_:)`` throws instead).
+    @discardableResult
+    public func execute(_ task: @escaping @Sendable () -> Void) -> Bool {
         enqueueTask(.closure(task))
     }
 
@@ -288,8 +289,8 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
     }
 
     private func epollMask(_ interest: IOInterest) -> UInt32 {
-        var mask: UInt32 = EPOLLRDHUP.rawValue
-        if interest.contains(.read) { mask |= EPOLLIN.rawValue }
+        var mask: UInt32 = 0
+        if interest.contains(.read) { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if interest.contains(.write) { mask |= EPOLLOUT.rawValue }
         return mask
     }

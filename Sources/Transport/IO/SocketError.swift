@@ -9,6 +9,13 @@ public struct ConnectAttempt: Sendable, CustomStringConvertible {
     }
 }
 
+/// The step of a connect that ran out of time.
+public enum ConnectPhase: String, Sendable {
+    case dns = "while resolving the name"
+    case tcp = "while connecting"
+    case tlsHandshake = "in the TLS handshake"
+}
+
 /// Socket failures, each with the step and the peer or address concerned.
 public enum SocketError: Error, Sendable, CustomStringConvertible {
     /// Name resolution failed (`getaddrinfo`).
@@ -16,7 +23,7 @@ public enum SocketError: Error, Sendable, CustomStringConvertible {
     /// Every address failed to connect (refused, unreachable…).
     case connectFailed(host: String, port: Int, attempts: [ConnectAttempt])
     /// The overall connect timeout (covering DNS, TCP and TLS handshake) ran out.
-    case connectTimeout(host: String, port: Int, timeout: Duration, attempts: [ConnectAttempt])
+    case connectTimeout(host: String, port: Int, timeout: Duration, phase: ConnectPhase, attempts: [ConnectAttempt])
     /// A system call failed: `operation` ("bind", "listen", "read", "send"…) on `target` (address, path, peer).
     case system(operation: String, target: String, errno: Int32)
     /// A TLS failure on this connection.
@@ -33,9 +40,9 @@ public enum SocketError: Error, Sendable, CustomStringConvertible {
         case .connectFailed(let host, let port, let attempts):
             return "connect to \(host):\(port) failed: "
                 + (attempts.isEmpty ? "no address" : attempts.map(\.description).joined(separator: "; "))
-        case .connectTimeout(let host, let port, let timeout, let attempts):
+        case .connectTimeout(let host, let port, let timeout, let phase, let attempts):
             let tried = attempts.isEmpty ? "" : " (" + attempts.map(\.description).joined(separator: "; ") + ")"
-            return "connect to \(host):\(port) timed out after \(timeout.shortDescription)\(tried)"
+            return "connect to \(host):\(port) timed out after \(timeout.shortDescription) \(phase.rawValue)\(tried)"
         case .system(let operation, let target, let code):
             return "\(operation) \(target): \(errnoText(code)) (errno \(code))"
         case .tls(let error):
