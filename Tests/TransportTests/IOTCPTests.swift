@@ -278,6 +278,44 @@ func boundButNotListening() throws -> (fd: Int32, port: Int) {
         }
     }
 
+    @Test func slowPeerOverflowingTheWriteQueueLimitIsDropped() async throws {
+        try await withLoop { loop in
+            let listener = try await loop.submit {
+                let listener = try StreamListener.tcp(host: "127.0.0.1", port: 0, on: loop)
+                listener.onAccept = { connection in
+                    connection.onClose = { _ in }
+                    connection.start()
+                    connection.pauseReading()  // a peer that never reads
+                }
+                return listener
+            }
+            let client = try await StreamConnection.connect(host: "127.0.0.1", port: listener.port!, on: loop)
+            let recorder = StreamRecorder(keepBytes: false)
+            let chunk = [UInt8](repeating: 0x55, count: 256 * 1024)
+            let peer = "127.0.0.1:\(listener.port!)"
+            try await loop.submit {
+                recorder.attach(client)
+                client.writeQueueLimit = 4 << 20
+                // Keep writing while the peer does not read; the limit must end it.
+                for _ in 0..<256 where client.isActive { client.write(chunk) }
+            }
+            try await waitUntil("dropped") { recorder.isClosed }
+            guard case .failed(.writeQueueOverflow(let name, let queued, let limit))? = recorder.closeReason.value else {
+                Issue.record("expected writeQueueOverflow, got \(String(describing: recorder.closeReason.value))")
+                return
+            }
+            #expect(name == peer && limit == 4 << 20 && queued > limit)
+            try await loop.submit { listener.close() }
+        }
+    }
+
+    @Test func systemdListenFDsFollowsSdListenFdsRules() {
+        let env = ["LISTEN_PID": "4242", "LISTEN_FDS": "2"]
+        #expect(StreamListener.systemdListenFDs(environment: { env[$0] }, pid: 4242) == [3, 4])
+        #expect(StreamListener.systemdListenFDs(environment: { env[$0] }, pid: 1) == [], "fds meant for another process")
+        #expect(StreamListener.systemdListenFDs(environment: { _ in nil }, pid: 4242) == [])
+    }
+
     @Test func pauseAndResumeReading() async throws {
         try await withLoop { loop in
             let listener = try await startEchoServer(on: loop)

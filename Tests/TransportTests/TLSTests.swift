@@ -17,7 +17,7 @@ final class TLSEchoServer: Sendable {
         on loop: EventLoop, certificate: TestCertificateAuthority.Issued, clientCAFile: String? = nil,
         sendChain: Bool = true
     ) async throws -> TLSEchoServer {
-        let context = try TLSContext(server: TLSServerConfiguration(
+        let context = try await TLSContext.load(server: TLSServerConfiguration(
             certificateChainFile: sendChain ? certificate.chainPath : certificate.certificatePath, privateKeyFile: certificate.keyPath, clientCAFile: clientCAFile))
         return try await loop.submit {
             let server = TLSEchoServer(listener: try StreamListener.tcp(host: "127.0.0.1", port: 0, tls: context, on: loop))
@@ -41,8 +41,8 @@ final class TLSEchoServer: Sendable {
 /// Trusting only `caFile`, with optional pins and client identity.
 func clientContext(
     caFile: String, pins: [String] = [], identity: TestCertificateAuthority.Issued? = nil
-) throws -> TLSContext {
-    try TLSContext(client: TLSClientConfiguration(
+) async throws -> TLSContext {
+    try await TLSContext.load(client: TLSClientConfiguration(
         trustRoots: .caFile(caFile), spkiPins: pins, certificateChainFile: identity?.chainPath,
         privateKeyFile: identity?.keyPath))
 }
@@ -85,7 +85,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         let certificate = try await ca.issue(commonName: "localhost", dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"])
         try await withLoop { loop in
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
-            let context = try clientContext(caFile: ca.certificatePath)
+            let context = try await clientContext(caFile: ca.certificatePath)
             let client = try await StreamConnection.connect(host: "localhost", port: server.port, tls: context, on: loop)
             let info = try #require(try await loop.submit { client.tlsInfo })
             #expect(info.version == "TLSv1.3")
@@ -122,7 +122,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         try await withLoop { loop in
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate, sendChain: false)
             let error = await expectTLSFailure(
-                host: "localhost", port: server.port, context: try clientContext(caFile: otherCA.certificatePath), loop: loop)
+                host: "localhost", port: server.port, context: try await clientContext(caFile: otherCA.certificatePath), loop: loop)
             guard case .certificateVerifyFailed(let name, _, let code, _)? = error else {
                 Issue.record("expected certificateVerifyFailed, got \(String(describing: error))")
                 return
@@ -137,7 +137,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             // With the whole chain sent, the untrusted root itself is named.
             let chained = try await TLSEchoServer.start(on: loop, certificate: certificate)
             let error2 = await expectTLSFailure(
-                host: "localhost", port: chained.port, context: try clientContext(caFile: otherCA.certificatePath), loop: loop)
+                host: "localhost", port: chained.port, context: try await clientContext(caFile: otherCA.certificatePath), loop: loop)
             #expect("\(error2!)" == "certificate verify failed for \"localhost\": self-signed certificate in certificate chain (unknown CA) [certificate /CN=Smartico Test CA]")
             try await loop.submit { server.listener.close(); chained.listener.close() }
         }
@@ -150,7 +150,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         try await withLoop { loop in
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
             let error = await expectTLSFailure(
-                host: "example.test", port: server.port, context: try clientContext(caFile: ca.certificatePath), loop: loop)
+                host: "example.test", port: server.port, context: try await clientContext(caFile: ca.certificatePath), loop: loop)
             #expect(error == .hostnameMismatch(name: "example.test", subject: "/CN=localhost"))
             #expect("\(error!)".hasPrefix("hostname mismatch: certificate is not valid for \"example.test\""))
             try await loop.submit { server.listener.close() }
@@ -164,14 +164,14 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         try await withLoop { loop in
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
             let error = await expectTLSFailure(
-                host: "127.0.0.1", port: server.port, context: try clientContext(caFile: ca.certificatePath), loop: loop)
+                host: "127.0.0.1", port: server.port, context: try await clientContext(caFile: ca.certificatePath), loop: loop)
             #expect(error == .ipAddressMismatch(address: "127.0.0.1", subject: "/CN=localhost"))
             #expect("\(error!)".hasPrefix("IP address mismatch: certificate is not valid for 127.0.0.1"))
             // With the IP in the certificate, the same literal passes (and gets no SNI).
             let withIP = try await ca.issue(commonName: "localhost", ipAddresses: ["127.0.0.1"])
             let server2 = try await TLSEchoServer.start(on: loop, certificate: withIP)
             let client = try await StreamConnection.connect(
-                host: "127.0.0.1", port: server2.port, tls: try clientContext(caFile: ca.certificatePath), on: loop)
+                host: "127.0.0.1", port: server2.port, tls: try await clientContext(caFile: ca.certificatePath), on: loop)
             try await expectGreetingAndEcho(client, loop: loop)
             #expect(server2.serverNames.value.first == "-", "no SNI for an IP literal")
             try await loop.submit { client.close(); server.listener.close(); server2.listener.close() }
@@ -186,7 +186,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         try await withLoop { loop in
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
             let error = await expectTLSFailure(
-                host: "localhost", port: server.port, context: try clientContext(caFile: ca.certificatePath), loop: loop)
+                host: "localhost", port: server.port, context: try await clientContext(caFile: ca.certificatePath), loop: loop)
             #expect(error == .certificateExpired(name: "localhost", notAfter: "2020-01-01T00:00:00Z", subject: "/CN=localhost"))
             #expect("\(error!)".hasPrefix("certificate expired (notAfter 2020-01-01T00:00:00Z) for \"localhost\""))
             try await loop.submit { server.listener.close() }
@@ -204,13 +204,13 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
             let error = await expectTLSFailure(
                 host: "localhost", port: server.port,
-                context: try clientContext(caFile: ca.certificatePath, pins: [wrongPin]), loop: loop)
+                context: try await clientContext(caFile: ca.certificatePath, pins: [wrongPin]), loop: loop)
             #expect(error == .pinMismatch(name: "localhost", chain: [leafPin, caPin], expected: [wrongPin]))
             #expect("\(error!)" == "SPKI pin mismatch for \"localhost\": chain has [\(leafPin), \(caPin)], expected one of [\(wrongPin)]")
             // A matching pin (leaf, or the CA's for rotation-friendly pinning) passes.
             for pins in [[wrongPin, leafPin], [caPin]] {
                 let client = try await StreamConnection.connect(
-                    host: "localhost", port: server.port, tls: try clientContext(caFile: ca.certificatePath, pins: pins), on: loop)
+                    host: "localhost", port: server.port, tls: try await clientContext(caFile: ca.certificatePath, pins: pins), on: loop)
                 try await expectGreetingAndEcho(client, loop: loop)
                 try await loop.submit { client.close() }
             }
@@ -227,13 +227,13 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             let server = try await TLSEchoServer.start(on: loop, certificate: serverCertificate, clientCAFile: ca.certificatePath)
             let client = try await StreamConnection.connect(
                 host: "localhost", port: server.port,
-                tls: try clientContext(caFile: ca.certificatePath, identity: clientCertificate), on: loop)
+                tls: try await clientContext(caFile: ca.certificatePath, identity: clientCertificate), on: loop)
             try await expectGreetingAndEcho(client, loop: loop)
             #expect(server.clientSubjects.value.first == "/CN=device-42")
             try await loop.submit { client.close() }
             // Without a certificate: the server refuses (in TLS 1.3 the client learns it after its Finished).
             let anonymous = try? await StreamConnection.connect(
-                host: "localhost", port: server.port, tls: try clientContext(caFile: ca.certificatePath), on: loop)
+                host: "localhost", port: server.port, tls: try await clientContext(caFile: ca.certificatePath), on: loop)
             if let anonymous {
                 let recorder = StreamRecorder()
                 try await loop.submit { recorder.attach(anonymous) }
@@ -253,7 +253,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         let ca = try await TestCertificateAuthority.make()
         defer { ca.remove() }
         let certificate = try await ca.issue(commonName: "localhost", dnsNames: ["localhost"])
-        let serverContext = try TLSContext(server: TLSServerConfiguration(
+        let serverContext = try await TLSContext.load(server: TLSServerConfiguration(
             certificateChainFile: certificate.chainPath, privateKeyFile: certificate.keyPath))
         try await withLoop { loop in
             let listener = try await loop.submit {
@@ -281,7 +281,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
                 return listener
             }
             let client = try await StreamConnection.connect(
-                host: "localhost", port: listener.port!, tls: try clientContext(caFile: ca.certificatePath), on: loop)
+                host: "localhost", port: listener.port!, tls: try await clientContext(caFile: ca.certificatePath), on: loop)
             let recorder = StreamRecorder()
             try await loop.submit {
                 recorder.attach(client)
@@ -319,7 +319,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             let error = await #expect(throws: SocketError.self) {
                 _ = try await StreamConnection.connect(
                     host: "localhost", port: port, options: TCPOptions(connectTimeout: .milliseconds(300)),
-                    tls: try clientContext(caFile: ca.certificatePath), on: loop)
+                    tls: try await clientContext(caFile: ca.certificatePath), on: loop)
             }
             guard case .connectTimeout(let host, let failedPort, _, .tlsHandshake, let attempts)? = error else {
                 Issue.record("expected connectTimeout, got \(String(describing: error))")
@@ -336,9 +336,9 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
 
     @Test func configurationErrorsNameTheFile() async throws {
         let missing = "/nonexistent/ca.pem"
-        #expect(throws: TLSError.self) { try clientContext(caFile: missing) }
+        await #expect(throws: TLSError.self) { try await clientContext(caFile: missing) }
         do {
-            _ = try clientContext(caFile: missing)
+            _ = try await clientContext(caFile: missing)
         } catch {
             #expect("\(error)".hasPrefix("TLS configuration: cannot load CA file \"/nonexistent/ca.pem\""))
         }

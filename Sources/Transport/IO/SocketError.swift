@@ -32,6 +32,8 @@ public enum SocketError: Error, Sendable, CustomStringConvertible {
     case eventLoop(EventLoopError)
     /// Bad input (path too long, descriptor not a listening socket…).
     case invalidArgument(String)
+    /// The peer does not read fast enough: more than `limit` bytes were waiting to be sent to it.
+    case writeQueueOverflow(peer: String, queued: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -51,6 +53,8 @@ public enum SocketError: Error, Sendable, CustomStringConvertible {
             return error.description
         case .invalidArgument(let text):
             return text
+        case .writeQueueOverflow(let peer, let queued, let limit):
+            return "\(peer) reads too slowly: \(queued) bytes waiting to be sent, limit \(limit); connection dropped"
         }
     }
 

@@ -36,6 +36,10 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     public var onClose: ((StreamCloseReason) -> Void)?
     /// Called when the write queue has drained to zero after ``queuedByteCount`` was non-zero.
     public var onWritable: (() -> Void)?
+    /// When set, a write that would leave more than this many bytes queued closes the connection with
+    /// ``SocketError/writeQueueOverflow(peer:queued:limit:)`` (a safety net against slow peers; nil: no
+    /// limit, watch ``queuedByteCount`` yourself).
+    public var writeQueueLimit: Int?
     /// When set, a peer's EOF (or TLS close_notify) calls this and keeps the connection open for writing
     /// (half-close); when nil, EOF closes the connection with ``StreamCloseReason/peerClosed``.
     public var onInputEnded: (() -> Void)?
@@ -124,6 +128,10 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         }
         if let tls {
             guard tls.isHandshakeComplete else {
+                if let limit = writeQueueLimit, pendingPlaintext.count + bytes.count > limit {
+                    failSoon(.writeQueueOverflow(peer: peerName, queued: pendingPlaintext.count + bytes.count, limit: limit))
+                    return
+                }
                 pendingPlaintext.append(contentsOf: bytes)
                 return
             }
@@ -417,6 +425,10 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
             }
         }
         if rest.count > 0 {
+            if let limit = writeQueueLimit, queue.byteCount + rest.count > limit {
+                failSoon(.writeQueueOverflow(peer: peerName, queued: queue.byteCount + rest.count, limit: limit))
+                return
+            }
             queue.append(rest)
             hadQueuedBytes = true
             updateInterest()

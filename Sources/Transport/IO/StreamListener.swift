@@ -157,6 +157,19 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
         }
     }
 
+    /// The descriptors systemd passed by socket activation (`sd_listen_fds` semantics): `[3, 4, …]` when
+    /// `LISTEN_PID` is this process and `LISTEN_FDS` is a count, else `[]`. Adopt each with
+    /// ``adopt(fd:tls:tcpOptions:on:)``. `environment` and `pid` are parameters for tests.
+    public static func systemdListenFDs(
+        environment: (String) -> String? = { name in getenv(name).map { String(cString: $0) } },
+        pid: Int32 = getpid()
+    ) -> [Int32] {
+        guard let listenPID = environment("LISTEN_PID").flatMap({ Int32($0) }), listenPID == pid,
+            let count = environment("LISTEN_FDS").flatMap({ Int32($0) }), count > 0, count < 1024
+        else { return [] }
+        return Array(3..<(3 + count))
+    }
+
     private static func removeStaleSocket(path: String) throws(SocketError) {
         var info = stat()
         guard lstat(path, &info) == 0 else { return }  // nothing there

@@ -135,6 +135,20 @@ public final class TLSContext:
         }
     }
 
+    /// Builds a client context on `pool` (it reads the CA file or the system store: blocking file I/O).
+    public static func load(client config: TLSClientConfiguration, pool: BlockingPool = .shared) async throws(TLSError)
+        -> TLSContext
+    {
+        try await pool.run { () throws(TLSError) -> TLSContext in try TLSContext(client: config) }
+    }
+
+    /// Builds a server context on `pool` (it reads the certificate and key files).
+    public static func load(server config: TLSServerConfiguration, pool: BlockingPool = .shared) async throws(TLSError)
+        -> TLSContext
+    {
+        try await pool.run { () throws(TLSError) -> TLSContext in try TLSContext(server: config) }
+    }
+
     deinit { SSL_CTX_free(ctx) }
 
     private func setCommon(minimum: TLSVersion) throws(TLSError) {

@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// A throwaway certificate authority made with the `openssl` command in a fresh temp directory, for tests
 /// that need real TLS: a CA, server and client certificates (valid, expired, for other names).
@@ -125,20 +126,22 @@ actor TestCertificateAuthority {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Runs `openssl` without blocking a cooperative thread (the exit is awaited through a handler).
+    /// Runs `openssl` on the blocking pool (reading its output and waiting for it block), never on a
+    /// cooperative thread.
     @discardableResult
     static func runOpenSSL(_ arguments: [String], captureBinary: Bool = false) async throws -> [UInt8] {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
+        let (status, bytes) = try await BlockingPool.shared.run { () throws -> (Int32, [UInt8]) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = arguments
+            let output = Pipe()
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let bytes = [UInt8](output.fileHandleForReading.readDataToEndOfFile())
+            process.waitUntilExit()
+            return (process.terminationStatus, bytes)
         }
-        let bytes = [UInt8](output.fileHandleForReading.readDataToEndOfFile())
         guard status == 0 else {
             throw Failure.command(arguments: arguments, status: status, output: String(decoding: bytes, as: UTF8.self))
         }
