@@ -146,6 +146,18 @@ final class ShutdownProbe: EventLoopHandler, @unchecked Sendable {  // touched o
         for fd in fds.value { close(fd) }
     }
 
+    @Test func shutdownClosesLiveConnectionsWithAReason() async throws {
+        let loop = try EventLoop(name: "shutdown-conns")
+        let listener = try await startEchoServer(on: loop)
+        let client = try await StreamConnection.connect(host: "127.0.0.1", port: listener.port!, on: loop)
+        let recorder = StreamRecorder()
+        try await loop.submit { recorder.attach(client) }
+        await loop.shutdown()
+        #expect(recorder.closeCalls.value == 1)
+        #expect("\(recorder.closeReason.value!)" == "event loop \"shutdown-conns\" is shut down")
+        #expect(!listener.isListening)
+    }
+
     @Test func blockingPoolRunsOffTheLoopAndDeliversBack() async throws {
         let pool = BlockingPool(threadCount: 2, name: "test-pool")
         let loop = try EventLoop(name: "pool-test", blockingPool: pool)

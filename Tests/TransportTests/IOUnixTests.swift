@@ -9,10 +9,12 @@ import Testing
         let path = dir.path + "/api.sock"
         try await withLoop { loop in
             let serverCredentials = Shared<PeerCredentials?>(nil)
+            let serverPeerName = Shared("")
             let listener = try await loop.submit {
                 let listener = try StreamListener.unix(path: path, mode: 0o600, on: loop)
                 listener.onAccept = { connection in
                     serverCredentials.update { $0 = connection.peerCredentials() }
+                    serverPeerName.update { $0 = connection.peerName }
                     connection.onRead = { [unowned connection] bytes in connection.write(bytes) }
                     connection.start()
                 }
@@ -25,6 +27,7 @@ import Testing
             try await roundTrip(client, loop: loop, message: "{\"op\":\"ping\"}\n")
             let expected = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid())
             #expect(serverCredentials.value == expected)
+            #expect(serverPeerName.value == "unix:\(path) peer pid \(getpid()) uid \(getuid())")
             #expect(try await loop.submit { client.peerCredentials() } == expected)
             try await loop.submit {
                 client.close()

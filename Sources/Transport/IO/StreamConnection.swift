@@ -85,6 +85,12 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         }
     }
 
+    deinit {
+        // Only reachable when the loop no longer references it (not registered): a connection dropped
+        // without close() after leaving epoll. Close the descriptor so nothing leaks; no callbacks.
+        if fd >= 0 { Glibc.close(fd) }
+    }
+
     public var description: String { "StreamConnection(\(peerName), fd \(fd))" }
 
     // MARK: Public API

@@ -43,6 +43,11 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
         self.unlinkPathOnClose = unlinkPathOnClose
     }
 
+    deinit {
+        // Reachable only once the loop dropped it (closed, or shut down): then fd is already -1.
+        if fd >= 0 { Glibc.close(fd) }
+    }
+
     public var description: String { "StreamListener(\(localAddress))" }
 
     /// The TCP port (useful after binding port 0).
@@ -255,9 +260,13 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
     }
 
     private func accepted(_ client: Int32) {
-        let peer = socketName(fd: client, peer: true)
-        let peerName = peer.map { $0.family == AF_UNIX ? "\(localAddress.host) peer fd \(client)" : $0.description }
-            ?? "fd \(client)"
+        let peerName: String
+        if localAddress.family == AF_UNIX {
+            let credentials = readPeerCredentials(fd: client)
+            peerName = "\(localAddress) peer " + (credentials.map { "pid \($0.pid) uid \($0.uid)" } ?? "fd \(client)")
+        } else {
+            peerName = socketName(fd: client, peer: true)?.description ?? "fd \(client)"
+        }
         if let tcpOptions {
             var options = tcpOptions
             options.connectTimeout = .zero
