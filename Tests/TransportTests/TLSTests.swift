@@ -334,6 +334,60 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         }
     }
 
+    /// Interoperability with another implementation: `openssl s_server` limited to TLS 1.2.
+    @Test func talksTLS12ToOpenSSLServer() async throws {
+        let ca = try await TestCertificateAuthority.make()
+        defer { ca.remove() }
+        let certificate = try await ca.issue(commonName: "localhost", dnsNames: ["localhost"])
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = [
+            "s_server", "-accept", "127.0.0.1:0", "-cert", certificate.chainPath, "-key", certificate.keyPath,
+            "-tls1_2", "-naccept", "1",
+        ]
+        let output = Pipe()
+        let input = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = input
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+        let watchdog = Task {  // bounds every read below: a stuck s_server is killed, closing its output
+            try await Task.sleep(for: .seconds(20))
+            process.terminate()
+        }
+        defer { watchdog.cancel() }
+        // "ACCEPT 127.0.0.1:PORT" tells the port.
+        let reader = output.fileHandleForReading
+        let port: Int? = try await BlockingPool.shared.run { () throws -> Int? in
+            var text = ""
+            while !text.contains("\n") || !text.contains("ACCEPT") {
+                let data = reader.availableData
+                if data.isEmpty { return nil }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            let line = text.split(separator: "\n").first { $0.hasPrefix("ACCEPT") }
+            return line.flatMap { $0.split(separator: ":").last }.flatMap { Int($0) }
+        }
+        let serverPort = try #require(port)
+        try await withLoop { loop in
+            let client = try await StreamConnection.connect(
+                host: "localhost", port: serverPort, tls: try await clientContext(caFile: ca.certificatePath), on: loop)
+            let info = try #require(try await loop.submit { client.tlsInfo })
+            #expect(info.version == "TLSv1.2")
+            #expect(info.peerSubject == "/CN=localhost")
+            try await loop.submit {
+                client.write(Array("hello from smartico\n".utf8))
+                client.closeAfterFlush()
+            }
+        }
+        // s_server prints what it received and exits after its one connection.
+        let rest = try await BlockingPool.shared.run { () throws -> String in
+            String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+        }
+        #expect(rest.contains("hello from smartico"), "\(rest)")
+    }
+
     @Test func configurationErrorsNameTheFile() async throws {
         let missing = "/nonexistent/ca.pem"
         await #expect(throws: TLSError.self) { try await clientContext(caFile: missing) }
