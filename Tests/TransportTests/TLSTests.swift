@@ -316,10 +316,12 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
                 return listener
             }
             let port = listener.port!
+            let context = try await clientContext(caFile: ca.certificatePath)
             let error = await #expect(throws: SocketError.self) {
+                // Addresses given: the deadline covers TCP and TLS only (no DNS on a busy shared pool).
                 _ = try await StreamConnection.connect(
-                    host: "localhost", port: port, options: TCPOptions(connectTimeout: .milliseconds(300)),
-                    tls: try await clientContext(caFile: ca.certificatePath), on: loop)
+                    to: [SocketAddress(ip: "127.0.0.1", port: port)!], host: "localhost", port: port,
+                    options: TCPOptions(connectTimeout: .milliseconds(300)), tls: context, on: loop)
             }
             guard case .connectTimeout(let host, let failedPort, _, .tlsHandshake, let attempts)? = error else {
                 Issue.record("expected connectTimeout, got \(String(describing: error))")
@@ -331,6 +333,25 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
             // The client side was closed, so the server sees the end.
             try await waitUntil("server saw the close") { serverClosed.value == 1 }
             try await loop.submit { listener.close() }
+        }
+    }
+
+    @Test func serverDropsClientsThatNeverHandshake() async throws {
+        let ca = try await TestCertificateAuthority.make()
+        defer { ca.remove() }
+        let certificate = try await ca.issue(commonName: "localhost", dnsNames: ["localhost"])
+        try await withLoop { loop in
+            let server = try await TLSEchoServer.start(on: loop, certificate: certificate)
+            try await loop.submit { server.listener.tlsHandshakeTimeout = .milliseconds(200) }
+            // A plain TCP client that never sends a ClientHello.
+            let silent = try await StreamConnection.connect(host: "127.0.0.1", port: server.port, on: loop)
+            let recorder = StreamRecorder()
+            let localPort = try await loop.submit { recorder.attach(silent); return silent.localAddress!.port! }
+            try await waitUntil("server gave up") { !server.serverCloseReasons.value.isEmpty }
+            #expect(server.serverCloseReasons.value == ["TLS handshake with \"127.0.0.1:\(localPort)\" failed: no TLS handshake within 200ms"])
+            try await waitUntil("client saw the close") { recorder.isClosed }
+            #expect(try await loop.submit { loop.scheduledTimerCount } == 0)
+            try await loop.submit { server.listener.close() }
         }
     }
 
@@ -358,11 +379,11 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         }
         defer { watchdog.cancel() }
         // "ACCEPT 127.0.0.1:PORT" tells the port.
-        let reader = output.fileHandleForReading
+        let reader = output.fileHandleForReading.fileDescriptor
         let port: Int? = try await BlockingPool.shared.run { () throws -> Int? in
             var text = ""
             while !text.contains("\n") || !text.contains("ACCEPT") {
-                let data = reader.availableData
+                let data = readSome(fd: reader)
                 if data.isEmpty { return nil }
                 text += String(decoding: data, as: UTF8.self)
             }
@@ -383,7 +404,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         }
         // s_server prints what it received and exits after its one connection.
         let rest = try await BlockingPool.shared.run { () throws -> String in
-            String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+            String(decoding: readToEnd(fd: reader), as: UTF8.self)
         }
         #expect(rest.contains("hello from smartico"), "\(rest)")
     }

@@ -61,6 +61,7 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     private var drainScheduled = false
     private var hadQueuedBytes = false
     var handshakeWaiter: ((SocketError?) -> Void)?
+    private var handshakeTimer: LoopTimer?
 
     /// Wraps a connected, non-blocking socket and registers it with `loop` (loop thread). Takes ownership
     /// of `fd`: it is closed with the connection (also when this initializer throws).
@@ -231,6 +232,18 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         return socketName(fd: fd, peer: false)
     }
 
+    /// Server side: fails the connection unless its TLS handshake completes within `timeout`.
+    func armHandshakeTimeout(_ timeout: Duration) {
+        guard let tls, !tls.isHandshakeComplete, isOpen else { return }
+        let timer = LoopTimer(loop: loop) { [weak self] in
+            guard let self, self.isOpen, let tls = self.tls, !tls.isHandshakeComplete else { return }
+            self.closeNow(.failed(.tls(.handshakeFailed(
+                name: self.peerName, reason: "no TLS handshake within \(timeout.shortDescription)"))))
+        }
+        timer.schedule(after: timeout)
+        handshakeTimer = timer
+    }
+
     // MARK: EventLoopHandler
 
     public func handleEvents(_ events: IOEvents) {
@@ -360,6 +373,8 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
                 closeNow(.failed(.tls(error)))
                 return
             case .complete:
+                handshakeTimer?.invalidate()
+                handshakeTimer = nil
                 flushTLSOutput()
                 if !pendingPlaintext.isEmpty {
                     let waiting = pendingPlaintext
@@ -485,6 +500,8 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
             }
         }
         isOpen = false
+        handshakeTimer?.invalidate()
+        handshakeTimer = nil
         if registered {
             loop.unregister(fd: fd)
             registered = false

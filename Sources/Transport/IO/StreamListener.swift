@@ -23,6 +23,9 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
     public var onAccept: ((StreamConnection) -> Void)?
     /// Called for accept errors that do not stop the listener (e.g. out of descriptors).
     public var onError: ((SocketError) -> Void)?
+    /// With TLS: an accepted connection whose handshake has not completed by then is closed with
+    /// ``TLSError/handshakeFailed(name:reason:)`` (its `onClose` is called if set). Nil: no limit.
+    public var tlsHandshakeTimeout: Duration? = .seconds(10)
 
     private var fd: Int32
     private let tls: TLSContext?
@@ -286,6 +289,7 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
         }
         do throws(SocketError) {
             let connection = try StreamConnection(fd: client, loop: loop, peerName: peerName, tls: engine)
+            if engine != nil, let timeout = tlsHandshakeTimeout { connection.armHandshakeTimeout(timeout) }
             if let onAccept {
                 onAccept(connection)
             } else {

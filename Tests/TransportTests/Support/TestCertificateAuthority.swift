@@ -138,7 +138,7 @@ actor TestCertificateAuthority {
             process.standardOutput = output
             process.standardError = output
             try process.run()
-            let bytes = [UInt8](output.fileHandleForReading.readDataToEndOfFile())
+            let bytes = readToEnd(fd: output.fileHandleForReading.fileDescriptor)
             process.waitUntilExit()
             return (process.terminationStatus, bytes)
         }

@@ -83,3 +83,24 @@ final class StreamRecorder: Sendable {
 
     var isClosed: Bool { closeReason.value != nil }
 }
+
+/// Reads what is available from a pipe (blocking; EINTR retried, unlike FileHandle which traps on it).
+/// Returns [] at end of file. Call it on the blocking pool.
+func readSome(fd: Int32, max: Int = 65536) -> [UInt8] {
+    var buffer = [UInt8](repeating: 0, count: max)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, max) }
+        if n >= 0 { return Array(buffer[0..<n]) }
+        if errno != EINTR { return [] }
+    }
+}
+
+/// Reads a pipe to its end (blocking). Call it on the blocking pool.
+func readToEnd(fd: Int32) -> [UInt8] {
+    var all: [UInt8] = []
+    while true {
+        let chunk = readSome(fd: fd)
+        if chunk.isEmpty { return all }
+        all += chunk
+    }
+}
