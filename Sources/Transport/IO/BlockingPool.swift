@@ -36,7 +36,7 @@ public final class BlockingPool:
                 pool.work()
                 return nil
             }, box)
-            precondition(rc == 0, "pthread_create failed: \(errnoText(rc))")
+            precondition(rc == 0, "pthread_create failed: \(ioErrnoText(rc))")
             threads.append(thread)
         }
     }

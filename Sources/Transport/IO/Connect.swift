@@ -52,7 +52,7 @@ extension StreamConnection {
         do {
             result = try await loop.submit { () -> Result<StreamConnection, SocketError> in
                 Result { () throws(SocketError) -> StreamConnection in
-                    let fd = try makeSocket(family: AF_UNIX, target: path)
+                    let fd = try ioMakeSocket(family: AF_UNIX, target: path)
                     do throws(SocketError) {
                         try SocketAddress.unix(path: path).withSockAddr { address, length throws(SocketError) in
                             guard Glibc.connect(fd, address, length) == 0 else {
@@ -165,8 +165,8 @@ private final class TCPConnector: EventLoopHandler {
             let address = addresses[index]
             index += 1
             do {
-                fd = try makeSocket(family: address.family, target: address.description)
-                try applyTCPOptions(options, fd: fd, target: address.description)
+                fd = try ioMakeSocket(family: address.family, target: address.description)
+                try ioApplyTCPOptions(options, fd: fd, target: address.description)
                 let rc = try address.withSockAddr { sa, length throws(SocketError) in Glibc.connect(fd, sa, length) }
                 if rc == 0 {
                     connected()

@@ -44,7 +44,7 @@ public enum EventLoopError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .shutDown(let loop): return "event loop \"\(loop)\" is shut down"
-        case .system(let op, let e): return "event loop: \(op) failed: \(errnoText(e)) (errno \(e))"
+        case .system(let op, let e): return "event loop: \(op) failed: \(ioErrnoText(e)) (errno \(e))"
         }
     }
 }
@@ -370,7 +370,7 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
             wakeUps.add(1, ordering: .relaxed)
             if n < 0 {
                 if errno == EINTR { continue }
-                fatalError("\(self): epoll_wait failed: \(errnoText(errno))")
+                fatalError("\(self): epoll_wait failed: \(ioErrnoText(errno))")
             }
             for i in 0..<Int(n) {
                 let event = events[i]
@@ -483,6 +483,6 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
 }
 
 /// `strerror` text for an errno value.
-func errnoText(_ code: Int32) -> String {
+func ioErrnoText(_ code: Int32) -> String {
     String(cString: strerror(code))
 }

@@ -20,7 +20,7 @@ public struct LoopInstant: Comparable, Hashable, Sendable, CustomStringConvertib
 
     /// `lhs` moved by `rhs`; negative durations move it back (never below zero).
     public static func + (lhs: LoopInstant, rhs: Duration) -> LoopInstant {
-        let ns = rhs.nanosecondsClamped
+        let ns = rhs.ioNanoseconds
         if ns >= 0 {
             let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(UInt64(ns))
             return LoopInstant(nanoseconds: overflow ? .max : sum)
@@ -42,7 +42,7 @@ public struct LoopInstant: Comparable, Hashable, Sendable, CustomStringConvertib
 
 extension Duration {
     /// Whole nanoseconds, saturating at `Int64` bounds.
-    var nanosecondsClamped: Int64 {
+    var ioNanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (ns, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }
@@ -52,8 +52,8 @@ extension Duration {
     }
 
     /// Human text for error messages, e.g. "1.5s" or "250ms".
-    var shortDescription: String {
-        let ns = nanosecondsClamped
+    var ioText: String {
+        let ns = ioNanoseconds
         if ns % 1_000_000_000 == 0 { return "\(ns / 1_000_000_000)s" }
         if ns % 1_000_000 == 0 { return "\(ns / 1_000_000)ms" }
         return "\(Double(ns) / 1e9)s"

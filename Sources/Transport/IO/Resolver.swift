@@ -28,7 +28,7 @@ public enum Resolver {
         var list: UnsafeMutablePointer<addrinfo>? = nil
         let rc = getaddrinfo(host, String(port), &hints, &list)
         guard rc == 0 else {
-            let reason = rc == EAI_SYSTEM ? errnoText(errno) : String(cString: gai_strerror(rc))
+            let reason = rc == EAI_SYSTEM ? ioErrnoText(errno) : String(cString: gai_strerror(rc))
             throw .dns(host: host, port: port, reason: reason)
         }
         defer { freeaddrinfo(list) }

@@ -4,7 +4,7 @@ public struct ConnectAttempt: Sendable, CustomStringConvertible {
     /// The errno of the failure, or nil when the attempt ran out of time.
     public var errno: Int32?
     public var description: String {
-        if let errno { return "\(address): \(errnoText(errno))" }
+        if let errno { return "\(address): \(ioErrnoText(errno))" }
         return "\(address): timed out"
     }
 }
@@ -44,9 +44,9 @@ public enum SocketError: Error, Sendable, CustomStringConvertible {
                 + (attempts.isEmpty ? "no address" : attempts.map(\.description).joined(separator: "; "))
         case .connectTimeout(let host, let port, let timeout, let phase, let attempts):
             let tried = attempts.isEmpty ? "" : " (" + attempts.map(\.description).joined(separator: "; ") + ")"
-            return "connect to \(host):\(port) timed out after \(timeout.shortDescription) \(phase.rawValue)\(tried)"
+            return "connect to \(host):\(port) timed out after \(timeout.ioText) \(phase.rawValue)\(tried)"
         case .system(let operation, let target, let code):
-            return "\(operation) \(target): \(errnoText(code)) (errno \(code))"
+            return "\(operation) \(target): \(ioErrnoText(code)) (errno \(code))"
         case .tls(let error):
             return error.description
         case .eventLoop(let error):

@@ -34,14 +34,14 @@ public struct TCPOptions: Sendable {
 }
 
 /// A non-blocking, close-on-exec socket.
-func makeSocket(family: Int32, target: String) throws(SocketError) -> Int32 {
+func ioMakeSocket(family: Int32, target: String) throws(SocketError) -> Int32 {
     let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
     let fd = socket(family, type, 0)
     guard fd >= 0 else { throw .system(operation: "socket for", target: target, errno: errno) }
     return fd
 }
 
-func setIntOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32, what: String, target: String)
+func ioSetIntOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32, what: String, target: String)
     throws(SocketError)
 {
     var v = value
@@ -50,15 +50,15 @@ func setIntOption(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32, wh
     }
 }
 
-func applyTCPOptions(_ options: TCPOptions, fd: Int32, target: String) throws(SocketError) {
+func ioApplyTCPOptions(_ options: TCPOptions, fd: Int32, target: String) throws(SocketError) {
     if options.noDelay {
-        try setIntOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, what: "TCP_NODELAY", target: target)
+        try ioSetIntOption(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1, what: "TCP_NODELAY", target: target)
     }
     if let keepAlive = options.keepAlive {
         func seconds(_ d: Duration) -> Int32 { Int32(clamping: max(1, d.components.seconds)) }
-        try setIntOption(fd, SOL_SOCKET, SO_KEEPALIVE, 1, what: "SO_KEEPALIVE", target: target)
-        try setIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, seconds(keepAlive.idle), what: "TCP_KEEPIDLE", target: target)
-        try setIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, seconds(keepAlive.interval), what: "TCP_KEEPINTVL", target: target)
-        try setIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, Int32(clamping: max(1, keepAlive.count)), what: "TCP_KEEPCNT", target: target)
+        try ioSetIntOption(fd, SOL_SOCKET, SO_KEEPALIVE, 1, what: "SO_KEEPALIVE", target: target)
+        try ioSetIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPIDLE, seconds(keepAlive.idle), what: "TCP_KEEPIDLE", target: target)
+        try ioSetIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPINTVL, seconds(keepAlive.interval), what: "TCP_KEEPINTVL", target: target)
+        try ioSetIntOption(fd, Int32(IPPROTO_TCP), TCP_KEEPCNT, Int32(clamping: max(1, keepAlive.count)), what: "TCP_KEEPCNT", target: target)
     }
 }

@@ -215,21 +215,21 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     public func peerCredentials() -> PeerCredentials? {
         loop.preconditionInEventLoop()
         guard isOpen else { return nil }
-        return readPeerCredentials(fd: fd)
+        return ioPeerCredentials(fd: fd)
     }
 
     /// The remote address (`getpeername`). Nil after close.
     public var remoteAddress: SocketAddress? {
         loop.preconditionInEventLoop()
         guard isOpen else { return nil }
-        return socketName(fd: fd, peer: true)
+        return ioSocketName(fd: fd, peer: true)
     }
 
     /// The local address (`getsockname`). Nil after close.
     public var localAddress: SocketAddress? {
         loop.preconditionInEventLoop()
         guard isOpen else { return nil }
-        return socketName(fd: fd, peer: false)
+        return ioSocketName(fd: fd, peer: false)
     }
 
     /// Server side: fails the connection unless its TLS handshake completes within `timeout`.
@@ -238,7 +238,7 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         let timer = LoopTimer(loop: loop) { [weak self] in
             guard let self, self.isOpen, let tls = self.tls, !tls.isHandshakeComplete else { return }
             self.closeNow(.failed(.tls(.handshakeFailed(
-                name: self.peerName, reason: "no TLS handshake within \(timeout.shortDescription)"))))
+                name: self.peerName, reason: "no TLS handshake within \(timeout.ioText)"))))
         }
         timer.schedule(after: timeout)
         handshakeTimer = timer
@@ -529,7 +529,7 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
 }
 
 /// `SO_PEERCRED` of a Unix socket.
-func readPeerCredentials(fd: Int32) -> PeerCredentials? {
+func ioPeerCredentials(fd: Int32) -> PeerCredentials? {
     // struct ucred { pid_t pid; uid_t uid; gid_t gid; } (Glibc hides it behind _GNU_SOURCE).
     var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
     var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
@@ -538,7 +538,7 @@ func readPeerCredentials(fd: Int32) -> PeerCredentials? {
 }
 
 /// `getpeername`/`getsockname` as a ``SocketAddress``.
-func socketName(fd: Int32, peer: Bool) -> SocketAddress? {
+func ioSocketName(fd: Int32, peer: Bool) -> SocketAddress? {
     var storage = sockaddr_storage()
     var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
     return withUnsafeMutablePointer(to: &storage) { pointer -> SocketAddress? in

@@ -68,17 +68,17 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
             throw .invalidArgument("listen address must be an IP literal and a port in 0...65535, got \"\(host)\" port \(port)")
         }
         let target = address.description
-        let fd = try makeSocket(family: address.family, target: target)
+        let fd = try ioMakeSocket(family: address.family, target: target)
         do throws(SocketError) {
-            try setIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, what: "SO_REUSEADDR", target: target)
+            try ioSetIntOption(fd, SOL_SOCKET, SO_REUSEADDR, 1, what: "SO_REUSEADDR", target: target)
             if address.family == AF_INET6 {
-                try setIntOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, what: "IPV6_V6ONLY", target: target)
+                try ioSetIntOption(fd, Int32(IPPROTO_IPV6), IPV6_V6ONLY, 1, what: "IPV6_V6ONLY", target: target)
             }
             try address.withSockAddr { sa, length throws(SocketError) in
                 guard bind(fd, sa, length) == 0 else { throw .system(operation: "bind", target: target, errno: errno) }
             }
             guard listen(fd, backlog) == 0 else { throw .system(operation: "listen on", target: target, errno: errno) }
-            let bound = socketName(fd: fd, peer: false) ?? address
+            let bound = ioSocketName(fd: fd, peer: false) ?? address
             let listener = StreamListener(fd: fd, loop: loop, localAddress: bound, tls: tls, tcpOptions: tcpOptions, unlinkPathOnClose: nil)
             try listener.registerNow()
             return listener
@@ -97,7 +97,7 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
         loop.preconditionInEventLoop()
         let address = SocketAddress.unix(path: path)
         try removeStaleSocket(path: path)
-        let fd = try makeSocket(family: AF_UNIX, target: path)
+        let fd = try ioMakeSocket(family: AF_UNIX, target: path)
         do throws(SocketError) {
             try address.withSockAddr { sa, length throws(SocketError) in
                 guard bind(fd, sa, length) == 0 else { throw .system(operation: "bind", target: path, errno: errno) }
@@ -150,7 +150,7 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
             guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
                 throw .system(operation: "fcntl", target: target, errno: errno)
             }
-            guard let address = socketName(fd: fd, peer: false) else {
+            guard let address = ioSocketName(fd: fd, peer: false) else {
                 throw .system(operation: "getsockname", target: target, errno: errno)
             }
             let isTCP = address.family != AF_UNIX
@@ -185,7 +185,7 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
             throw .invalidArgument("\(path) exists and is not a socket; refusing to replace it")
         }
         // Is anyone accepting on it? A blocking connect on a Unix socket returns at once.
-        let probe = try makeSocket(family: AF_UNIX, target: path)
+        let probe = try ioMakeSocket(family: AF_UNIX, target: path)
         defer { Glibc.close(probe) }
         let live = try SocketAddress.unix(path: path).withSockAddr { sa, length throws(SocketError) -> Bool in
             if Glibc.connect(probe, sa, length) == 0 { return true }
@@ -265,15 +265,15 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
     private func accepted(_ client: Int32) {
         let peerName: String
         if localAddress.family == AF_UNIX {
-            let credentials = readPeerCredentials(fd: client)
+            let credentials = ioPeerCredentials(fd: client)
             peerName = "\(localAddress) peer " + (credentials.map { "pid \($0.pid) uid \($0.uid)" } ?? "fd \(client)")
         } else {
-            peerName = socketName(fd: client, peer: true)?.description ?? "fd \(client)"
+            peerName = ioSocketName(fd: client, peer: true)?.description ?? "fd \(client)"
         }
         if let tcpOptions {
             var options = tcpOptions
             options.connectTimeout = .zero
-            do throws(SocketError) { try applyTCPOptions(options, fd: client, target: peerName) } catch {
+            do throws(SocketError) { try ioApplyTCPOptions(options, fd: client, target: peerName) } catch {
                 Glibc.close(client)
                 onError?(error)
                 return

@@ -75,7 +75,7 @@ public final class TLSContext:
     /// A client context.
     public init(client config: TLSClientConfiguration) throws(TLSError) {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else {
-            throw .configuration("SSL_CTX_new failed: \(openSSLErrors())")
+            throw .configuration("SSL_CTX_new failed: \(tlsErrorQueueText())")
         }
         self.ctx = ctx
         self.role = .client
@@ -84,11 +84,11 @@ public final class TLSContext:
         switch config.trustRoots {
         case .system:
             guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                throw .configuration("cannot load the system CA store: \(openSSLErrors())")
+                throw .configuration("cannot load the system CA store: \(tlsErrorQueueText())")
             }
         case .caFile(let path):
             guard SSL_CTX_load_verify_locations(ctx, path, nil) == 1 else {
-                throw .configuration("cannot load CA file \"\(path)\": \(openSSLErrors())")
+                throw .configuration("cannot load CA file \"\(path)\": \(tlsErrorQueueText())")
             }
         }
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, tlsVerifyCallback)
@@ -107,7 +107,7 @@ public final class TLSContext:
             }
             // Returns 0 on success (sic).
             guard SSL_CTX_set_alpn_protos(ctx, wire, UInt32(wire.count)) == 0 else {
-                throw .configuration("cannot set ALPN protocols: \(openSSLErrors())")
+                throw .configuration("cannot set ALPN protocols: \(tlsErrorQueueText())")
             }
         }
     }
@@ -115,7 +115,7 @@ public final class TLSContext:
     /// A server context.
     public init(server config: TLSServerConfiguration) throws(TLSError) {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else {
-            throw .configuration("SSL_CTX_new failed: \(openSSLErrors())")
+            throw .configuration("SSL_CTX_new failed: \(tlsErrorQueueText())")
         }
         self.ctx = ctx
         self.role = .server
@@ -124,7 +124,7 @@ public final class TLSContext:
         try loadIdentity(chain: config.certificateChainFile, key: config.privateKeyFile)
         if let caFile = config.clientCAFile {
             guard SSL_CTX_load_verify_locations(ctx, caFile, nil) == 1 else {
-                throw .configuration("cannot load client CA file \"\(caFile)\": \(openSSLErrors())")
+                throw .configuration("cannot load client CA file \"\(caFile)\": \(tlsErrorQueueText())")
             }
             if let names = SSL_load_client_CA_file(caFile) {
                 SSL_CTX_set_client_CA_list(ctx, names)
@@ -153,7 +153,7 @@ public final class TLSContext:
 
     private func setCommon(minimum: TLSVersion) throws(TLSError) {
         guard smartico_SSL_CTX_set_min_proto_version(ctx, minimum.openSSLValue) == 1 else {
-            throw .configuration("cannot set minimum TLS version: \(openSSLErrors())")
+            throw .configuration("cannot set minimum TLS version: \(tlsErrorQueueText())")
         }
         // Memory BIOs never block, so partial writes are not needed; release idle buffers (many connections).
         _ = smartico_SSL_CTX_set_mode(ctx, Int(SSL_MODE_RELEASE_BUFFERS))
@@ -161,19 +161,19 @@ public final class TLSContext:
 
     private func loadIdentity(chain: String, key: String) throws(TLSError) {
         guard SSL_CTX_use_certificate_chain_file(ctx, chain) == 1 else {
-            throw .configuration("cannot load certificate chain \"\(chain)\": \(openSSLErrors())")
+            throw .configuration("cannot load certificate chain \"\(chain)\": \(tlsErrorQueueText())")
         }
         guard SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) == 1 else {
-            throw .configuration("cannot load private key \"\(key)\": \(openSSLErrors())")
+            throw .configuration("cannot load private key \"\(key)\": \(tlsErrorQueueText())")
         }
         guard SSL_CTX_check_private_key(ctx) == 1 else {
-            throw .configuration("private key \"\(key)\" does not match certificate \"\(chain)\": \(openSSLErrors())")
+            throw .configuration("private key \"\(key)\" does not match certificate \"\(chain)\": \(tlsErrorQueueText())")
         }
     }
 }
 
 /// Drains the thread's OpenSSL error queue into one line ("none" when empty).
-func openSSLErrors() -> String {
+func tlsErrorQueueText() -> String {
     var parts: [String] = []
     var buffer = [CChar](repeating: 0, count: 256)
     while true {

@@ -65,7 +65,7 @@ public final class TLSEngine {
         let param = SSL_get0_param(ssl)
         let literal = serverName.hasPrefix("[") && serverName.hasSuffix("]")
             ? String(serverName.dropFirst().dropLast()) : serverName
-        if isIPLiteral(literal) {
+        if tlsIsIPLiteral(literal) {
             guard X509_VERIFY_PARAM_set1_ip_asc(param, literal) == 1 else {
                 throw .configuration("invalid IP address \"\(literal)\"")
             }
@@ -74,7 +74,7 @@ public final class TLSEngine {
             guard X509_VERIFY_PARAM_set1_host(param, literal, 0) == 1,
                 smartico_SSL_set_tlsext_host_name(ssl, literal) == 1
             else {
-                throw .configuration("invalid host name \"\(literal)\": \(openSSLErrors())")
+                throw .configuration("invalid host name \"\(literal)\": \(tlsErrorQueueText())")
             }
         }
         SSL_set_connect_state(ssl)
@@ -89,10 +89,10 @@ public final class TLSEngine {
 
     private init(context: TLSContext, peerName: String) throws(TLSError) {
         ERR_clear_error()
-        guard let ssl = SSL_new(context.ctx) else { throw .configuration("SSL_new failed: \(openSSLErrors())") }
+        guard let ssl = SSL_new(context.ctx) else { throw .configuration("SSL_new failed: \(tlsErrorQueueText())") }
         guard let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
             SSL_free(ssl)
-            throw .configuration("BIO_new failed: \(openSSLErrors())")
+            throw .configuration("BIO_new failed: \(tlsErrorQueueText())")
         }
         // An empty read BIO means "retry later", not EOF.
         BIO_set_flags(rbio, BIO_FLAGS_READ | BIO_FLAGS_SHOULD_RETRY)
@@ -164,7 +164,7 @@ public final class TLSEngine {
     }
 
     private func handshakeError() -> TLSError {
-        let queue = openSSLErrors()
+        let queue = tlsErrorQueueText()
         if let verifyFailure { return verifyFailure }
         let result = Int32(SSL_get_verify_result(ssl))
         if result != X509_V_OK {
@@ -268,7 +268,7 @@ public final class TLSEngine {
         switch SSL_get_error(ssl, rc) {
         case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE: return .needsInput
         case SSL_ERROR_ZERO_RETURN: return .closed
-        default: return .failed(.protocolError(name: peerName, reason: openSSLErrors()))
+        default: return .failed(.protocolError(name: peerName, reason: tlsErrorQueueText()))
         }
     }
 
@@ -281,7 +281,7 @@ public final class TLSEngine {
             let chunk = min(plaintext.count - offset, 1 << 30)
             let rc = SSL_write(ssl, plaintext.baseAddress! + offset, Int32(chunk))
             if rc <= 0 {
-                return .protocolError(name: peerName, reason: "SSL_write: \(openSSLErrors())")
+                return .protocolError(name: peerName, reason: "SSL_write: \(tlsErrorQueueText())")
             }
             offset += Int(rc)
         }
@@ -322,7 +322,7 @@ private func formatTime(_ time: UnsafePointer<ASN1_TIME>?) -> String? {
 }
 
 /// True for IPv4/IPv6 literals (no brackets).
-func isIPLiteral(_ text: String) -> Bool {
+func tlsIsIPLiteral(_ text: String) -> Bool {
     var v4 = in_addr()
     var v6 = in6_addr()
     return inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1
