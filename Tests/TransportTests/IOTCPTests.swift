@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import COpenSSL  // TCP_KEEPIDLE & co. (netinet/tcp.h)
 @testable import Transport
 
 /// An echo server on the loop: every accepted connection sends back what it receives.
@@ -306,6 +307,32 @@ func boundButNotListening() throws -> (fd: Int32, port: Int) {
             }
             #expect(name == peer && limit == 4 << 20 && queued > limit)
             try await loop.submit { listener.close() }
+        }
+    }
+
+    @Test func socketOptionsAreApplied() async throws {
+        try await withLoop { loop in
+            let listener = try await startEchoServer(on: loop)
+            let options = TCPOptions(
+                noDelay: true, keepAlive: .init(idle: .seconds(42), interval: .seconds(7), count: 3))
+            let client = try await StreamConnection.connect(host: "127.0.0.1", port: listener.port!, options: options, on: loop)
+            let values = try await loop.submit { () -> [Int32] in
+                let fd = client.fileDescriptor
+                func option(_ level: Int32, _ name: Int32) -> Int32 {
+                    var value: Int32 = -1
+                    var length = socklen_t(4)
+                    _ = getsockopt(fd, level, name, &value, &length)
+                    return value
+                }
+                let tcp = Int32(IPPROTO_TCP)
+                return [
+                    option(tcp, TCP_NODELAY) != 0 ? 1 : 0, option(SOL_SOCKET, SO_KEEPALIVE) != 0 ? 1 : 0,
+                    option(tcp, TCP_KEEPIDLE), option(tcp, TCP_KEEPINTVL), option(tcp, TCP_KEEPCNT),
+                    fcntl(fd, F_GETFD) & FD_CLOEXEC, fcntl(fd, F_GETFL) & O_NONBLOCK != 0 ? 1 : 0,
+                ]
+            }
+            #expect(values == [1, 1, 42, 7, 3, FD_CLOEXEC, 1])
+            try await loop.submit { client.close(); #expect(client.fileDescriptor == -1); listener.close() }
         }
     }
 

@@ -124,6 +124,13 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         return tls?.info
     }
 
+    /// The socket descriptor, for diagnostics (`getsockopt`, `TCP_INFO`); -1 after close. Do not read,
+    /// write or close it yourself.
+    public var fileDescriptor: Int32 {
+        loop.preconditionInEventLoop()
+        return fd
+    }
+
     /// True when this connection runs TLS.
     public var isTLS: Bool { tls != nil }
 
