@@ -1,6 +1,8 @@
 /// Limits applied while parsing untrusted JSON.
 public struct JSONParseOptions: Sendable, Equatable {
-    /// Deepest nesting of arrays/objects accepted (the top-level container is depth 1).
+    /// Deepest nesting of arrays/objects accepted (the top-level container is depth 1). Parsing
+    /// itself never recurses, but serializing, comparing and freeing a value recurse once per
+    /// level: keep this in the hundreds or low thousands.
     public var maxDepth: Int
     /// Largest input accepted, in bytes; `nil` for no limit.
     public var maxBytes: Int?

@@ -141,11 +141,22 @@ public struct JSONObject: Sendable, Equatable, RandomAccessCollection, Expressib
         return removed
     }
 
+    /// Members by name, last one winning (linear time).
+    func effectiveMembers() -> [String: JSONValue] {
+        var d: [String: JSONValue] = [:]
+        d.reserveCapacity(keys.count)
+        for (k, v) in zip(keys, values) { d[k] = v }
+        return d
+    }
+
     /// Same JSON value: same set of keys (effective, last-wins) with equal values, any order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
-        let lk = Set(lhs.keys), rk = Set(rhs.keys)
-        guard lk == rk else { return false }
-        for k in lk where lhs[k] != rhs[k] { return false }
+        if lhs.keys == rhs.keys, lhs.values == rhs.values { return true }
+        let l = lhs.effectiveMembers(), r = rhs.effectiveMembers()
+        guard l.count == r.count else { return false }
+        for (k, v) in l {
+            guard let w = r[k], v == w else { return false }
+        }
         return true
     }
 }
