@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 @Suite struct EncodingTests {
     @Test func tzoffsetFollowsTheBrowserConvention() throws {

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 /// What each fixture must decode to.
 enum Expect: Sendable {

@@ -1,5 +1,5 @@
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 /// Seeded, bounded fuzzing: every input gives a value or a typed error, and whatever the
 /// parser accepts serializes to something that parses back to an equal value.

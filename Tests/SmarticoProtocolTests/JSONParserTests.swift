@@ -1,5 +1,5 @@
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 @Suite struct JSONParserTests {
     @Test(arguments: ["9007199254740993", "18446744073709551615", "-9223372036854775808", "1632913275835",

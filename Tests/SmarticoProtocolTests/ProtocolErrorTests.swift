@@ -1,5 +1,5 @@
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 @Suite struct ProtocolErrorTests {
     func error(_ text: String) -> ProtocolError? {

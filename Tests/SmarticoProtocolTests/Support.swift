@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import SmarticoProtocol
+import SmarticoProtocol
 
 /// Loads `Fixtures/<name>` from the test bundle.
 func fixture(_ name: String) throws -> [UInt8] {
