@@ -130,7 +130,6 @@ struct JSONByteParser {
     private var values: [JSONValue] = []
     private var keys: [String] = []
     private var frames: [Frame] = []
-    private var scratch: [UInt8] = []
 
     init(base: UnsafePointer<UInt8>, count: Int, maxDepth: Int) {
         self.p = base
@@ -275,14 +274,20 @@ struct JSONByteParser {
         return JSONNumber(uncheckedLiteral: String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self))
     }
 
-    /// At the opening quote. Scans runs of plain bytes without copying; only escapes go
-    /// through the scratch buffer. UTF-8 is validated as it goes.
+    /// At the opening quote. Two passes over the string's bytes:
+    /// 1. find the closing quote (eight bytes at a time), validating UTF-8 and refusing raw
+    ///    control characters, and note whether there are escapes;
+    /// 2. without escapes, build the `String` straight from the input; with escapes, decode
+    ///    them directly into the new string's storage (the result is never longer than the input).
+    /// Both passes are linear; nothing is copied twice.
     private mutating func parseString() throws(JSONParseError) -> String {
         i += 1
-        var runStart = i
-        var usedScratch = false
+        let start = i
+        var hasEscape = false
         while true {
-            // Fast run: printable ASCII without quote or backslash.
+            while i + 8 <= n, !JSONByteParser.needsAttention(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)) {
+                i += 8
+            }
             while i < n {
                 let b = p[i]
                 if b == Self.quote || b == Self.backslash || b < 0x20 || b >= 0x80 { break }
@@ -290,92 +295,133 @@ struct JSONByteParser {
             }
             guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
             let b = p[i]
-            if b == Self.quote {
-                let result: String
-                if usedScratch {
-                    scratch.append(contentsOf: UnsafeBufferPointer(start: p + runStart, count: i - runStart))
-                    result = String(decoding: scratch, as: UTF8.self)
-                    scratch.removeAll(keepingCapacity: scratch.count <= 4096)
-                } else {
-                    result = String(decoding: UnsafeBufferPointer(start: p + runStart, count: i - runStart), as: UTF8.self)
-                }
-                i += 1
-                return result
-            }
+            if b == Self.quote { break }
             if b >= 0x80 {
                 try validateUTF8Sequence()
-                continue
+            } else if b < 0x20 {
+                throw JSONParseError(.unescapedControlCharacter(b), at: i)
+            } else {
+                // Backslash: the next byte is part of the escape (checked in pass 2).
+                hasEscape = true
+                i += 2
+                if i > n { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
             }
-            if b < 0x20 { throw JSONParseError(.unescapedControlCharacter(b), at: i) }
-            // Backslash escape.
-            if !usedScratch { usedScratch = true; scratch.removeAll(keepingCapacity: true) }
-            scratch.append(contentsOf: UnsafeBufferPointer(start: p + runStart, count: i - runStart))
-            let escapeAt = i
-            i += 1
-            guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: i) }
-            let e = p[i]
-            i += 1
+        }
+        let end = i
+        i += 1
+        if !hasEscape {
+            return String(decoding: UnsafeBufferPointer(start: p + start, count: end - start), as: UTF8.self)
+        }
+        var failure: JSONParseError?
+        let result = String(unsafeUninitializedCapacity: end - start) { out in
+            do throws(JSONParseError) {
+                return try decodeEscapes(from: start, to: end, into: out)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+        return result
+    }
+
+    /// Pass 2 of `parseString`: copies `p[start..<end]` into `out`, decoding escapes.
+    private func decodeEscapes(from start: Int, to end: Int, into out: UnsafeMutableBufferPointer<UInt8>) throws(JSONParseError) -> Int {
+        guard let dst = out.baseAddress else { return 0 }
+        var k = start
+        var o = 0
+        while k < end {
+            // Copy the run up to the next backslash.
+            var r = k
+            while r < end, p[r] != Self.backslash { r += 1 }
+            if r > k {
+                (dst + o).update(from: p + k, count: r - k)
+                o += r - k
+            }
+            k = r
+            guard k < end else { break }
+            let escapeAt = k
+            let e = p[k + 1]
+            k += 2
             switch e {
-            case UInt8(ascii: "\""): scratch.append(0x22)
-            case UInt8(ascii: "\\"): scratch.append(0x5C)
-            case UInt8(ascii: "/"): scratch.append(0x2F)
-            case UInt8(ascii: "b"): scratch.append(0x08)
-            case UInt8(ascii: "f"): scratch.append(0x0C)
-            case UInt8(ascii: "n"): scratch.append(0x0A)
-            case UInt8(ascii: "r"): scratch.append(0x0D)
-            case UInt8(ascii: "t"): scratch.append(0x09)
+            case UInt8(ascii: "\""): dst[o] = 0x22; o += 1
+            case UInt8(ascii: "\\"): dst[o] = 0x5C; o += 1
+            case UInt8(ascii: "/"): dst[o] = 0x2F; o += 1
+            case UInt8(ascii: "b"): dst[o] = 0x08; o += 1
+            case UInt8(ascii: "f"): dst[o] = 0x0C; o += 1
+            case UInt8(ascii: "n"): dst[o] = 0x0A; o += 1
+            case UInt8(ascii: "r"): dst[o] = 0x0D; o += 1
+            case UInt8(ascii: "t"): dst[o] = 0x09; o += 1
             case UInt8(ascii: "u"):
-                let unit = try readHex4()
+                let unit = try readHex4(at: &k, end: end)
                 var scalar = UInt32(unit)
                 if unit >= 0xD800, unit <= 0xDBFF {
-                    guard i + 1 < n, p[i] == Self.backslash, p[i + 1] == UInt8(ascii: "u") else {
+                    guard k + 1 < end, p[k] == Self.backslash, p[k + 1] == UInt8(ascii: "u") else {
                         throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
                     }
-                    i += 2
-                    let low = try readHex4()
+                    k += 2
+                    let low = try readHex4(at: &k, end: end)
                     guard low >= 0xDC00, low <= 0xDFFF else { throw JSONParseError(.loneSurrogate(unit), at: escapeAt) }
                     scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
                 } else if unit >= 0xDC00, unit <= 0xDFFF {
                     throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
                 }
-                appendUTF8(scalar)
+                o += JSONByteParser.writeUTF8(scalar, to: dst + o)
             default:
-                throw JSONParseError(.invalidEscape(e), at: i - 1)
+                throw JSONParseError(.invalidEscape(e), at: escapeAt + 1)
             }
-            runStart = i
         }
+        return o
     }
 
-    private mutating func readHex4() throws(JSONParseError) -> UInt16 {
+    /// True when any of the eight bytes is `"`, `\\`, a control character or non-ASCII
+    /// (classic SWAR zero-byte tests; exact, no false negatives).
+    @inline(__always)
+    static func needsAttention(_ w: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = w ^ (ones &* 0x22)
+        let slash = w ^ (ones &* 0x5C)
+        let hasQuote = (quote &- ones) & ~quote
+        let hasSlash = (slash &- ones) & ~slash
+        let hasControl = (w &- ones &* 0x20) & ~w
+        return (hasQuote | hasSlash | hasControl | w) & highs != 0
+    }
+
+    private func readHex4(at k: inout Int, end: Int) throws(JSONParseError) -> UInt16 {
         var v: UInt16 = 0
         for _ in 0..<4 {
-            guard i < n else { throw JSONParseError(.invalidUnicodeEscape, at: i) }
-            let c = p[i]
+            guard k < end else { throw JSONParseError(.invalidUnicodeEscape, at: k) }
+            let c = p[k]
             let d: UInt8
             switch c {
             case 0x30...0x39: d = c - 0x30
             case 0x41...0x46: d = c - 0x41 + 10
             case 0x61...0x66: d = c - 0x61 + 10
-            default: throw JSONParseError(.invalidUnicodeEscape, at: i)
+            default: throw JSONParseError(.invalidUnicodeEscape, at: k)
             }
             v = v << 4 | UInt16(d)
-            i += 1
+            k += 1
         }
         return v
     }
 
-    private mutating func appendUTF8(_ s: UInt32) {
+    /// Writes one scalar as UTF-8; returns the number of bytes.
+    private static func writeUTF8(_ s: UInt32, to d: UnsafeMutablePointer<UInt8>) -> Int {
         switch s {
         case ..<0x80:
-            scratch.append(UInt8(s))
+            d[0] = UInt8(s)
+            return 1
         case ..<0x800:
-            scratch.append(UInt8(0xC0 | s >> 6)); scratch.append(UInt8(0x80 | s & 0x3F))
+            d[0] = UInt8(0xC0 | s >> 6); d[1] = UInt8(0x80 | s & 0x3F)
+            return 2
         case ..<0x10000:
-            scratch.append(UInt8(0xE0 | s >> 12)); scratch.append(UInt8(0x80 | s >> 6 & 0x3F))
-            scratch.append(UInt8(0x80 | s & 0x3F))
+            d[0] = UInt8(0xE0 | s >> 12); d[1] = UInt8(0x80 | s >> 6 & 0x3F); d[2] = UInt8(0x80 | s & 0x3F)
+            return 3
         default:
-            scratch.append(UInt8(0xF0 | s >> 18)); scratch.append(UInt8(0x80 | s >> 12 & 0x3F))
-            scratch.append(UInt8(0x80 | s >> 6 & 0x3F)); scratch.append(UInt8(0x80 | s & 0x3F))
+            d[0] = UInt8(0xF0 | s >> 18); d[1] = UInt8(0x80 | s >> 12 & 0x3F)
+            d[2] = UInt8(0x80 | s >> 6 & 0x3F); d[3] = UInt8(0x80 | s & 0x3F)
+            return 4
         }
     }
 
