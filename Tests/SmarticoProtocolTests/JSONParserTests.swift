@@ -86,6 +86,11 @@ import SmarticoProtocol
         (#""\ude00""#, "lone surrogate \\uDE00 at byte 1, expected a high surrogate followed by a low surrogate"),
         (#""\ud83d\u0041""#, "lone surrogate \\uD83D at byte 1, expected a high surrogate followed by a low surrogate"),
         ("[1]]", "unexpected ']' at byte 3, expected end of input"),
+        ("\"\\", "unexpected end of input at byte 2, expected an escape character after '\\'"),
+        (#""abc\""#, "unexpected end of input at byte 6, expected '\"' to end the string"),
+        (#""\u00""#, "invalid \\u escape at byte 5, expected four hex digits"),
+        ("\"\\\u{e9}\"", "invalid escape \\byte 0xC3 at byte 2, expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"),
+        (#"["ok","\q"]"#, "invalid escape \\'q' at byte 8, expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"),
     ])
     func rejectsWithPreciseErrors(_ input: String, _ message: String) {
         #expect(throws: JSONParseError.self) { try JSONValue(parsing: input) }

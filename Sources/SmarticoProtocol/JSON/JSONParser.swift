@@ -301,10 +301,16 @@ struct JSONByteParser {
             } else if b < 0x20 {
                 throw JSONParseError(.unescapedControlCharacter(b), at: i)
             } else {
-                // Backslash: the next byte is part of the escape (checked in pass 2).
+                // Backslash: check the escape character now; `\u` digits are checked in pass 2.
                 hasEscape = true
-                i += 2
-                if i > n { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
+                guard i + 1 < n else { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
+                switch p[i + 1] {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"), UInt8(ascii: "u"):
+                    i += 2
+                default:
+                    throw JSONParseError(.invalidEscape(p[i + 1]), at: i + 1)
+                }
             }
         }
         let end = i
