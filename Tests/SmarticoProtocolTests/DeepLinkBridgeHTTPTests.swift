@@ -90,7 +90,12 @@ import SmarticoProtocol
     }
 
     @Test func showEngagementIsTheFull110() throws {
-        let event = try ClientEngagementEvent.decode(fixture("110_client_engagement_event.json"))
+        let raw = try fixture("110_client_engagement_event.json")
+        let event = try ClientEngagementEvent.decode(raw)
+        #expect(event.originalBytes == raw)
+        #expect(try ServerMessage.decode(raw).engagementUID == "06f0cd67-ec24-4eeb-bbe9-c3529e8743fa")
+        #expect(try ServerMessage.decode(fixture("105_execute_deeplink_event.json")).engagementUID == "9b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8")
+        #expect(try ServerMessage.decode(fixture("001_ping.json")).engagementUID == nil)
         let expected = try JSONValue(parsing: fixture("bridge_3_show_engagement.json"))
         #expect(try JSONValue(parsing: event.showEngagementBytes()) == expected)
         #expect(JSONValue.object(BridgeMessage(showing: event).json) == expected)

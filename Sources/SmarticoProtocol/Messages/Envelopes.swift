@@ -72,6 +72,16 @@ public enum ServerMessage: Sendable, Equatable {
     /// `uuid` of the message, if any (for request/response matching).
     public var uuid: String? { json["uuid"]?.stringValue }
 
+    /// `engagement_uid` of a 110 or a 105: the key of the de-duplication set those two share
+    /// (the server re-delivers pending engagements after every IDENTIFY).
+    public var engagementUID: String? {
+        switch self {
+        case .engagement(let e): e.engagementUID
+        case .executeDeepLink(let d): d.engagementUID
+        default: nil
+        }
+    }
+
     /// Compact JSON of the message.
     public func serialized() -> [UInt8] { json.serialized() }
 }

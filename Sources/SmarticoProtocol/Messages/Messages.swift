@@ -407,6 +407,11 @@ public struct ClientEngagementEvent: SmarticoMessage {
 
     public init(json: JSONObject) throws(ProtocolError) { try self.init(json: json, originalBytes: nil) }
 
+    /// Decodes a 110 and keeps `bytes` as `originalBytes`.
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientEngagementEvent {
+        try ClientEngagementEvent(json: try parseObject(bytes, options: options), originalBytes: bytes)
+    }
+
     init(json: JSONObject, originalBytes: [UInt8]?) throws(ProtocolError) {
         let r = try Self.reader(json)
         try r.string("engagement_uid")
