@@ -15,10 +15,10 @@ let fixtureTable: [String: Expect] = [
     "002_pong.json": .server("pong"),
     "004_init_session_response.json": .server("initSessionResponse"),
     "006_identify_user_response.json": .server("identifyUserResponse"),
-    "010_event_response.json": .server("response"),
-    "011_login_response.json": .server("response"),
-    "012_logout_response.json": .server("response"),
-    "2003_register_push_token_response.json": .server("response"),
+    "010_event_response.json": .server("eventResponse"),
+    "011_login_response.json": .server("loginResponse"),
+    "012_logout_response.json": .server("logoutResponse"),
+    "2003_register_push_token_response.json": .server("registerPushTokenResponse"),
     "105_execute_deeplink_event.json": .server("executeDeepLink"),
     "108_public_properties_changed.json": .server("publicPropertiesChanged"),
     "110_client_engagement_event.json": .server("engagement"),
@@ -58,7 +58,10 @@ func caseName(_ m: ServerMessage) -> String {
     case .pong: "pong"
     case .initSessionResponse: "initSessionResponse"
     case .identifyUserResponse: "identifyUserResponse"
-    case .response: "response"
+    case .eventResponse: "eventResponse"
+    case .loginResponse: "loginResponse"
+    case .logoutResponse: "logoutResponse"
+    case .registerPushTokenResponse: "registerPushTokenResponse"
     case .executeDeepLink: "executeDeepLink"
     case .publicPropertiesChanged: "publicPropertiesChanged"
     case .engagement: "engagement"

@@ -4,8 +4,14 @@ public enum ServerMessage: Sendable, Equatable {
     case pong(Pong)
     case initSessionResponse(InitSessionResponse)
     case identifyUserResponse(IdentifyUserResponse)
-    /// 10 EVENT_RESPONSE, 11 LOGIN_RESPONSE, 12 LOGOUT_RESPONSE, 2003 push token response.
-    case response(ResponseMessage)
+    /// 10 EVENT_RESPONSE.
+    case eventResponse(ResponseMessage)
+    /// 11 LOGIN_RESPONSE.
+    case loginResponse(ResponseMessage)
+    /// 12 LOGOUT_RESPONSE.
+    case logoutResponse(ResponseMessage)
+    /// 2003 REGISTER_PUSH_NOTIFICATIONS_TOKEN_RESPONSE.
+    case registerPushTokenResponse(ResponseMessage)
     case executeDeepLink(ExecuteDeepLinkEvent)
     case publicPropertiesChanged(PublicPropertiesChangedEvent)
     case engagement(ClientEngagementEvent)
@@ -35,8 +41,10 @@ public enum ServerMessage: Sendable, Equatable {
         case .pong: self = .pong(try Pong(json: o))
         case .initSessionResponse: self = .initSessionResponse(try InitSessionResponse(json: o))
         case .identifyUserResponse: self = .identifyUserResponse(try IdentifyUserResponse(json: o))
-        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse:
-            self = .response(try ResponseMessage(json: o))
+        case .eventResponse: self = .eventResponse(try ResponseMessage(json: o))
+        case .loginResponse: self = .loginResponse(try ResponseMessage(json: o))
+        case .logoutResponse: self = .logoutResponse(try ResponseMessage(json: o))
+        case .registerPushTokenResponse: self = .registerPushTokenResponse(try ResponseMessage(json: o))
         case .executeDeepLinkEvent: self = .executeDeepLink(try ExecuteDeepLinkEvent(json: o))
         case .publicPropertiesChangedEvent: self = .publicPropertiesChanged(try PublicPropertiesChangedEvent(json: o))
         case .clientEngagementEvent: self = .engagement(try ClientEngagementEvent(json: o, originalBytes: originalBytes))
@@ -60,7 +68,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .pong(let m): m.json
         case .initSessionResponse(let m): m.json
         case .identifyUserResponse(let m): m.json
-        case .response(let m): m.json
+        case .eventResponse(let m), .loginResponse(let m), .logoutResponse(let m), .registerPushTokenResponse(let m): m.json
         case .executeDeepLink(let m): m.json
         case .publicPropertiesChanged(let m): m.json
         case .engagement(let m): m.json
