@@ -161,6 +161,11 @@ func caseName(_ m: ClientMessage) -> String {
         #expect(r6.popupURL?.hasPrefix("https://libs.smartico.ai/wrapper-popup.html?") == true)
         #expect(r6.isTestAccount == false)
         #expect(r6.props?["ach_points_balance"]?.int64Value == 3570)
+        #expect(r6.avatarURL(imageDomain: "https://img.smr.vc/") == "https://img.smr.vc/avatar/3902924573654987")
+        #expect(r6.avatarURL(imageDomain: "https://img.smr.vc") == "https://img.smr.vc/avatar/3902924573654987")
+        let merged = (r6.props ?? [:]).merging(["ach_points_balance": 55, "new_prop": "x"])
+        #expect(JSONValue.object(merged).serialized().text
+                == #"{"ach_points_ever":3605,"ach_points_balance":55,"ach_level_current":"Level E","core_is_test_account":false,"new_prop":"x"}"#)
 
         guard case .engagement(let e) = try ServerMessage.decode(try fixture("110_client_engagement_event.json")) else {
             Issue.record("not a 110"); return

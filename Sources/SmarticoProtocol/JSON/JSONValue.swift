@@ -129,6 +129,14 @@ public struct JSONObject: Sendable, Equatable, RandomAccessCollection, Expressib
         values.insert(value, at: index)
     }
 
+    /// This object with the members of `other` set on it: existing names are replaced in
+    /// place, new ones appended in `other`'s order (how public props are merged).
+    public func merging(_ other: JSONObject) -> JSONObject {
+        var o = self
+        for (k, v) in other { o[k] = v }
+        return o
+    }
+
     /// Removes every member named `key`; returns the last removed value.
     @discardableResult
     public mutating func removeValue(forKey key: String) -> JSONValue? {

@@ -213,6 +213,15 @@ public struct IdentifyUserResponse: ServerResponse {
     public var popupURL: String? { json.string("native_app_popup_url") }
     /// `core_is_test_account` from `props`.
     public var isTestAccount: Bool? { props?["core_is_test_account"]?.boolValue }
+
+    /// The avatar URL: `<DYNAMIC_IMAGE_DOMAIN>/avatar/<avatar_id>` (002 §1.6), with exactly one
+    /// `/` between domain and path; `nil` without an `avatar_id`.
+    public func avatarURL(imageDomain: String) -> String? {
+        guard let id = avatarID, !id.isEmpty else { return nil }
+        var domain = Substring(imageDomain)
+        while domain.last == "/" { domain = domain.dropLast() }
+        return "\(domain)/avatar/\(WrapperURL.percentEncode(id))"
+    }
 }
 
 /// LOGIN (cid 7), 002 §1.7: the start of a logical session; `payload` holds the `ua_` members.
