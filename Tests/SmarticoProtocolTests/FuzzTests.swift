@@ -92,4 +92,42 @@ import SmarticoProtocol
             #expect(back.serialized() == s)
         }
     }
+    /// Known cids with their known field names filled with values of random types: every
+    /// decode gives a typed message (that round-trips) or a ProtocolError naming a field.
+    @Test func knownCIDsWithRandomFieldTypes() throws {
+        var rng = SplitMix64(seed: 0x5EED_0004)
+        let fields = ["errCode", "errMsg", "products", "payload", "settings", "props", "public_username", "avatar_id",
+                      "native_app_gf_url", "native_app_popup_url", "engagement_uid", "activityType", "engagement_id",
+                      "saw_template_id", "pending_message_id", "saw_game_type_id", "label_key", "brand_key", "device_id",
+                      "page", "tracker_version", "session_id", "ua", "ext_user_id", "hash", "token", "platform",
+                      "pushNotificationUserStatus", "eventType", "action", "ts", "uuid", "dp", "bcid"]
+        let samples: [JSONValue] = [nil, true, 0, 3, 12, -1, 1.5, "1e400", "", "x", "dp:gf", [], [1, "2"], [:],
+                                    ["dp": "dp:ok"], ["language": "en"], ["tzoffset": "x"], ["ua_fp": 1]]
+        let cids: [Int64] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 103, 104, 105, 106, 108, 110, 707, 711, 1003, 2003, 504]
+        var accepted = 0, rejected = 0
+        for _ in 0..<3000 {
+            var o: JSONObject = ["cid": .number(cids[Int(rng.next() % UInt64(cids.count))])]
+            for _ in 0..<Int(rng.next() % 8) {
+                o[fields[Int(rng.next() % UInt64(fields.count))]] = samples[Int(rng.next() % UInt64(samples.count))]
+            }
+            let bytes = o.serialized()
+            for side in 0..<2 {
+                do throws(ProtocolError) {
+                    let json = side == 0 ? try ServerMessage.decode(bytes).json : try ClientMessage.decode(bytes).json
+                    accepted += 1
+                    #expect(json == o)
+                } catch {
+                    rejected += 1
+                    switch error {
+                    case .missingField(_, let path), .wrongFieldType(_, let path, _, _), .invalidFieldValue(_, let path, _):
+                        #expect(!path.isEmpty && error.description.contains(path))
+                    default:
+                        Issue.record("unexpected error kind for \(o): \(error)")
+                    }
+                }
+            }
+            _ = try? BridgeMessage.decode(bytes)
+        }
+        #expect(accepted > 500 && rejected > 500, "accepted \(accepted), rejected \(rejected)")
+    }
 }
