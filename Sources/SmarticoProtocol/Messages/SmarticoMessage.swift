@@ -1,5 +1,3 @@
-import Foundation
-
 /// A typed cid-tagged WebSocket message.
 ///
 /// Every message type stores its complete JSON object (`json`): the typed properties read
@@ -155,12 +153,6 @@ public struct UserAgent: Sendable, Equatable, Codable {
     /// LOGIN's payload: the same members prefixed with `ua_` (002 §1.7).
     public var loginPayload: JSONObject { members(prefix: "ua_") }
 
-    /// Browser-convention offset in minutes (UTC − local) of `timeZone` at `date`:
-    /// GMT+3 → −180, UTC → 0, GMT−5 → 300. Daylight saving is taken at `date`.
-    public static func tzoffset(for timeZone: TimeZone, at date: Date) -> Int64 {
-        -Int64(timeZone.secondsFromGMT(for: date)) / 60
-    }
-
     public init(from decoder: any Decoder) throws {
         let o = try JSONObject(from: decoder)
         do { try self.init(json: o) } catch {
@@ -246,11 +238,6 @@ public struct ClientMessageEncoder: Sendable {
     ) {
         self.clock = clock
         self.makeUUID = makeUUID
-    }
-
-    /// The system clock in milliseconds since the epoch.
-    @Sendable public static func systemMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
     /// `object` with `ts` and `uuid` appended when absent (or replaced when `overwrite`).
