@@ -75,6 +75,8 @@ import SmarticoProtocol
         (#"{"cid":7,"payload":{"ua_fp":"x"}}"#, #"cid 7 (LOGIN): field "payload.ua_fp" must be an integer, found string "x""#),
         (#"{"cid":9,"eventType":"core_language_changed","payload":{}}"#, #"cid 9 (EVENT): required field "payload.language" is missing"#),
         (#"{"cid":9}"#, #"cid 9 (EVENT): required field "eventType" is missing"#),
+        (#"{"cid":9,"eventType":"core_language_changed"}"#, #"cid 9 (EVENT): required field "payload" is missing"#),
+        (#"{"cid":9,"eventType":"core_language_changed","payload":{"language":""}}"#, #"cid 9 (EVENT): field "payload.language" must not be empty"#),
         (#"{"cid":104,"engagement_uid":"u","activityType":"30"}"#, #"cid 104 (CLIENT_ENGAGEMENT_ACTION_REQUEST): field "activityType" must be an integer, found string "30""#),
         (#"{"cid":1003,"token":"t","pushNotificationUserStatus":5}"#,
          #"cid 1003 (REGISTER_PUSH_NOTIFICATIONS_TOKEN_REQUEST): field "pushNotificationUserStatus" is 5, expected a PushNotificationUserStatus (0...4)"#),

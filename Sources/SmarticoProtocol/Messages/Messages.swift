@@ -264,9 +264,10 @@ public struct ClientEvent: SmarticoMessage {
 
     public init(json: JSONObject) throws(ProtocolError) {
         let r = try Self.reader(json)
-        try r.string("eventType", required: true)
-        if let p = try r.object("payload"), r.object.string("eventType") == Self.languageChangedEventType {
-            try p.string("language", required: true)
+        let type = try r.string("eventType", required: true)
+        let isLanguageChange = type == Self.languageChangedEventType
+        if let p = try r.object("payload", required: isLanguageChange), isLanguageChange {
+            try p.string("language", required: true, nonEmpty: true)
         }
         self.json = json
     }
