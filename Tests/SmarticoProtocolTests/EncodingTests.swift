@@ -55,6 +55,15 @@ import SmarticoProtocol
         #expect(answer["uuid"]?.stringValue != ping.uuid)
     }
 
+    @Test func prepareReportsWhatWasStamped() {
+        let enc = ClientMessageEncoder(clock: { 42 }, makeUUID: { "fresh" })
+        let p = enc.prepare(Logout())
+        #expect(p.bytes.text == #"{"cid":8,"ts":42,"uuid":"fresh"}"#)
+        #expect(p.cid == 8 && p.uuid == "fresh" && p.ts == 42)
+        let kept = enc.prepare(object: ["cid": 500, "uuid": "mine"])
+        #expect(kept.uuid == "mine" && kept.ts == 42 && kept.cid == 500)
+    }
+
     @Test func clientMessagesEncodeThroughTheEnum() throws {
         let enc = ClientMessageEncoder(clock: { 5 }, makeUUID: { "u" })
         let m = ClientMessage.engagementReport(EngagementReport(kind: .failed, engagementUID: "e", activityType: .push))

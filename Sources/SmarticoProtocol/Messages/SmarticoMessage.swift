@@ -257,4 +257,27 @@ public struct ClientMessageEncoder: Sendable {
 
     /// Bytes to send for a raw message object (e.g. a bridge SEND_TO_SOCKET).
     public func encode(object: JSONObject) -> [UInt8] { stamped(object).serialized() }
+
+    /// Stamps and serializes, and tells what was stamped: the `uuid` and `cid` a request/response
+    /// matcher needs, and the `ts`.
+    public func prepare(object: JSONObject) -> PreparedMessage {
+        let o = stamped(object)
+        return PreparedMessage(bytes: o.serialized(), cid: o["cid"]?.int64Value, uuid: o["uuid"]?.stringValue,
+                               ts: o["ts"]?.int64Value)
+    }
+
+    /// `prepare(object:)` for a typed message.
+    public func prepare(_ message: some SmarticoMessage) -> PreparedMessage { prepare(object: message.json) }
+}
+
+/// A stamped, serialized client message.
+public struct PreparedMessage: Sendable, Equatable {
+    /// The compact JSON to send.
+    public let bytes: [UInt8]
+    /// `cid` when it is an integer.
+    public let cid: Int64?
+    /// `uuid` when it is a string (a caller-provided non-string uuid is kept as is and reported as nil).
+    public let uuid: String?
+    /// `ts` when it is an integer.
+    public let ts: Int64?
 }
