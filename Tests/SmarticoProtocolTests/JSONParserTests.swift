@@ -41,6 +41,10 @@ import SmarticoProtocol
         #expect(a == b)
         #expect(try JSONValue(parsing: #"{"a":[1,2]}"#) != JSONValue(parsing: #"{"a":[2,1]}"#))
         #expect(try JSONValue(parsing: #"{"a":1}"#) != JSONValue(parsing: #"{"a":1,"b":2}"#))
+        // Strings and names compare by code points, not by Swift's canonical equivalence.
+        #expect(JSONValue.string("\u{E9}") != JSONValue.string("e\u{301}"))
+        #expect(try JSONValue(parsing: #"{"\u00e9":1,"e\u0301":2}"#)["\u{E9}"]?.int64Value == 1)
+        #expect(try JSONValue(parsing: #"{"\u00e9":1,"e\u0301":2}"#) != JSONValue(parsing: #"{"e\u0301":1,"\u00e9":2}"#))
         // Duplicate keys are kept for forwarding; lookups see the last one.
         let d = try JSONValue(parsing: #"{"k":1,"k":2}"#)
         #expect(d.serialized().text == #"{"k":1,"k":2}"#)

@@ -47,6 +47,23 @@ public enum JSONValue: Sendable, Equatable {
         return nil
     }
 
+    /// Same JSON value. Strings and member names compare by their code points (RFC 8259 §8.3),
+    /// not by Swift's canonical equivalence: `"é"` (U+00E9) and `"e\u0301"` differ, as in JSON.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.number(let a), .number(let b)): return a == b
+        case (.string(let a), .string(let b)): return sameCodePoints(a, b)
+        case (.array(let a), .array(let b)):
+            guard a.count == b.count else { return false }
+            for k in a.indices where a[k] != b[k] { return false }
+            return true
+        case (.object(let a), .object(let b)): return a == b
+        default: return false
+        }
+    }
+
     public static func number(_ value: Int64) -> JSONValue { .number(JSONNumber(value)) }
     public static func number(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
 }
@@ -102,7 +119,7 @@ public struct JSONObject: Sendable, Equatable, RandomAccessCollection, Expressib
     public subscript(position: Int) -> Element { (keys[position], values[position]) }
 
     /// Index of the last member named `key`.
-    public func index(forKey key: String) -> Int? { keys.lastIndex(of: key) }
+    public func index(forKey key: String) -> Int? { keys.lastIndex { sameCodePoints($0, key) } }
 
     /// Reads the (last) member named `key`. Setting replaces it in place (order kept) or
     /// appends it; setting `nil` removes every member with that name.
@@ -141,7 +158,7 @@ public struct JSONObject: Sendable, Equatable, RandomAccessCollection, Expressib
     @discardableResult
     public mutating func removeValue(forKey key: String) -> JSONValue? {
         var removed: JSONValue?
-        while let i = keys.lastIndex(of: key) {
+        while let i = index(forKey: key) {
             if removed == nil { removed = values[i] }
             keys.remove(at: i)
             values.remove(at: i)
@@ -150,16 +167,19 @@ public struct JSONObject: Sendable, Equatable, RandomAccessCollection, Expressib
     }
 
     /// Members by name, last one winning (linear time).
-    func effectiveMembers() -> [String: JSONValue] {
-        var d: [String: JSONValue] = [:]
+    func effectiveMembers() -> [CodePointKey: JSONValue] {
+        var d: [CodePointKey: JSONValue] = [:]
         d.reserveCapacity(keys.count)
-        for (k, v) in zip(keys, values) { d[k] = v }
+        for (k, v) in zip(keys, values) { d[CodePointKey(k)] = v }
         return d
     }
 
     /// Same JSON value: same set of keys (effective, last-wins) with equal values, any order.
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
-        if lhs.keys == rhs.keys, lhs.values == rhs.values { return true }
+        if lhs.keys.count == rhs.keys.count,
+           zip(lhs.keys, rhs.keys).allSatisfy({ sameCodePoints($0, $1) }), lhs.values == rhs.values {
+            return true
+        }
         let l = lhs.effectiveMembers(), r = rhs.effectiveMembers()
         guard l.count == r.count else { return false }
         for (k, v) in l {
@@ -221,5 +241,21 @@ extension JSONObject: Codable {
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: MemberKey.self)
         for (k, v) in zip(keys, values) { try c.encode(v, forKey: MemberKey(stringValue: k)) }
+    }
+}
+
+/// String equality by UTF-8 bytes (code points), as JSON compares strings.
+@inline(__always)
+func sameCodePoints(_ a: String, _ b: String) -> Bool {
+    a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+}
+
+/// A dictionary key that hashes and compares a string by its code points.
+struct CodePointKey: Hashable {
+    let string: String
+    init(_ string: String) { self.string = string }
+    static func == (a: CodePointKey, b: CodePointKey) -> Bool { sameCodePoints(a.string, b.string) }
+    func hash(into hasher: inout Hasher) {
+        for b in string.utf8 { hasher.combine(b) }
     }
 }
