@@ -78,7 +78,8 @@ func describeForError(_ value: JSONValue) -> String {
         let l = n.literal
         return l.utf8.count > 40 ? "number \(l.prefix(40))…" : "number \(l)"
     case .string(let s):
-        return s.count > 40 ? "string \"\(s.prefix(40))…\"" : "string \"\(s)\""
+        let head = s.prefix(40)  // O(40), not O(length): the string may be megabytes long
+        return head.endIndex < s.endIndex ? "string \"\(head)…\"" : "string \"\(s)\""
     case .array(let a): return "array of \(a.count)"
     case .object: return "object"
     }
