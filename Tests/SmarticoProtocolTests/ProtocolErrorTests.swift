@@ -94,6 +94,19 @@ import SmarticoProtocol
         }
     }
 
+    @Test func tenMegabyteFields() throws {
+        let big = String(repeating: "x", count: 10 * 1024 * 1024)
+        let wrong = bytes(#"{"cid":707,"saw_template_id":"\#(big)"}"#)
+        #expect(throws: ProtocolError.wrongFieldType(.cid(707), path: "saw_template_id", expected: "an integer",
+                                                     found: "string \"\(String(repeating: "x", count: 40))…\"")) {
+            try ServerMessage.decode(wrong)
+        }
+        let engagement = bytes(#"{"cid":110,"engagement_uid":"u","template_html":"\#(big)"}"#)
+        guard case .engagement(let e) = try ServerMessage.decode(engagement) else { Issue.record("not 110"); return }
+        #expect(e.json["template_html"]?.stringValue?.utf8.count == big.utf8.count)
+        #expect(e.showEngagementBytes().count == engagement.count + #""bcid":3,"#.utf8.count)
+    }
+
     @Test func specificTypeRejectsAnotherCID() {
         #expect(throws: ProtocolError.unexpectedClassID(expected: .cid(707), found: .cid(1))) {
             try SawShowSpinPush.decode(bytes(#"{"cid":1}"#))
