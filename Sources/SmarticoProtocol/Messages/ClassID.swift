@@ -63,6 +63,25 @@ public struct ClassID: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// (`reload_achievements`, `spins_count`, `prize_drop_win`, `jp_win`, `execute_js`); `nil` otherwise.
     public var eventName: String? { Self.eventNames[rawValue] }
 
+    /// The class id of the server's answer to this request: 3 → 4, 5 → 6, 7 → 11 (LOGIN),
+    /// 8 → 12 (LOGOUT), 9 → 10, 1003 → 2003, and `rawValue + 1` for the rest (the notes: "almost
+    /// always response = request + 1"). `nil` for messages nobody answers: PING/PONG, the
+    /// fire-and-forget reports 103/104/106 and 711, and server pushes.
+    public var responseClassID: ClassID? {
+        switch self {
+        case .login: return .loginResponse
+        case .logout: return .logoutResponse
+        case .registerPushTokenRequest: return .registerPushTokenResponse
+        case .ping, .pong, .engagementImpression, .engagementAction, .engagementFailed, .sawAcknowledgeSpinPush,
+             .executeDeepLinkEvent, .executeJSEvent, .publicPropertiesChangedEvent, .clientEngagementEvent,
+             .reloadAchievementsEvent, .sawSpinsCountPush, .sawShowSpinPush, .sawPrizeDropWinPush, .jackpotWinPush,
+             .unsupportedCommand:
+            return nil
+        default:
+            return rawValue == Int64.max ? nil : ClassID(rawValue + 1)
+        }
+    }
+
     /// All class ids with a name.
     public static var known: [ClassID] { names.keys.sorted().map(ClassID.init(rawValue:)) }
 
