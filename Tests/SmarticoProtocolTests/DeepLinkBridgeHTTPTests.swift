@@ -54,6 +54,25 @@ import SmarticoProtocol
         #expect(items.first?.value == "d78934f3-1d8b-461b-9e8f-287aae43c860-2")
     }
 
+    /// Seeded random strings: parsing and URL building never fail, and percent-encoding
+    /// round-trips through the query parser.
+    @Test func randomDeepLinksAndURLs() throws {
+        var rng = SplitMix64(seed: 0xD11)
+        let pool = ["dp:", "gf", "_", "&", "=", "?", "#", "%", "%2", "%zz", "+", " ", "a", "Z", "9", "é", "😀", "\u{0}", "/", ":", "http://"]
+        for _ in 0..<2000 {
+            let s = (0..<Int(rng.next() % 10)).map { _ in pool[Int(rng.next() % UInt64(pool.count))] }.joined()
+            let d = DeepLink(s)
+            #expect(DeepLink.Kind.allCases.contains(d.kind))
+            let base = (0..<Int(rng.next() % 6)).map { _ in pool[Int(rng.next() % UInt64(pool.count))] }.joined()
+            let url = WrapperURL.withDeepLink("https://w.example/p" + base, deepLink: s)
+            #expect(WrapperURL.percentDecode(WrapperURL.percentEncode(s)) == s)
+            let query = String(url.split(separator: "?", maxSplits: 1).last ?? "")
+            let noFragment = String(query.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            #expect(WrapperURL.queryItems(noFragment).last?.value == s, "\(url)")
+            _ = try? PublicAPI.Request(query: s)
+        }
+    }
+
     @Test func percentCoding() {
         #expect(WrapperURL.percentEncode("AZaz09-._~") == "AZaz09-._~")
         #expect(WrapperURL.percentEncode("{\"a\":1}") == "%7B%22a%22%3A1%7D")
