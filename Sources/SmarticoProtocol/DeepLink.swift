@@ -1,0 +1,195 @@
+/// A Smartico deep link: `dp:<action>[&key[=value]]*` (or a plain `http(s)://` URL).
+///
+/// Classification (see docs/protocol.md):
+/// - `dummy`: `ok`, `cancel`, `close`, `action` (002) and `close_me`, `gf_close` (Smartico's
+///   own clients treat them as no-ops too). The app ignores them.
+/// - `gamification`: `gf` and every `gf_…` action except `gf_close`; opened in the gamification
+///   wrapper (`native_app_gf_url` + `dp=`). Unknown `gf_…` actions count, so new widget
+///   sections work without a release.
+/// - `custom`: everything else, handled by the app: operator actions (`dp:cashier`,
+///   `dp:deposit`), `dp:inbox` and `dp:ask_push_permissions` (002 excludes inbox from the
+///   gamification family; both need the app), and plain `http(s)://` links (`isWebURL`).
+public struct DeepLink: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Equatable, CaseIterable {
+        case dummy, gamification, custom
+    }
+
+    /// One `&key[=value]` parameter; `value` is `nil` when there is no `=`. Values are kept as written.
+    public struct Parameter: Sendable, Equatable {
+        public var name: String
+        public var value: String?
+        public init(name: String, value: String?) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The link as given (surrounding whitespace removed).
+    public let raw: String
+    /// The action after `dp:` (`gf_saw`, `cashier`), lowercased; empty for a link without `dp:`.
+    public let action: String
+    public let parameters: [Parameter]
+    public let kind: Kind
+    /// True for an `http://` or `https://` link (classified `custom`).
+    public let isWebURL: Bool
+
+    public static let dummyActions: Set<String> = ["ok", "cancel", "close", "action", "close_me", "gf_close"]
+    /// The gamification actions listed by Smartico (any other `gf_…` is gamification too).
+    public static let knownGamificationActions: Set<String> = [
+        "gf", "gf_missions", "gf_badges", "gf_store", "gf_tournaments", "gf_board", "gf_bonuses", "gf_saw",
+        "gf_section", "gf_levels", "gf_settings", "gf_jackpots", "gf_raffle", "gf_activity",
+        "gf_change_avatar", "gf_change_nickname",
+    ]
+
+    /// Parses and classifies any string; never fails (an unrecognised string is `custom`).
+    public init(_ string: String) {
+        let trimmed = DeepLink.trim(string)
+        raw = trimmed
+        let lower = trimmed.lowercased()
+        guard lower.hasPrefix("dp:") else {
+            action = ""
+            parameters = []
+            kind = .custom
+            isWebURL = lower.hasPrefix("http://") || lower.hasPrefix("https://")
+            return
+        }
+        isWebURL = false
+        var parts = trimmed.dropFirst(3).split(separator: "&", omittingEmptySubsequences: true)
+        let act = parts.isEmpty ? "" : String(parts.removeFirst()).lowercased()
+        action = act
+        parameters = parts.map { p in
+            if let eq = p.firstIndex(of: "=") {
+                return Parameter(name: String(p[..<eq]), value: String(p[p.index(after: eq)...]))
+            }
+            return Parameter(name: String(p), value: nil)
+        }
+        if DeepLink.dummyActions.contains(act) {
+            kind = .dummy
+        } else if act == "gf" || act.hasPrefix("gf_") {
+            kind = .gamification
+        } else {
+            kind = .custom
+        }
+    }
+
+    /// The value of the first parameter named `name` (`""` for a parameter without `=`).
+    public subscript(parameter name: String) -> String? {
+        parameters.first { $0.name == name }.map { $0.value ?? "" }
+    }
+
+    public var description: String { raw }
+
+    /// For a gamification link: the wrapper page URL that opens it; `nil` for other kinds.
+    public func gamificationURL(wrapper: String) -> String? {
+        kind == .gamification ? WrapperURL.withDeepLink(wrapper, deepLink: raw) : nil
+    }
+
+    private static func trim(_ s: String) -> String {
+        let u = Array(s.utf8)
+        var a = 0, b = u.count
+        while a < b, u[a] == 0x20 || u[a] == 0x09 || u[a] == 0x0A || u[a] == 0x0D { a += 1 }
+        while b > a, u[b - 1] == 0x20 || u[b - 1] == 0x09 || u[b - 1] == 0x0A || u[b - 1] == 0x0D { b -= 1 }
+        return a == 0 && b == u.count ? s : String(decoding: u[a..<b], as: UTF8.self)
+    }
+}
+
+/// Building wrapper-page URLs (`native_app_gf_url`) and query strings.
+public enum WrapperURL {
+    /// `base` with `dp=<percent-encoded deepLink>` as its query parameter: an existing `dp`
+    /// parameter is replaced, other parameters and a `#fragment` are kept, a URL without a
+    /// query gets `?dp=…`.
+    public static func withDeepLink(_ base: String, deepLink: String) -> String {
+        withParameter(base, name: "dp", value: deepLink)
+    }
+
+    /// The gamification wrapper URL that opens the mini-game of a SAW_SHOW_SPIN_PUSH (707).
+    public static func miniGame(_ base: String, push: SawShowSpinPush) -> String {
+        withDeepLink(base, deepLink: push.deepLink)
+    }
+
+    /// `base` with query parameter `name` set to `value` (percent-encoded), replacing any
+    /// existing parameter of that name.
+    public static func withParameter(_ base: String, name: String, value: String) -> String {
+        var url = Substring(base)
+        var fragment: Substring = ""
+        if let hash = url.firstIndex(of: "#") {
+            fragment = url[hash...]
+            url = url[..<hash]
+        }
+        var path = url
+        var kept: [Substring] = []
+        if let q = url.firstIndex(of: "?") {
+            path = url[..<q]
+            for item in url[url.index(after: q)...].split(separator: "&", omittingEmptySubsequences: true) {
+                let key = item.firstIndex(of: "=").map { item[..<$0] } ?? item
+                if percentDecode(String(key)) != name { kept.append(item) }
+            }
+        }
+        var result = String(path) + "?"
+        for item in kept { result += item + "&" }
+        result += percentEncode(name) + "=" + percentEncode(value)
+        return result + fragment
+    }
+
+    /// Percent-encodes every byte except the RFC 3986 unreserved characters `A-Z a-z 0-9 - . _ ~`
+    /// (so `:`, `&`, `=`, `/`, `?`, spaces and non-ASCII are all encoded).
+    public static func percentEncode(_ s: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count)
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(b)
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 0xF)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes `%XX` sequences (and `+` as a space when `plusAsSpace`); malformed `%` sequences
+    /// are kept as they are. Invalid UTF-8 after decoding becomes U+FFFD.
+    public static func percentDecode(_ s: String, plusAsSpace: Bool = false) -> String {
+        let u = Array(s.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count)
+        func hexValue(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 0x30...0x39: c - 0x30
+            case 0x41...0x46: c - 0x41 + 10
+            case 0x61...0x66: c - 0x61 + 10
+            default: nil
+            }
+        }
+        var k = 0
+        while k < u.count {
+            let c = u[k]
+            if c == UInt8(ascii: "%"), k + 2 < u.count, let h = hexValue(u[k + 1]), let l = hexValue(u[k + 2]) {
+                out.append(h << 4 | l)
+                k += 3
+            } else {
+                out.append(plusAsSpace && c == UInt8(ascii: "+") ? 0x20 : c)
+                k += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Splits a query string (`a=1&b=x%20y`) into decoded name/value pairs, in order.
+    public static func queryItems(_ query: String) -> [(name: String, value: String)] {
+        var q = Substring(query)
+        if q.first == "?" { q = q.dropFirst() }
+        return q.split(separator: "&", omittingEmptySubsequences: true).map { item in
+            if let eq = item.firstIndex(of: "=") {
+                return (percentDecode(String(item[..<eq]), plusAsSpace: true),
+                        percentDecode(String(item[item.index(after: eq)...]), plusAsSpace: true))
+            }
+            return (percentDecode(String(item), plusAsSpace: true), "")
+        }
+    }
+}

@@ -1,0 +1,169 @@
+/// Any message the server sends, typed by `cid`. The one decoding entry point for the daemon.
+public enum ServerMessage: Sendable, Equatable {
+    case ping(Ping)
+    case pong(Pong)
+    case initSessionResponse(InitSessionResponse)
+    case identifyUserResponse(IdentifyUserResponse)
+    /// 10 EVENT_RESPONSE.
+    case eventResponse(ResponseMessage)
+    /// 11 LOGIN_RESPONSE.
+    case loginResponse(ResponseMessage)
+    /// 12 LOGOUT_RESPONSE.
+    case logoutResponse(ResponseMessage)
+    /// 2003 REGISTER_PUSH_NOTIFICATIONS_TOKEN_RESPONSE.
+    case registerPushTokenResponse(ResponseMessage)
+    case executeDeepLink(ExecuteDeepLinkEvent)
+    case publicPropertiesChanged(PublicPropertiesChangedEvent)
+    case engagement(ClientEngagementEvent)
+    case sawShowSpinPush(SawShowSpinPush)
+    /// Any other class id (504, 706, 708, 808, 107, gamification responses, unknown ones):
+    /// not an error, every field kept. `ClassID(cid).name`/`.eventName` give a friendly name.
+    case other(cid: ClassID, json: JSONObject)
+
+    /// Decodes the bytes of one server message. A 110 keeps `bytes` as `originalBytes`.
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
+        let o = try parseObject(bytes, options: options)
+        return try ServerMessage(json: o, originalBytes: bytes)
+    }
+
+    /// Decodes the bytes of one server message from a buffer (nothing of it is retained).
+    public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
+        try ServerMessage(json: try parseObject(bytes, options: options), originalBytes: nil)
+    }
+
+    /// Types an already parsed message object.
+    public init(json: JSONObject) throws(ProtocolError) { try self.init(json: json, originalBytes: nil) }
+
+    init(json o: JSONObject, originalBytes: [UInt8]?) throws(ProtocolError) {
+        let cid = ClassID(try readClassID(o, field: "cid"))
+        switch cid {
+        case .ping: self = .ping(try Ping(json: o))
+        case .pong: self = .pong(try Pong(json: o))
+        case .initSessionResponse: self = .initSessionResponse(try InitSessionResponse(json: o))
+        case .identifyUserResponse: self = .identifyUserResponse(try IdentifyUserResponse(json: o))
+        case .eventResponse: self = .eventResponse(try ResponseMessage(json: o))
+        case .loginResponse: self = .loginResponse(try ResponseMessage(json: o))
+        case .logoutResponse: self = .logoutResponse(try ResponseMessage(json: o))
+        case .registerPushTokenResponse: self = .registerPushTokenResponse(try ResponseMessage(json: o))
+        case .executeDeepLinkEvent: self = .executeDeepLink(try ExecuteDeepLinkEvent(json: o))
+        case .publicPropertiesChangedEvent: self = .publicPropertiesChanged(try PublicPropertiesChangedEvent(json: o))
+        case .clientEngagementEvent: self = .engagement(try ClientEngagementEvent(json: o, originalBytes: originalBytes))
+        case .sawShowSpinPush: self = .sawShowSpinPush(try SawShowSpinPush(json: o))
+        default: self = .other(cid: cid, json: o)
+        }
+    }
+
+    /// The message's class id.
+    public var cid: ClassID {
+        switch self {
+        case .other(let cid, _): cid
+        default: ClassID(json["cid"]?.int64Value ?? 0)
+        }
+    }
+
+    /// The complete message object, as received.
+    public var json: JSONObject {
+        switch self {
+        case .ping(let m): m.json
+        case .pong(let m): m.json
+        case .initSessionResponse(let m): m.json
+        case .identifyUserResponse(let m): m.json
+        case .eventResponse(let m), .loginResponse(let m), .logoutResponse(let m), .registerPushTokenResponse(let m): m.json
+        case .executeDeepLink(let m): m.json
+        case .publicPropertiesChanged(let m): m.json
+        case .engagement(let m): m.json
+        case .sawShowSpinPush(let m): m.json
+        case .other(_, let o): o
+        }
+    }
+
+    /// `uuid` of the message, if any (for request/response matching).
+    public var uuid: String? { json["uuid"]?.stringValue }
+
+    /// `engagement_uid` of a 110 or a 105: the key of the de-duplication set those two share
+    /// (the server re-delivers pending engagements after every IDENTIFY).
+    public var engagementUID: String? {
+        switch self {
+        case .engagement(let e): e.engagementUID
+        case .executeDeepLink(let d): d.engagementUID
+        default: nil
+        }
+    }
+
+    /// Compact JSON of the message.
+    public func serialized() -> [UInt8] { json.serialized() }
+}
+
+/// Any message a client sends, typed by `cid`: the simulator's decoding entry point.
+public enum ClientMessage: Sendable, Equatable {
+    case ping(Ping)
+    case pong(Pong)
+    case initSession(InitSessionRequest)
+    case identifyUser(IdentifyUserRequest)
+    case login(Login)
+    case logout(Logout)
+    case event(ClientEvent)
+    case engagementReport(EngagementReport)
+    case sawAcknowledgeSpin(SawAcknowledgeSpinPush)
+    case registerPushToken(RegisterPushTokenRequest)
+    /// Any other class id (gamification requests, bridge SEND_TO_SOCKET payloads, ...).
+    case other(cid: ClassID, json: JSONObject)
+
+    /// Decodes the bytes of one client message.
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientMessage {
+        try ClientMessage(json: try parseObject(bytes, options: options))
+    }
+
+    /// Decodes the bytes of one client message from a buffer.
+    public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientMessage {
+        try ClientMessage(json: try parseObject(bytes, options: options))
+    }
+
+    /// Types an already parsed message object.
+    public init(json o: JSONObject) throws(ProtocolError) {
+        let cid = ClassID(try readClassID(o, field: "cid"))
+        switch cid {
+        case .ping: self = .ping(try Ping(json: o))
+        case .pong: self = .pong(try Pong(json: o))
+        case .initSessionRequest: self = .initSession(try InitSessionRequest(json: o))
+        case .identifyUserRequest: self = .identifyUser(try IdentifyUserRequest(json: o))
+        case .login: self = .login(try Login(json: o))
+        case .logout: self = .logout(try Logout(json: o))
+        case .event: self = .event(try ClientEvent(json: o))
+        case .engagementImpression, .engagementAction, .engagementFailed:
+            self = .engagementReport(try EngagementReport(json: o))
+        case .sawAcknowledgeSpinPush: self = .sawAcknowledgeSpin(try SawAcknowledgeSpinPush(json: o))
+        case .registerPushTokenRequest: self = .registerPushToken(try RegisterPushTokenRequest(json: o))
+        default: self = .other(cid: cid, json: o)
+        }
+    }
+
+    public var cid: ClassID {
+        switch self {
+        case .other(let cid, _): cid
+        default: ClassID(json["cid"]?.int64Value ?? 0)
+        }
+    }
+
+    /// The complete message object.
+    public var json: JSONObject {
+        switch self {
+        case .ping(let m): m.json
+        case .pong(let m): m.json
+        case .initSession(let m): m.json
+        case .identifyUser(let m): m.json
+        case .login(let m): m.json
+        case .logout(let m): m.json
+        case .event(let m): m.json
+        case .engagementReport(let m): m.json
+        case .sawAcknowledgeSpin(let m): m.json
+        case .registerPushToken(let m): m.json
+        case .other(_, let o): o
+        }
+    }
+
+    public var uuid: String? { json["uuid"]?.stringValue }
+
+    /// Compact JSON of the message as it stands (see `ClientMessageEncoder` to stamp it).
+    public func serialized() -> [UInt8] { json.serialized() }
+}

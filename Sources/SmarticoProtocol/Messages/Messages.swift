@@ -1,0 +1,565 @@
+// The messages of 002 §1 and the notes. Each type keeps its whole JSON object; the typed
+// properties read from it. Builders put fields in the order of 002's examples and append
+// `extra` members last.
+
+/// PING (cid 1): sent by the server, and by the client after 29 s of silence.
+public struct Ping: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.ping]
+    public let json: JSONObject
+    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.reader(json); self.json = json }
+    public init() { json = Self.base(.ping) }
+}
+
+/// PONG (cid 2): the answer to a PING, with its own new uuid.
+public struct Pong: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.pong]
+    public let json: JSONObject
+    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.reader(json); self.json = json }
+    public init() { json = Self.base(.pong) }
+}
+
+/// INIT_SESSION_REQUEST (cid 3), 002 §1.1.
+public struct InitSessionRequest: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.initSessionRequest]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("label_key", required: true)
+        try r.string("brand_key")
+        try r.string("device_id", required: true)
+        try r.string("page", required: true)
+        try r.string("tracker_version", required: true)
+        // An empty session_id makes the backend block the client IP (notes).
+        try r.string("session_id", required: true, nonEmpty: true)
+        if let ua = try r.object("ua") { _ = try UserAgent(json: ua.object, tag: r.tag, pathPrefix: "ua.") }
+        self.json = json
+    }
+
+    /// - Parameter sessionID: must not be empty (the backend blocks the IP for an empty one).
+    public init(labelKey: String, brandKey: String?, deviceID: String, page: String, trackerVersion: String,
+                sessionID: String, ua: UserAgent?, extra: JSONObject = [:]) {
+        var o = Self.base(.initSessionRequest)
+        o["label_key"] = .string(labelKey)
+        o["brand_key"] = brandKey.jsonOrNull
+        o["device_id"] = .string(deviceID)
+        o.set("ua", ua.map { .object($0.json) })
+        o["page"] = .string(page)
+        o["tracker_version"] = .string(trackerVersion)
+        o["session_id"] = .string(sessionID)
+        o.merge(extra)
+        json = o
+    }
+
+    public var labelKey: String { json.string("label_key") ?? "" }
+    public var brandKey: String? { json.string("brand_key") }
+    public var deviceID: String { json.string("device_id") ?? "" }
+    public var page: String { json.string("page") ?? "" }
+    public var trackerVersion: String { json.string("tracker_version") ?? "" }
+    public var sessionID: String { json.string("session_id") ?? "" }
+    public var ua: UserAgent? { json.object("ua").flatMap { try? UserAgent(json: $0) } }
+}
+
+/// Common reading of `errCode` / `errMsg` in server responses.
+public protocol ServerResponse: SmarticoMessage {}
+
+extension ServerResponse {
+    /// `errCode`; absent is treated as 0 by `isSuccess`.
+    public var errCode: Int64? { json.int64("errCode") }
+    public var errMsg: String? { json.string("errMsg") }
+    /// `errCode` is 0 or absent.
+    public var isSuccess: Bool { (errCode ?? 0) == 0 }
+    /// Codes from 100000 up are fatal (notes: invalid hash, wrong customer id, ...).
+    public var isFatalError: Bool { (errCode ?? 0) >= 100_000 }
+
+    static func readResponse(_ json: JSONObject) throws(ProtocolError) -> FieldReader {
+        let r = try reader(json)
+        try r.integer("errCode")
+        try r.string("errMsg")
+        return r
+    }
+}
+
+/// INIT_SESSION_RESPONSE (cid 4), 002 §1.2.
+public struct InitSessionResponse: ServerResponse {
+    public static let classIDs: [ClassID] = [.initSessionResponse]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.readResponse(json)
+        try r.integerArray("products")
+        if let p = try r.object("payload") {
+            for k in ["country", "city", "ip", "s"] { try p.string(k) }
+        }
+        if let s = try r.object("settings") {
+            try s.string("FCM_SENDER_ID")
+            try s.string("DYNAMIC_IMAGE_DOMAIN")
+        }
+        self.json = json
+    }
+
+    public init(errCode: Int64 = 0, errMsg: String? = nil, products: [Product] = [.gamification],
+                payload: JSONObject? = nil, settings: JSONObject? = nil, extra: JSONObject = [:]) {
+        var o = Self.base(.initSessionResponse)
+        o["errCode"] = .number(errCode)
+        o["errMsg"] = errMsg.jsonOrNull
+        o["products"] = .array(products.map { .number($0.rawValue) })
+        o.set("payload", payload.map(JSONValue.object))
+        o.set("settings", settings.map(JSONValue.object))
+        o.merge(extra)
+        json = o
+    }
+
+    /// Products enabled for the label, unknown values kept.
+    public var products: [Product] {
+        (json["products"]?.arrayValue ?? []).compactMap { $0.int64Value.map(Product.init(rawValue:)) }
+    }
+    public var hasGamification: Bool { products.contains(.gamification) }
+    public var payload: JSONObject? { json.object("payload") }
+    public var settings: JSONObject? { json.object("settings") }
+    public var country: String? { payload?.string("country") }
+    public var city: String? { payload?.string("city") }
+    public var ip: String? { payload?.string("ip") }
+    public var fcmSenderID: String? { settings?.string("FCM_SENDER_ID") }
+    public var dynamicImageDomain: String? { settings?.string("DYNAMIC_IMAGE_DOMAIN") }
+}
+
+/// IDENTIFY_USER_REQUEST (cid 5), 002 §1.5.
+public struct IdentifyUserRequest: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.identifyUserRequest]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("ext_user_id", required: true)
+        try r.string("hash")
+        if let ua = try r.object("ua") { _ = try UserAgent(json: ua.object, tag: r.tag, pathPrefix: "ua.") }
+        try r.string("page")
+        try r.integer("pushNotificationUserStatus", range: PushNotificationUserStatus.range, rangeName: "a PushNotificationUserStatus")
+        try r.string("token")
+        try r.string("tracker_version")
+        try r.integer("platform", range: PushClientPlatform.range, rangeName: "a PushClientPlatform")
+        try r.object("payload")
+        self.json = json
+    }
+
+    public init(extUserID: String, hash: String?, ua: UserAgent?, page: String? = nil,
+                pushNotificationUserStatus: PushNotificationUserStatus? = nil, token: String? = nil,
+                trackerVersion: String? = nil, platform: PushClientPlatform? = nil,
+                payload: JSONObject? = [:], extra: JSONObject = [:]) {
+        var o = Self.base(.identifyUserRequest)
+        o["ext_user_id"] = .string(extUserID)
+        o["hash"] = hash.jsonOrNull
+        o.set("ua", ua.map { .object($0.json) })
+        o.set("page", page.json)
+        o.set("pushNotificationUserStatus", pushNotificationUserStatus.map { .number($0.rawValue) })
+        o.set("token", token.json)
+        o.set("tracker_version", trackerVersion.json)
+        o.set("platform", platform.map { .number($0.rawValue) })
+        o.set("payload", payload.map(JSONValue.object))
+        o.merge(extra)
+        json = o
+    }
+
+    public var extUserID: String { json.string("ext_user_id") ?? "" }
+    public var hash: String? { json.string("hash") }
+    public var ua: UserAgent? { json.object("ua").flatMap { try? UserAgent(json: $0) } }
+    public var page: String? { json.string("page") }
+    public var token: String? { json.string("token") }
+    public var trackerVersion: String? { json.string("tracker_version") }
+    public var platform: PushClientPlatform? { json.int64("platform").flatMap(PushClientPlatform.init(rawValue:)) }
+    public var pushNotificationUserStatus: PushNotificationUserStatus? {
+        json.int64("pushNotificationUserStatus").flatMap(PushNotificationUserStatus.init(rawValue:))
+    }
+}
+
+/// IDENTIFY_USER_RESPONSE (cid 6), 002 §1.6.
+public struct IdentifyUserResponse: ServerResponse {
+    public static let classIDs: [ClassID] = [.identifyUserResponse]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.readResponse(json)
+        try r.object("props")
+        try r.string("public_username")
+        try r.string("avatar_id")
+        try r.string("native_app_gf_url")
+        try r.string("native_app_popup_url")
+        self.json = json
+    }
+
+    public init(props: JSONObject = [:], publicUsername: String?, avatarID: String?, gamificationURL: String?,
+                popupURL: String?, errCode: Int64 = 0, errMsg: String? = nil, extra: JSONObject = [:]) {
+        var o = JSONObject()
+        o["props"] = .object(props)
+        o.set("public_username", publicUsername.json)
+        o.set("avatar_id", avatarID.json)
+        o.set("native_app_gf_url", gamificationURL.json)
+        o.set("native_app_popup_url", popupURL.json)
+        o["errCode"] = .number(errCode)
+        o["errMsg"] = errMsg.jsonOrNull
+        o["cid"] = .number(ClassID.identifyUserResponse.rawValue)
+        o.merge(extra)
+        json = o
+    }
+
+    /// Public user properties (`core_is_test_account`, `ach_points_balance`, ...).
+    public var props: JSONObject? { json.object("props") }
+    public var publicUsername: String? { json.string("public_username") }
+    public var avatarID: String? { json.string("avatar_id") }
+    /// `native_app_gf_url`: the gamification wrapper page.
+    public var gamificationURL: String? { json.string("native_app_gf_url") }
+    /// `native_app_popup_url`: the engagement (popup) wrapper page.
+    public var popupURL: String? { json.string("native_app_popup_url") }
+    /// `core_is_test_account` from `props`.
+    public var isTestAccount: Bool? { props?["core_is_test_account"]?.boolValue }
+
+    /// The avatar URL: `<DYNAMIC_IMAGE_DOMAIN>/avatar/<avatar_id>` (002 §1.6), with exactly one
+    /// `/` between domain and path; `nil` without an `avatar_id`.
+    public func avatarURL(imageDomain: String) -> String? {
+        guard let id = avatarID, !id.isEmpty else { return nil }
+        var domain = Substring(imageDomain)
+        while domain.last == "/" { domain = domain.dropLast() }
+        return "\(domain)/avatar/\(WrapperURL.percentEncode(id))"
+    }
+}
+
+/// LOGIN (cid 7), 002 §1.7: the start of a logical session; `payload` holds the `ua_` members.
+public struct Login: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.login]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        if let p = try r.object("payload") {
+            _ = try UserAgent(json: p.object, tag: r.tag, pathPrefix: "payload.", keyPrefix: "ua_")
+        }
+        self.json = json
+    }
+
+    public init(ua: UserAgent, extra: JSONObject = [:]) {
+        var o = Self.base(.login)
+        o["payload"] = .object(ua.loginPayload)
+        o.merge(extra)
+        json = o
+    }
+
+    public var payload: JSONObject { json.object("payload") ?? [:] }
+}
+
+/// LOGOUT (cid 8).
+public struct Logout: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.logout]
+    public let json: JSONObject
+    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.reader(json); self.json = json }
+    public init() { json = Self.base(.logout) }
+}
+
+/// EVENT (cid 9): a generic client event `{eventType, payload}`. CORE_LANGUAGE_CHANGE (002 §1.11)
+/// is this with `eventType: "core_language_changed"`.
+public struct ClientEvent: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.event]
+    public let json: JSONObject
+    public static let languageChangedEventType = "core_language_changed"
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        let type = try r.string("eventType", required: true)
+        let isLanguageChange = type == Self.languageChangedEventType
+        if let p = try r.object("payload", required: isLanguageChange), isLanguageChange {
+            try p.string("language", required: true, nonEmpty: true)
+        }
+        self.json = json
+    }
+
+    public init(eventType: String, payload: JSONObject? = [:], extra: JSONObject = [:]) {
+        var o = Self.base(.event)
+        o["eventType"] = .string(eventType)
+        o.set("payload", payload.map(JSONValue.object))
+        o.merge(extra)
+        json = o
+    }
+
+    /// CORE_LANGUAGE_CHANGE: `language` is an ISO 639-1 code or a custom code such as `pt-br`.
+    public static func languageChanged(_ language: String) -> ClientEvent {
+        ClientEvent(eventType: languageChangedEventType, payload: ["language": .string(language)])
+    }
+
+    public var eventType: String { json.string("eventType") ?? "" }
+    public var payload: JSONObject? { json.object("payload") }
+    /// `payload.language` of a CORE_LANGUAGE_CHANGE.
+    public var language: String? { eventType == Self.languageChangedEventType ? payload?.string("language") : nil }
+}
+
+/// A plain server response with `errCode`/`errMsg`: EVENT_RESPONSE 10, LOGIN_RESPONSE 11,
+/// LOGOUT_RESPONSE 12, REGISTER_PUSH_NOTIFICATIONS_TOKEN_RESPONSE 2003.
+public struct ResponseMessage: ServerResponse {
+    public static let classIDs: [ClassID] = [.eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.readResponse(json); self.json = json }
+
+    /// - Parameter cid: one of 10, 11, 12, 2003.
+    public init(cid: ClassID, errCode: Int64 = 0, errMsg: String? = nil, extra: JSONObject = [:]) {
+        precondition(Self.classIDs.contains(cid), "ResponseMessage is for cids 10, 11, 12, 2003")
+        var o = JSONObject()
+        o["errCode"] = .number(errCode)
+        o["errMsg"] = errMsg.jsonOrNull
+        o["cid"] = .number(cid.rawValue)
+        o.merge(extra)
+        json = o
+    }
+}
+
+/// Engagement reports over the socket: 103 impression, 104 action, 106 failed. Fire-and-forget.
+public struct EngagementReport: SmarticoMessage {
+    public enum Kind: String, Sendable, CaseIterable {
+        case impression, action, failed
+
+        public var classID: ClassID {
+            switch self {
+            case .impression: .engagementImpression
+            case .action: .engagementAction
+            case .failed: .engagementFailed
+            }
+        }
+    }
+
+    public static let classIDs: [ClassID] = [.engagementImpression, .engagementAction, .engagementFailed]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("engagement_uid", required: true)
+        try r.integer("activityType", required: true)
+        try r.string("action")
+        self.json = json
+    }
+
+    public init(kind: Kind, engagementUID: String, activityType: ActivityType, action: String? = nil, extra: JSONObject = [:]) {
+        var o = Self.base(kind.classID)
+        o["engagement_uid"] = .string(engagementUID)
+        o["activityType"] = .number(activityType.rawValue)
+        o.set("action", action.json)
+        o.merge(extra)
+        json = o
+    }
+
+    public var kind: Kind {
+        switch cid {
+        case .engagementImpression: .impression
+        case .engagementAction: .action
+        default: .failed
+        }
+    }
+    public var engagementUID: String { json.string("engagement_uid") ?? "" }
+    public var activityType: ActivityType { ActivityType(rawValue: json.int64("activityType") ?? 0) }
+    public var action: String? { json.string("action") }
+}
+
+/// CLIENT_EXECUTE_DEEPLINK_EVENT (cid 105): the server asks the client to run `payload.dp`.
+public struct ExecuteDeepLinkEvent: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.executeDeepLinkEvent]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("engagement_uid")
+        let p = try r.object("payload", required: true)
+        try p?.string("dp", required: true)
+        self.json = json
+    }
+
+    public init(engagementUID: String?, dp: String, extra: JSONObject = [:]) {
+        var o = JSONObject()
+        o.set("engagement_uid", engagementUID.json)
+        o["payload"] = ["dp": .string(dp)]
+        o["cid"] = .number(ClassID.executeDeepLinkEvent.rawValue)
+        o.merge(extra)
+        json = o
+    }
+
+    public var engagementUID: String? { json.string("engagement_uid") }
+    public var dp: String { json.object("payload")?.string("dp") ?? "" }
+    public var deepLink: DeepLink { DeepLink(dp) }
+}
+
+/// CLIENT_PUBLIC_PROPERTIES_CHANGED_EVENT (cid 108): new public user properties.
+public struct PublicPropertiesChangedEvent: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.publicPropertiesChangedEvent]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.object("props", required: true)
+        self.json = json
+    }
+
+    public init(props: JSONObject, extra: JSONObject = [:]) {
+        var o = JSONObject()
+        o["props"] = .object(props)
+        o["cid"] = .number(ClassID.publicPropertiesChangedEvent.rawValue)
+        o.merge(extra)
+        json = o
+    }
+
+    public var props: JSONObject { json.object("props") ?? [:] }
+}
+
+/// CLIENT_ENGAGEMENT_EVENT (cid 110), 002 §1.10: a popup to show. The client must be
+/// transparent to its fields: `json` is the complete message and `originalBytes` (when decoded
+/// from a byte array) the exact bytes received. Only the fields a daemon needs are typed.
+public struct ClientEngagementEvent: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.clientEngagementEvent]
+    public let json: JSONObject
+    /// The bytes this message was decoded from, if it was decoded from a `[UInt8]` (shared, not copied).
+    public let originalBytes: [UInt8]?
+
+    public init(json: JSONObject) throws(ProtocolError) { try self.init(json: json, originalBytes: nil) }
+
+    /// Decodes a 110 and keeps `bytes` as `originalBytes`.
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientEngagementEvent {
+        try ClientEngagementEvent(json: try parseObject(bytes, options: options), originalBytes: bytes)
+    }
+
+    init(json: JSONObject, originalBytes: [UInt8]?) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("engagement_uid")
+        try r.integer("activityType")
+        try r.integer("engagement_id")
+        self.json = json
+        self.originalBytes = originalBytes
+    }
+
+    /// Builds an engagement (the simulator's side).
+    public init(engagementUID: String, activityType: ActivityType = .popup, engagementID: Int64,
+                templateHTML: String? = nil, extra: JSONObject = [:]) {
+        var o = JSONObject()
+        o["engagement_uid"] = .string(engagementUID)
+        o["activityType"] = .number(activityType.rawValue)
+        o["engagement_id"] = .number(engagementID)
+        o.set("template_html", templateHTML.json)
+        o.merge(extra)
+        o["cid"] = .number(ClassID.clientEngagementEvent.rawValue)
+        json = o
+        originalBytes = nil
+    }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.json == rhs.json }
+
+    /// The key for de-duplication (shared with 105).
+    public var engagementUID: String? { json.string("engagement_uid") }
+    public var activityType: ActivityType? { json.int64("activityType").map(ActivityType.init(rawValue:)) }
+    public var engagementID: Int64? { json.int64("engagement_id") }
+
+    /// The SHOW_ENGAGEMENT bridge message for this event (`bcid: 3` + every field).
+    public var showEngagement: BridgeMessage { .showEngagement(json) }
+
+    /// Bytes of the SHOW_ENGAGEMENT bridge message: `{"bcid":3,` spliced in front of the
+    /// original bytes when they are known (byte-exact, no re-serialization), else serialized.
+    public func showEngagementBytes() -> [UInt8] {
+        let prefix: [UInt8] = Array(#"{"bcid":3"#.utf8)
+        if let bytes = originalBytes {
+            var k = 0
+            while k < bytes.count, bytes[k] == 0x20 || bytes[k] == 0x0A || bytes[k] == 0x0D || bytes[k] == 0x09 { k += 1 }
+            if k < bytes.count, bytes[k] == UInt8(ascii: "{") {
+                var j = k + 1
+                while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x0A || bytes[j] == 0x0D || bytes[j] == 0x09 { j += 1 }
+                var out = prefix
+                out.reserveCapacity(bytes.count + prefix.count + 1)
+                if j < bytes.count, bytes[j] != UInt8(ascii: "}") { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: bytes[(k + 1)...])
+                return out
+            }
+        }
+        return BridgeMessage.showEngagement(json).serialized()
+    }
+}
+
+/// SAW_SHOW_SPIN_PUSH (cid 707), 002 §1.12: a mini-game to show.
+public struct SawShowSpinPush: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.sawShowSpinPush]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.integer("saw_template_id", required: true)
+        try r.integer("pending_message_id")
+        try r.integer("saw_game_type_id")
+        self.json = json
+    }
+
+    public init(sawTemplateID: Int64, pendingMessageID: Int64? = nil, sawGameTypeID: Int64? = nil, extra: JSONObject = [:]) {
+        var o = JSONObject()
+        o["saw_template_id"] = .number(sawTemplateID)
+        o.set("pending_message_id", pendingMessageID.json)
+        o.set("saw_game_type_id", sawGameTypeID.json)
+        o["cid"] = .number(ClassID.sawShowSpinPush.rawValue)
+        o.merge(extra)
+        json = o
+    }
+
+    public var sawTemplateID: Int64 { json.int64("saw_template_id") ?? 0 }
+    public var pendingMessageID: Int64? { json.int64("pending_message_id") }
+    public var sawGameTypeID: Int64? { json.int64("saw_game_type_id") }
+    /// `dp:gf_saw&id=<saw_template_id>&standalone=true`.
+    public var deepLink: String { "dp:gf_saw&id=\(sawTemplateID)&standalone=true" }
+    /// The acknowledgement (cid 711) to send once the mini-game was handled.
+    public var acknowledgement: SawAcknowledgeSpinPush {
+        SawAcknowledgeSpinPush(sawTemplateID: sawTemplateID, pendingMessageID: pendingMessageID)
+    }
+}
+
+/// SAW_AKNOWLEDGE_SPIN_PUSH (cid 711): acknowledges a handled 707. Fire-and-forget.
+public struct SawAcknowledgeSpinPush: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.sawAcknowledgeSpinPush]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.integer("saw_template_id", required: true)
+        try r.integer("pending_message_id")
+        self.json = json
+    }
+
+    public init(sawTemplateID: Int64, pendingMessageID: Int64?, extra: JSONObject = [:]) {
+        var o = Self.base(.sawAcknowledgeSpinPush)
+        o["saw_template_id"] = .number(sawTemplateID)
+        o.set("pending_message_id", pendingMessageID.json)
+        o.merge(extra)
+        json = o
+    }
+
+    public var sawTemplateID: Int64 { json.int64("saw_template_id") ?? 0 }
+    public var pendingMessageID: Int64? { json.int64("pending_message_id") }
+}
+
+/// REGISTER_PUSH_NOTIFICATIONS_TOKEN_REQUEST (cid 1003), 002 §1.8.
+public struct RegisterPushTokenRequest: SmarticoMessage {
+    public static let classIDs: [ClassID] = [.registerPushTokenRequest]
+    public let json: JSONObject
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let r = try Self.reader(json)
+        try r.string("token", required: true)
+        try r.integer("platform", range: PushClientPlatform.range, rangeName: "a PushClientPlatform")
+        try r.integer("pushNotificationUserStatus", required: true, range: PushNotificationUserStatus.range,
+                      rangeName: "a PushNotificationUserStatus")
+        self.json = json
+    }
+
+    public init(token: String, platform: PushClientPlatform?, status: PushNotificationUserStatus, extra: JSONObject = [:]) {
+        var o = Self.base(.registerPushTokenRequest)
+        o["pushNotificationUserStatus"] = .number(status.rawValue)
+        o["token"] = .string(token)
+        o.set("platform", platform.map { .number($0.rawValue) })
+        o.merge(extra)
+        json = o
+    }
+
+    public var token: String { json.string("token") ?? "" }
+    public var platform: PushClientPlatform? { json.int64("platform").flatMap(PushClientPlatform.init(rawValue:)) }
+    public var status: PushNotificationUserStatus {
+        json.int64("pushNotificationUserStatus").flatMap(PushNotificationUserStatus.init(rawValue:)) ?? .allowed
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Testing
+import SmarticoProtocol
+
+@Suite struct EncodingTests {
+    @Test func tzoffsetFollowsTheBrowserConvention() throws {
+        let date = Date(timeIntervalSince1970: 1_632_832_357)
+        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: 3 * 3600)), at: date) == -180)
+        #expect(UserAgent.tzoffset(for: try #require(TimeZone(identifier: "UTC")), at: date) == 0)
+        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: -5 * 3600)), at: date) == 300)
+        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: 5 * 3600 + 1800)), at: date) == -330)
+        // Daylight saving is taken at the given date.
+        let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
+        #expect(UserAgent.tzoffset(for: berlin, at: Date(timeIntervalSince1970: 1_719_792_000)) == -120)  // July
+        #expect(UserAgent.tzoffset(for: berlin, at: Date(timeIntervalSince1970: 1_704_067_200)) == -60)   // January
+    }
+
+    @Test func uuidsAreLowercaseV4() {
+        var seen = Set<String>()
+        for _ in 0..<200 {
+            let u = UUIDv4.random().string
+            #expect(UUIDv4.isValidV4(u), "\(u)")
+            #expect(u == u.lowercased())
+            seen.insert(u)
+        }
+        #expect(seen.count == 200)
+        var rng = SplitMix64(seed: 7)
+        var rng2 = SplitMix64(seed: 7)
+        #expect(UUIDv4.random(using: &rng) == UUIDv4.random(using: &rng2))
+        #expect(UUIDv4(randomBytes: [UInt8](repeating: 0xFF, count: 16)).string == "ffffffff-ffff-4fff-bfff-ffffffffffff")
+        #expect(UUIDv4(randomBytes: [UInt8](repeating: 0, count: 16)).string == "00000000-0000-4000-8000-000000000000")
+        #expect(!UUIDv4.isValidV4("C7067EB9-38E7-4B74-8D5E-E17D52C99465"))
+        #expect(!UUIDv4.isValidV4("c7067eb9-38e7-1b74-8d5e-e17d52c99465"))
+    }
+
+    @Test func encoderFillsTsAndUUIDOnlyWhenAbsent() throws {
+        let enc = ClientMessageEncoder(clock: { 1_700_000_000_123 }, makeUUID: { "0a0b0c0d-0000-4000-8000-000000000001" })
+        let pong = try JSONValue(parsing: enc.encode(Pong()))
+        #expect(pong == ["cid": 2, "ts": 1_700_000_000_123, "uuid": "0a0b0c0d-0000-4000-8000-000000000001"])
+        #expect(enc.encode(Pong()).text == #"{"cid":2,"ts":1700000000123,"uuid":"0a0b0c0d-0000-4000-8000-000000000001"}"#)
+        // A message that already has ts/uuid (a resend) keeps them.
+        let stored: JSONObject = ["cid": 9, "eventType": "x", "ts": 1, "uuid": "keep"]
+        #expect(enc.encode(object: stored).text == #"{"cid":9,"eventType":"x","ts":1,"uuid":"keep"}"#)
+        #expect(enc.stamped(stored, overwrite: true)["uuid"] == "0a0b0c0d-0000-4000-8000-000000000001")
+        // null ts/uuid count as absent.
+        #expect(enc.stamped(["cid": 1, "ts": nil])["ts"] == 1_700_000_000_123)
+        // The default encoder uses the system clock and random v4 uuids.
+        let now = ClientMessageEncoder.systemMilliseconds()
+        let d = try JSONValue(parsing: ClientMessageEncoder().encode(Ping()))
+        #expect(abs((d["ts"]?.int64Value ?? 0) - now) < 60_000)
+        #expect(UUIDv4.isValidV4(d["uuid"]?.stringValue ?? ""))
+        // A PONG answering a PING has its own uuid.
+        let ping = try Ping.decode(fixture("001_ping.json"))
+        let answer = try JSONValue(parsing: ClientMessageEncoder().encode(Pong()))
+        #expect(answer["uuid"]?.stringValue != ping.uuid)
+    }
+
+    @Test func prepareReportsWhatWasStamped() {
+        let enc = ClientMessageEncoder(clock: { 42 }, makeUUID: { "fresh" })
+        let p = enc.prepare(Logout())
+        #expect(p.bytes.text == #"{"cid":8,"ts":42,"uuid":"fresh"}"#)
+        #expect(p.cid == 8 && p.uuid == "fresh" && p.ts == 42)
+        let kept = enc.prepare(object: ["cid": 500, "uuid": "mine"])
+        #expect(kept.uuid == "mine" && kept.ts == 42 && kept.cid == 500)
+    }
+
+    @Test func clientMessagesEncodeThroughTheEnum() throws {
+        let enc = ClientMessageEncoder(clock: { 5 }, makeUUID: { "u" })
+        let m = ClientMessage.engagementReport(EngagementReport(kind: .failed, engagementUID: "e", activityType: .push))
+        #expect(enc.encode(m).text == #"{"cid":106,"engagement_uid":"e","activityType":40,"ts":5,"uuid":"u"}"#)
+        let back = try ClientMessage.decode(enc.encode(m))
+        guard case .engagementReport(let r) = back else { Issue.record("\(back)"); return }
+        #expect(r.kind == .failed && r.engagementUID == "e" && r.activityType == .push && r.ts == 5)
+    }
+
+    @Test func userAgentLoginPayloadAndExtras() throws {
+        let ua = UserAgent(fp: 1, deviceType: "NATIVE_PHONE", tzoffset: -180, os: "Linux", extra: ["app": "smarticod"])
+        #expect(JSONValue.object(ua.json).serialized().text == #"{"fp":1,"device_type":"NATIVE_PHONE","tzoffset":-180,"os":"Linux","app":"smarticod"}"#)
+        #expect(JSONValue.object(ua.loginPayload).serialized().text == #"{"ua_fp":1,"ua_device_type":"NATIVE_PHONE","ua_tzoffset":-180,"ua_os":"Linux","app":"smarticod"}"#)
+        #expect(try UserAgent(json: ua.json) == ua)
+    }
+
+    @Test func classIDTable() {
+        #expect(ClassID(504).eventName == "reload_achievements")
+        #expect(ClassID(706).eventName == "spins_count" && ClassID(708).eventName == "prize_drop_win")
+        #expect(ClassID(808).eventName == "jp_win" && ClassID(107).eventName == "execute_js")
+        #expect(ClassID(99999).name == "UNSUPPORTED_COMMAND")
+        #expect(ClassID(110).name == "CLIENT_ENGAGEMENT_EVENT" && ClassID(110).eventName == nil)
+        #expect(ClassID(4242).name == nil && ClassID(4242).description == "4242")
+        #expect(ClassID.known.count == 31)
+        #expect(ClassID.initSessionRequest.responseClassID == .initSessionResponse)
+        #expect(ClassID.identifyUserRequest.responseClassID == .identifyUserResponse)
+        #expect(ClassID.login.responseClassID == .loginResponse && ClassID.logout.responseClassID == .logoutResponse)
+        #expect(ClassID.event.responseClassID == .eventResponse)
+        #expect(ClassID.registerPushTokenRequest.responseClassID == .registerPushTokenResponse)
+        #expect(ClassID(509).responseClassID == ClassID(510))
+        #expect(ClassID.ping.responseClassID == nil && ClassID.engagementAction.responseClassID == nil)
+        #expect(ClassID(Int64.max).responseClassID == nil)
+        #expect(PushClientPlatform.allCases.map(\.rawValue) == Array(0...11))
+        #expect(PushNotificationUserStatus.allCases.map(\.rawValue) == Array(0...4))
+        #expect(PushClientPlatform.nativeIOS.rawValue == 6 && PushClientPlatform.nativeAndroid.rawValue == 7)
+    }
+
+    @Test func largeEngagementDecodesAndBridgesExactly() throws {
+        let html = String(repeating: "<div class=\\\"x\\\">é€</div>\\n", count: 2000)  // ~50 KB of escaped JSON text
+        let text = #"{"engagement_uid":"u-1","activityType":30,"engagement_id":236356783,"template_html":"\#(html)","params":{"a":[1,2]},"cid":110,"ts":1632913275835,"uuid":"x"}"#
+        let raw = bytes(text)
+        #expect(raw.count > 50_000)
+        guard case .engagement(let e) = try ServerMessage.decode(raw) else { Issue.record("not 110"); return }
+        #expect(e.originalBytes == raw)
+        #expect(e.engagementUID == "u-1")
+        let show = e.showEngagementBytes()
+        #expect(show.text == #"{"bcid":3,"# + String(text.dropFirst()))
+        let parsed = try BridgeMessage.decode(show)
+        guard case .showEngagement(let fields) = parsed else { Issue.record("not bcid 3"); return }
+        #expect(fields == e.json)
+        // Without original bytes, the serialized form is equivalent.
+        let rebuilt = try ClientEngagementEvent(json: e.json)
+        #expect(try JSONValue(parsing: rebuilt.showEngagementBytes()) == JSONValue(parsing: show))
+        #expect(e.showEngagement.json.keys.first == "bcid")
+    }
+}
