@@ -1,0 +1,7 @@
+import Foundation
+
+let options = Options.parse(CommandLine.arguments)
+let report = Report(options: options)
+print("smartico-bench\(options.quick ? " --quick" : ""): each figure beside a reference measured in the same run")
+protocolBenchmarks(report)
+report.printTable()
