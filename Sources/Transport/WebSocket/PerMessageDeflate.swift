@@ -249,26 +249,24 @@ final class MessageDeflater {
         strm.deallocate()
     }
 
+    /// Output staging buffer, allocated once: zlib writes here, produced bytes are appended to `out`.
+    private var staging = [UInt8](repeating: 0, count: 16384)
+
     /// Appends the compressed form of `message` to `out`.
     func compress(_ message: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let start = out.count
         strm.pointee.next_in = UnsafeMutablePointer(mutating: message.baseAddress?.assumingMemoryBound(to: Bytef.self))
         strm.pointee.avail_in = UInt32(message.count)
-        var chunk = max(64, message.count / 2 + 64)
         while true {
-            let before = out.count
-            out.append(contentsOf: repeatElement(0, count: chunk))
-            let produced: Int = out.withUnsafeMutableBytes { raw in
-                strm.pointee.next_out = raw.baseAddress!.advanced(by: before).assumingMemoryBound(to: Bytef.self)
-                strm.pointee.avail_out = UInt32(chunk)
+            let (produced, full): (Int, Bool) = staging.withUnsafeMutableBytes { raw in
+                strm.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                strm.pointee.avail_out = UInt32(raw.count)
                 let rc = deflate(strm, Z_SYNC_FLUSH)
                 precondition(rc == Z_OK || rc == Z_BUF_ERROR, "deflate failed with \(rc)")
-                return chunk - Int(strm.pointee.avail_out)
+                return (raw.count - Int(strm.pointee.avail_out), strm.pointee.avail_out == 0)
             }
-            let full = strm.pointee.avail_out == 0
-            out.removeLast(chunk - produced)
+            out.append(contentsOf: staging[0 ..< produced])
             if !full && strm.pointee.avail_in == 0 { break }
-            chunk = max(chunk, 16384)
         }
         strm.pointee.next_in = nil
         strm.pointee.next_out = nil
@@ -285,6 +283,8 @@ final class MessageInflater {
     private let strm: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
     private var streamEnded = false
+    /// Output staging buffer, allocated once.
+    private var staging = [UInt8](repeating: 0, count: 16384)
 
     init(windowBits: Int, noContextTakeover: Bool) {
         strm = .allocate(capacity: 1)
@@ -311,18 +311,17 @@ final class MessageInflater {
             strm.pointee.next_out = nil
         }
         while true {
+            // Never produce more than one byte past the cap: no decompression bombs.
             let room = limit + 1 - out.count
-            let chunk = min(max(room, 1), 16384)
-            let before = out.count
-            out.append(contentsOf: repeatElement(0, count: chunk))
             var rc: Int32 = 0
-            let produced: Int = out.withUnsafeMutableBytes { raw in
-                strm.pointee.next_out = raw.baseAddress!.advanced(by: before).assumingMemoryBound(to: Bytef.self)
+            let produced: Int = staging.withUnsafeMutableBytes { raw in
+                let chunk = min(max(room, 1), raw.count)
+                strm.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
                 strm.pointee.avail_out = UInt32(chunk)
                 rc = COpenSSL.inflate(strm, Z_SYNC_FLUSH)
                 return chunk - Int(strm.pointee.avail_out)
             }
-            out.removeLast(chunk - produced)
+            out.append(contentsOf: staging[0 ..< produced])
             if out.count > limit { throw .tooLarge(produced: out.count) }
             switch rc {
             case Z_OK:
