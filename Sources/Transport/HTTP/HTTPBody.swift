@@ -133,7 +133,7 @@ public struct HTTPBodyDecoder: Sendable {
                     guard digits > 0 else { throw .invalidChunk(offset: wireOffset + i, problem: "missing chunk size") }
                     chunk = value == 0 ? .trailerLineStart : .data(remaining: value)
                 } else if inExt {
-                    break
+                    // chunk extensions are skipped up to the line end
                 } else if let d = Self.hexValue(c) {
                     guard digits < 15 else { throw .invalidChunk(offset: wireOffset + i, problem: "chunk size too long") }
                     chunk = .size(value: value << 4 | d, digits: digits + 1, inExtension: false, sawCR: false)
