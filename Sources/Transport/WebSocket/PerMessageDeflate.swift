@@ -255,13 +255,29 @@ final class MessageDeflater {
     /// Appends the compressed form of `message` to `out`.
     func compress(_ message: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let start = out.count
-        strm.pointee.next_in = UnsafeMutablePointer(mutating: message.baseAddress?.assumingMemoryBound(to: Bytef.self))
-        strm.pointee.avail_in = UInt32(message.count)
+        // zlib counts in UInt32: feed messages of 4 GiB and more in slices.
+        var offset = 0
+        repeat {
+            let n = min(message.count - offset, 1 << 30)
+            compressSlice(message.baseAddress.map { $0 + offset }, n, flush: offset + n == message.count, into: &out)
+            offset += n
+        } while offset < message.count
+        // A sync flush ends with an empty stored block: 00 00 FF FF. RFC 7692 §7.2.1: remove it.
+        if out.count - start >= 4 && out[out.count - 4 ..< out.count].elementsEqual([0, 0, 0xFF, 0xFF]) {
+            out.removeLast(4)
+        }
+        if noContextTakeover { deflateReset(strm) }
+    }
+
+    private func compressSlice(_ base: UnsafeRawPointer?, _ count: Int, flush: Bool, into out: inout [UInt8]) {
+        strm.pointee.next_in = UnsafeMutablePointer(mutating: base?.assumingMemoryBound(to: Bytef.self))
+        strm.pointee.avail_in = UInt32(count)
+        let mode = flush ? Z_SYNC_FLUSH : Z_NO_FLUSH
         while true {
             let (produced, full): (Int, Bool) = staging.withUnsafeMutableBytes { raw in
                 strm.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
                 strm.pointee.avail_out = UInt32(raw.count)
-                let rc = deflate(strm, Z_SYNC_FLUSH)
+                let rc = deflate(strm, mode)
                 precondition(rc == Z_OK || rc == Z_BUF_ERROR, "deflate failed with \(rc)")
                 return (raw.count - Int(strm.pointee.avail_out), strm.pointee.avail_out == 0)
             }
@@ -270,11 +286,6 @@ final class MessageDeflater {
         }
         strm.pointee.next_in = nil
         strm.pointee.next_out = nil
-        // A sync flush ends with an empty stored block: 00 00 FF FF. RFC 7692 §7.2.1: remove it.
-        if out.count - start >= 4 && out[out.count - 4 ..< out.count].elementsEqual([0, 0, 0xFF, 0xFF]) {
-            out.removeLast(4)
-        }
-        if noContextTakeover { deflateReset(strm) }
     }
 }
 
@@ -303,6 +314,16 @@ final class MessageInflater {
     /// Inflates a piece of a compressed message, appending to `out`; `out.count` never exceeds
     /// `limit + 1` (inflation stops as soon as the cap is passed). Call `finish` at message end.
     func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+        // zlib counts in UInt32: feed huge inputs in slices.
+        var offset = 0
+        while offset < input.count {
+            let n = min(input.count - offset, 1 << 30)
+            try inflateSlice(UnsafeRawBufferPointer(rebasing: input[offset ..< offset + n]), limit: limit, into: &out)
+            offset += n
+        }
+    }
+
+    private func inflateSlice(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
         if streamEnded || input.isEmpty { return }  // after a final block, anything else is ignored
         strm.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress!.assumingMemoryBound(to: Bytef.self))
         strm.pointee.avail_in = UInt32(input.count)
