@@ -73,6 +73,15 @@ public struct WebSocketOutput: Hashable, Sendable {
 ///   Close is sent, data is ignored; the server closes TCP first, the client waits for it (with
 ///   `startCloseTimer`).
 /// - Violations send Close 1002 (1007 bad UTF-8, 1009 too big) and fail the connection.
+///
+/// Driving it (the I/O side):
+/// 1. After the handshake, create it with the negotiated `deflate` and feed the handshake's
+///    `remainder`, then every read: `receive(readBuffer)` (unmasks in place).
+/// 2. For every `WebSocketOutput`: write `outbound` (in order, before anything written later),
+///    deliver `events`, then perform `actions` (`.closeTransport` after the write has drained;
+///    `.startCloseTimer(d)` → call `closeTimeoutElapsed()` after `d`).
+/// 3. On EOF or a socket error call `transportClosed()` (it reports `.closed` once).
+/// `.closed` is always the last event; after it the object does nothing.
 public final class WebSocketProtocol {
     public enum State: Hashable, Sendable {
         case open
