@@ -77,6 +77,32 @@ import Testing
         #expect(serverWS.receive(try clientWS.send(text: "hi back").outbound).events == [.text("hi back")])
     }
 
+    /// Our client and our server agree on every combination of deflate options.
+    @Test func deflateOptionsInterop() throws {
+        let variants: [PerMessageDeflateOptions] = [
+            PerMessageDeflateOptions(), PerMessageDeflateOptions(serverMaxWindowBits: 15),
+            PerMessageDeflateOptions(serverNoContextTakeover: true, clientNoContextTakeover: true, serverMaxWindowBits: 8, clientMaxWindowBits: 8),
+            PerMessageDeflateOptions(serverMaxWindowBits: 12, clientMaxWindowBits: 15), PerMessageDeflateOptions(clientMaxWindowBits: 9),
+        ]
+        for clientOptions in variants {
+            for serverOptions in variants {
+                var c = WebSocketClientHandshake(options: .init(host: "h", deflate: clientOptions), random: SplitMix64(seed: 1))
+                var s = WebSocketServerHandshake(options: .init(deflate: serverOptions))
+                let a = s.accept(try #require(try s.receive(c.request)))
+                let r = try #require(try c.receive(a.response), "\(clientOptions) / \(serverOptions)")
+                let params = try #require(r.deflate)
+                #expect(params == a.deflate)
+                if let limit = clientOptions.serverMaxWindowBits { #expect(params.serverMaxWindowBits <= limit) }
+                if let limit = clientOptions.clientMaxWindowBits { #expect(params.clientMaxWindowBits <= limit) }
+                let client = WebSocketProtocol(role: .client, deflate: r.deflate, random: SplitMix64(seed: 2))
+                let server = WebSocketProtocol(role: .server, deflate: a.deflate)
+                let text = String(repeating: "interop ", count: 200)
+                #expect(server.receive(try client.send(text: text).outbound).events == [.text(text)])
+                #expect(client.receive(try server.send(text: text).outbound).events == [.text(text)])
+            }
+        }
+    }
+
     @Test func remainderAfterResponseHead() throws {
         var c = client()
         var s = WebSocketServerHandshake()

@@ -143,6 +143,13 @@ public struct PerMessageDeflateParameters: Hashable, Sendable, CustomStringConve
     /// extensions are ignored). Offers with invalid, unknown or duplicate parameters are declined
     /// (RFC 7692 §7.1). Returns `nil` when no offer is acceptable (then no extension is used).
     public static func negotiate(offers: [WebSocketExtensionElement], options: PerMessageDeflateOptions) -> PerMessageDeflateParameters? {
+        negotiateResponse(offers: offers, options: options)?.parameters
+    }
+
+    /// Like `negotiate`, also returning the exact `Sec-WebSocket-Extensions` response value. It
+    /// differs from `responseHeaderValue` only when the client offered `server_max_window_bits=15`:
+    /// an offered `server_max_window_bits` must be answered even when its value is the default.
+    public static func negotiateResponse(offers: [WebSocketExtensionElement], options: PerMessageDeflateOptions) -> (parameters: PerMessageDeflateParameters, response: String)? {
         for offer in offers where offer.name.lowercased() == extensionName {
             guard let o = try? parse(offer) else { continue }
             var r = PerMessageDeflateParameters(compressionLevel: options.compressionLevel, memoryLevel: options.memoryLevel)
@@ -155,7 +162,11 @@ public struct PerMessageDeflateParameters: Hashable, Sendable, CustomStringConve
             } else {
                 r.clientMaxWindowBits = 15  // we must not send the parameter; we inflate with 15
             }
-            return r
+            var element = r.responseElement
+            if o.serverMaxWindowBits != nil && r.serverMaxWindowBits == 15 {
+                element.parameters.append(.init("server_max_window_bits", "15"))
+            }
+            return (r, element.description)
         }
         return nil
     }

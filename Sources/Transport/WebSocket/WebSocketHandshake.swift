@@ -360,9 +360,9 @@ public struct WebSocketServerHandshake: Sendable {
             ?? options.subprotocols.first { request.subprotocols.contains($0) }
         if let chosen { headers.add(name: "Sec-WebSocket-Protocol", value: chosen) }
         var deflate: PerMessageDeflateParameters? = nil
-        if let d = options.deflate, let p = PerMessageDeflateParameters.negotiate(offers: request.extensions, options: d) {
-            deflate = p
-            headers.add(name: "Sec-WebSocket-Extensions", value: p.responseHeaderValue)
+        if let d = options.deflate, let p = PerMessageDeflateParameters.negotiateResponse(offers: request.extensions, options: d) {
+            deflate = p.parameters
+            headers.add(name: "Sec-WebSocket-Extensions", value: p.response)
         }
         for f in extra { headers.add(name: f.name, value: f.value) }
         let head = HTTPResponseHead(status: 101, reason: "Switching Protocols", headers: headers)
