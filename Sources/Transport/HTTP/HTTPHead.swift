@@ -275,11 +275,11 @@ public struct HTTPHeadParser: Sendable {
     }
 
     public mutating func parseResponse(_ bytes: [UInt8]) throws(HTTPParseError) -> HTTPResponseHead? {
-        try withBytes(bytes) { (raw) throws(HTTPParseError) in try parseResponse(raw) }
+        try withTypedBytes(bytes) { (raw) throws(HTTPParseError) in try parseResponse(raw) }
     }
 
     public mutating func parseRequest(_ bytes: [UInt8]) throws(HTTPParseError) -> HTTPRequestHead? {
-        try withBytes(bytes) { (raw) throws(HTTPParseError) in try parseRequest(raw) }
+        try withTypedBytes(bytes) { (raw) throws(HTTPParseError) in try parseRequest(raw) }
     }
 }
 
@@ -373,7 +373,7 @@ enum HTTPSyntax {
 
 /// `withUnsafeBytes` that keeps a typed error (the standard one rethrows `any Error`).
 @inline(__always)
-func withBytes<T, E: Error>(_ array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(E) -> T) throws(E) -> T {
+func withTypedBytes<T, E: Error>(_ array: [UInt8], _ body: (UnsafeRawBufferPointer) throws(E) -> T) throws(E) -> T {
     var result: Result<T, E>?
     array.withUnsafeBytes { raw in result = Result { () throws(E) -> T in try body(raw) } }
     return try result!.get()

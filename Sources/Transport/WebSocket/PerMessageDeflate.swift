@@ -371,7 +371,7 @@ final class MessageInflater {
 
     /// Ends a message: feeds the stripped `00 00 FF FF` tail and resets the context if negotiated.
     func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
-        try withBytes(Self.tail) { (raw) throws(InflateFailure) in try inflate(raw, limit: limit, into: &out) }
+        try withTypedBytes(Self.tail) { (raw) throws(InflateFailure) in try inflate(raw, limit: limit, into: &out) }
         if noContextTakeover || streamEnded {
             inflateReset(strm)
             streamEnded = false

@@ -160,7 +160,7 @@ public struct WebSocketFrameParser: Sendable {
                     header.removeAll(keepingCapacity: true)
                     swap(&header, &partial)
                 }
-                return try withBytes(header) { (raw) throws(WebSocketError) -> Item in try decodeHeader(raw) }
+                return try withTypedBytes(header) { (raw) throws(WebSocketError) -> Item in try decodeHeader(raw) }
             }
         }
         streamOffset += i - index

@@ -200,14 +200,14 @@ public struct WebSocketClientHandshake: Sendable {
             errorHead = head
             let framing = (try? HTTPBodyFraming.forResponse(head)) ?? .closeDelimited
             errorBody = HTTPBodyDecoder(framing: framing, maxBodySize: Int.max)
-            try withBytes(parser.remainder) { (raw) throws(WebSocketHandshakeError) in try collectErrorBody(raw) }
+            try withTypedBytes(parser.remainder) { (raw) throws(WebSocketHandshakeError) in try collectErrorBody(raw) }
             return nil
         }
         return try validate(head)
     }
 
     public mutating func receive(_ bytes: [UInt8]) throws(WebSocketHandshakeError) -> WebSocketClientHandshakeResult? {
-        try withBytes(bytes) { (raw) throws(WebSocketHandshakeError) in try receive(raw) }
+        try withTypedBytes(bytes) { (raw) throws(WebSocketHandshakeError) in try receive(raw) }
     }
 
     /// The connection closed during the handshake: throws the most informative error.
@@ -332,7 +332,7 @@ public struct WebSocketServerHandshake: Sendable {
         let versions = h.values(for: "Sec-WebSocket-Version")
         guard versions.count == 1, versions[0] == "13" else { throw .unsupportedVersion(h.combinedValue(for: "Sec-WebSocket-Version")) }
         let keys = h.values(for: "Sec-WebSocket-Key")
-        guard keys.count == 1, let decoded = Base64.decode(keys[0]), decoded.count == 16 else {
+        guard keys.count == 1, let decoded = WebSocketHandshake.Base64.decode(keys[0]), decoded.count == 16 else {
             throw .invalidKey(h.combinedValue(for: "Sec-WebSocket-Key"))
         }
         var extensions: [WebSocketExtensionElement] = []
@@ -345,7 +345,7 @@ public struct WebSocketServerHandshake: Sendable {
     }
 
     public mutating func receive(_ bytes: [UInt8]) throws(WebSocketHandshakeError) -> WebSocketUpgradeRequest? {
-        try withBytes(bytes) { (raw) throws(WebSocketHandshakeError) in try receive(raw) }
+        try withTypedBytes(bytes) { (raw) throws(WebSocketHandshakeError) in try receive(raw) }
     }
 
     /// Accepts the request: chooses the subprotocol (the first of `options.subprotocols` that the
@@ -396,6 +396,8 @@ public struct WebSocketServerHandshake: Sendable {
 
 // MARK: - Base64
 
+extension WebSocketHandshake {
+/// Standard base64 (RFC 4648 §4), no line breaks; nested to keep the module namespace clean.
 enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
@@ -454,4 +456,5 @@ enum Base64 {
         }
         return out
     }
+}
 }

@@ -192,7 +192,7 @@ public final class WebSocketProtocol {
 
     /// Sends a binary message.
     public func send(binary: [UInt8]) throws(WebSocketSendError) -> WebSocketOutput {
-        try withBytes(binary) { (raw) throws(WebSocketSendError) in try sendMessage(.binary, raw) }
+        try withTypedBytes(binary) { (raw) throws(WebSocketSendError) in try sendMessage(.binary, raw) }
     }
 
     /// Sends a Ping (payload ≤ 125 bytes).
