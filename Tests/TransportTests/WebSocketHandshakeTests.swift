@@ -224,3 +224,23 @@ import Testing
         }
     }
 }
+
+@Suite struct WebSocketURLTests {
+    @Test func parsesURLs() throws {
+        var u = try WebSocketURL("wss://api.example.com/ws?token=abc")
+        #expect(u.secure && u.host == "api.example.com" && u.port == 443 && u.target == "/ws?token=abc")
+        u = try WebSocketURL("WS://127.0.0.1:8080")
+        #expect(!u.secure && u.host == "127.0.0.1" && u.port == 8080 && u.target == "/")
+        u = try WebSocketURL("ws://[::1]:9000?x=1")
+        #expect(u.host == "::1" && u.port == 9000 && u.target == "/?x=1")
+        #expect(u.description == "ws://[::1]:9000/?x=1")
+        let options = WebSocketClientOptions(url: try WebSocketURL("wss://h:8443/p"))
+        #expect(options.hostHeader == "h:8443" && options.target == "/p" && options.secure)
+    }
+
+    @Test func rejectsBadURLs() {
+        for bad in ["http://h/", "ws://", "ws://h:0", "ws://h:70000", "ws://h:8x", "ws://h/#frag", "ws://u:p@h/", "ws://[::1/", "ws://h/a b"] {
+            #expect(throws: WebSocketURLError.self, "\(bad)") { try WebSocketURL(bad) }
+        }
+    }
+}
