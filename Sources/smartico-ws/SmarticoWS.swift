@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// `smartico-ws`: the diagnostic WebSocket client. The first thing a user runs
+/// when the daemon cannot connect.
+@main
+struct SmarticoWS: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "smartico-ws",
+        abstract: "Diagnose WebSocket connections: probe a server, echo messages, run a conformance suite.",
+        subcommands: [Probe.self, Echo.self, Autobahn.self]
+    )
+}
