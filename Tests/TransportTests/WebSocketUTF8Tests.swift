@@ -85,6 +85,16 @@ import Testing
         for c in randomCases(count: 3000) { check(c) }
     }
 
+    @Test func longASCIIRunsBeforeEveryEdgeCase() {
+        // Exercises the 64-, 16- and 8-byte ASCII paths: the edge case lands at every
+        // alignment after runs long enough for the widest path.
+        for run in [63, 64, 65, 79, 128, 131] {
+            for c in edgeCases() {
+                check([UInt8](repeating: 0x61, count: run) + c + [UInt8](repeating: 0x62, count: 70))
+            }
+        }
+    }
+
     @Test func failsFastInsideALongMessage() {
         // The bad byte is found at its offset even though the message would continue.
         var v = UTF8Validator()
