@@ -5,8 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-// Foundation only for `Thread`: the command runs on a dedicated thread, never on the
-// cooperative pool.
+// Foundation only for trimming stderr excerpts.
 import Foundation
 
 /// Why `user.hash_command` gave no hash. Descriptions name the program and what happened,
@@ -63,14 +62,42 @@ public enum HashCommandRunner {
         }
     }
 
-    /// Runs the command on a new thread and calls `completion` there with the outcome.
+    /// The name of the thread a run uses.
+    public static let threadName = "smarticod-hash"
+
+    /// Runs the command on a new detached pthread (named ``threadName``) and calls
+    /// `completion` there with the outcome.
     public static func start(argv: [String], user: String?, timeoutMs: Int = defaultTimeoutMs,
                              completion: @escaping @Sendable (HashCommandOutcome) -> Void) {
-        let thread = Thread {
-            completion(runBlocking(argv: argv, user: user, timeoutMs: timeoutMs))
+        let job = Unmanaged.passRetained(Job(argv: argv, user: user, timeoutMs: timeoutMs, completion: completion))
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { context in
+            let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
+            HashCommandRunner.nameCurrentThread()
+            job.completion(HashCommandRunner.runBlocking(argv: job.argv, user: job.user, timeoutMs: job.timeoutMs))
+            return nil
+        }, job.toOpaque())
+        if rc == 0 {
+            pthread_detach(thread)
+        } else {
+            job.release()
+            completion(.failed(.ioFailed(program: argv.first ?? "", operation: "pthread_create", errno: rc)))
         }
-        thread.name = "smarticod-hash"
-        thread.start()
+    }
+
+    /// What the runner thread needs; immutable, so handing it to the new thread is safe.
+    final class Job: Sendable {
+        let argv: [String]
+        let user: String?
+        let timeoutMs: Int
+        let completion: @Sendable (HashCommandOutcome) -> Void
+
+        init(argv: [String], user: String?, timeoutMs: Int, completion: @escaping @Sendable (HashCommandOutcome) -> Void) {
+            self.argv = argv
+            self.user = user
+            self.timeoutMs = timeoutMs
+            self.completion = completion
+        }
     }
 
     /// The blocking implementation (call it only on a thread of your own).
@@ -194,6 +221,16 @@ public enum HashCommandRunner {
         while let first = line.first, first == 0x20 || first == 0x09 { line.removeFirst() }
         guard !line.isEmpty else { return .failed(.noOutput(program: program, stderr: errText)) }
         return .hash(Secret(String(decoding: line, as: UTF8.self)))
+    }
+
+    /// Names the calling thread through `/proc/thread-self/comm` (`pthread_setname_np` is a
+    /// GNU extension the Swift Glibc module does not import).
+    static func nameCurrentThread() {
+        let bytes = Array(threadName.utf8.prefix(15))
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        _ = close(fd)
     }
 
     static func makePipe(_ fds: inout [Int32]) -> Int32 {

@@ -102,7 +102,7 @@ extension SessionMachine {
         guard !ext.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "ext_user_id must not be empty"))) }
         if let h = hash, h.isEmpty { return reply(id, .failure(SessionReplyError(.badRequest, "hash must not be empty"))) }
         let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
-        if hash == nil, !hasCommand {
+        if hash == nil, !hasCommand, user?.extUserID != ext || user?.hash == nil {
             return reply(id, .failure(SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")))
         }
         if let u = user, u.extUserID == ext {
