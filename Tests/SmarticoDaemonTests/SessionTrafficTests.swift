@@ -333,4 +333,51 @@ import Testing
         #expect(field.events("error").first?.data["code"] == .string("bad_server_message"))
         #expect(h.machine.state == .ready)
     }
+    @Test func inFlightRequestIsResentWithItsUUIDAfterAReconnect() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let first = try #require(h.feed(.request(SessionRequestID(1), .request(message: ["cid": 500], expectCid: nil, timeoutMs: 120_000))).sent(cid: 500).first)
+        h.reconnect()
+        let again = try #require(h.initOK().sent(cid: 500).first)
+        #expect(again["uuid"] == first["uuid"])
+        #expect(h.server(["cid": 501, "uuid": first["uuid"]!]).reply(1)?.value != nil)
+    }
+
+    @Test func aLoadAnsweredAfterItsConnectionDiedIsNotUsed() throws {
+        var h = Harness(SessionFixtures.config())
+        #expect(h.bringUp().loads == 1)
+        h.reconnect()
+        #expect(h.initOK().loads == 1)
+        let old = OutboxEntry(uuid: "old", cid: 9, bytes: Array(#"{"cid":9,"eventType":"a","uuid":"old"}"#.utf8), createdMs: 1)
+        #expect(h.feed(.outboxLoaded([old])).sent.isEmpty) // the first connection's load
+        let fresh = h.feed(.outboxLoaded([old]))
+        #expect(fresh.sent.map { $0["uuid"] } == [.string("old")])
+        #expect(fresh.markedSent == ["old"])
+    }
+
+    @Test func aNewerIdentifySupersedesAPendingOne() throws {
+        var h = Harness(SessionFixtures.config())
+        h.start()
+        h.feed(.request(SessionRequestID(1), .identify(extUserID: "u1", hash: "h1")))
+        let second = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u2", hash: "h2")))
+        #expect(second.reply(1)?.error?.code == .notReady)
+        h.connected()
+        #expect(h.initOK().sent(cid: 5).first?["ext_user_id"] == .string("u2"))
+        #expect(h.identifyOK().reply(2)?.value?["ext_user_id"] == .string("u2"))
+    }
+
+    @Test func keepaliveIsNotActivityForTheLoginRule() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        #expect(h.bringUp().sent(cid: 7).count == 1)
+        h.keepAlive(for: 31 * 60_000) // only PING/PONG for 31 minutes
+        h.reconnect()
+        h.initOK()
+        #expect(h.identifyOK().sent(cid: 7).count == 1)
+        h.keepAlive(for: 29 * 60_000)
+        h.server(["cid": 504]) // a real message: activity
+        h.keepAlive(for: 5 * 60_000)
+        h.reconnect()
+        h.initOK()
+        #expect(h.identifyOK().sent(cid: 7).isEmpty)
+    }
 }

@@ -50,7 +50,10 @@ extension SessionMachine {
         if case .pong = msg {} else {
             schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
         }
-        if identifiedOnConn { noteActivity(now: now) }
+        switch msg {
+        case .ping, .pong: break
+        default: if identifiedOnConn { noteActivity(now: now) }
+        }
 
         switch msg {
         case .ping:

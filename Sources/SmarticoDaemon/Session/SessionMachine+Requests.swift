@@ -120,7 +120,10 @@ extension SessionMachine {
             }
             identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
             rescheduleRequestTimer()
-            if phase == .ready {
+            if phase == .hashing, hash != nil {
+                // A hash command is running for this user: the given hash wins.
+                beginIdentify(now: now)
+            } else if phase == .ready {
                 // Anonymous on this connection: IDENTIFY now if this connection has not sent one,
                 // else (the server rejected it) reconnect for the new hash.
                 if !identifySentOnConn { beginIdentify(now: now) } else if hash != nil {
@@ -129,9 +132,18 @@ extension SessionMachine {
             }
             return
         }
+        supersedeIdentifyWaiters(by: ext)
         identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
         rescheduleRequestTimer()
         switchUser(to: UserState(extUserID: ext, hash: hash, source: .op), now: now, persist: true)
+    }
+
+    /// Identify requests for another user are answered `not_ready`: a newer identify replaced them.
+    mutating func supersedeIdentifyWaiters(by ext: String) {
+        for w in identifyWaiters {
+            reply(w.id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered")))
+        }
+        identifyWaiters.removeAll()
     }
 
     mutating func opLogout(_ id: SessionRequestID, now: Int64) {

@@ -128,6 +128,8 @@ public struct SessionMachine {
     var awaitingStore: [String: StoreWaiter] = [:]
     var flushing = false
     var flushAgain = false
+    /// `.loadOutbox` actions not yet answered; only the answer to the last one is used.
+    var outstandingLoads = 0
 
     /// - Parameters:
     ///   - config: the resolved configuration.
@@ -330,7 +332,9 @@ public struct SessionMachine {
     mutating func write(_ m: OutgoingMessage, on c: ConnectionID, now: Int64) {
         counters.messagesOut += 1
         out.append(.send(c, m))
-        if identifiedOnConn { noteActivity(now: now) }
+        // Keepalive is not activity: an idle but connected device still starts a new logical
+        // session after login_after_inactivity_min.
+        if identifiedOnConn, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
     }
 
     mutating func stamp(_ json: JSONObject, now: Int64) -> OutgoingMessage {
@@ -609,11 +613,14 @@ public struct SessionMachine {
         if flushing { flushAgain = true; return }
         flushing = true
         flushAgain = false
+        outstandingLoads += 1
         out.append(.loadOutbox(limit: env.outboxBatch))
     }
 
     mutating func onOutboxLoaded(_ entries: [OutboxEntry], now: Int64) {
-        guard flushing else { return }
+        outstandingLoads = max(0, outstandingLoads - 1)
+        // A load asked for by an earlier connection: a newer one follows, use that.
+        guard flushing, outstandingLoads == 0 else { return }
         guard gateOpen, let c = conn else { flushing = false; return }
         for e in entries {
             write(OutgoingMessage(bytes: e.bytes, cid: Int64(e.cid), uuid: e.uuid), on: c, now: now)
@@ -672,6 +679,7 @@ public struct SessionMachine {
         if oldUser != newUser, user == nil || user?.source == .config {
             if let ext = newUser.extUserID {
                 if user?.extUserID != ext {
+                    supersedeIdentifyWaiters(by: ext)
                     switchUser(to: UserState(extUserID: ext, hash: newUser.hash?.exposedValue, source: .config), now: now, persist: false)
                     return
                 } else if newUser.hash != oldUser.hash {
