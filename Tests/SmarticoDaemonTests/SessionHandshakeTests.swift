@@ -197,6 +197,15 @@ import Testing
         h.reconnect()
         run = try #require(h.initOK().hashRuns.first)
         #expect(h.feed(.hashResult(token: run.0, .hash(Secret("h2")))).sent(cid: 5).first?["hash"] == .string("h2"))
+        h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil, errCode: 100_000).json)
+        // Asked again for the same user without a hash: a new connection and a new run of the command.
+        let retry = h.feed(.request(SessionRequestID(1), .identify(extUserID: "u1", hash: nil)))
+        #expect(retry.closes == [1000])
+        h.feed(.closed(h.conn!, code: 1000, reason: ""))
+        h.connected()
+        run = try #require(h.initOK().hashRuns.first)
+        h.feed(.hashResult(token: run.0, .hash(Secret("h3"))))
+        #expect(h.identifyOK().reply(1)?.value?["ext_user_id"] == .string("u1"))
     }
 
     @Test func identifyResponseTimeoutAndInitResponseTimeout() throws {

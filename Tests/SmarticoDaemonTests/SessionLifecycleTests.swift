@@ -148,6 +148,18 @@ import Testing
         #expect(reopened.connects == [moved])
     }
 
+    @Test func reloadWhileConnectingRestartsTheAttemptAtOnce() {
+        var h = Harness(SessionFixtures.config())
+        h.start()
+        let moved = "ws://127.0.0.1:9191/websocket/services?master"
+        let a = h.feed(.reload(SessionFixtures.config(url: moved)))
+        #expect(a.aborts == 1)
+        #expect(a.connects == [moved])
+        #expect(a.closes.isEmpty)
+        // The old attempt's late result is ignored.
+        #expect(h.feed(.connected(ConnectionID(1))).isEmpty)
+    }
+
     @Test func statusObject() throws {
         var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
         #expect(h.machine.status()["state"] == .string("disconnected"))

@@ -126,7 +126,7 @@ extension SessionMachine {
             } else if phase == .ready {
                 // Anonymous on this connection: IDENTIFY now if this connection has not sent one,
                 // else (the server rejected it) reconnect for the new hash.
-                if !identifySentOnConn { beginIdentify(now: now) } else if hash != nil {
+                if !identifySentOnConn { beginIdentify(now: now) } else if hash != nil || hasCommand {
                     closeGracefully(then: .reconnect, reason: "identify", now: now)
                 }
             }

@@ -316,8 +316,12 @@ public struct SessionMachine {
     }
 
     mutating func onConnectFailed(_ c: ConnectionID, reason: String, message: String, now: Int64) {
-        guard c == conn, phase == .connecting || phase == .closing(.reconnect) || phase == .closing(.stop) else { return }
-        fail(reason: reason, message: message, now: now, transportGone: true)
+        guard c == conn else { return }
+        if case .closing = phase {
+            afterClose(now: now, reason: phase == .closing(.stop) ? "shutdown" : "reconnect")
+        } else if phase == .connecting {
+            fail(reason: reason, message: message, now: now, transportGone: true)
+        }
     }
 
     /// Stamps (`ts`, `uuid` when absent) and writes a message on the current connection.
@@ -376,7 +380,11 @@ public struct SessionMachine {
 
     /// Close 1000 and wait ≤ `closeWaitMs` for the server's close, then reconnect or stop.
     mutating func closeGracefully(then next: AfterClose, reason: String, now: Int64) {
-        guard let c = conn else {
+        guard let c = conn, phase != .connecting else {
+            // Nothing open yet: drop the attempt, no close handshake to wait for.
+            if let c = conn { out.append(.abort(c)) }
+            conn = nil
+            cancelConnectionTimers()
             if next == .stop { finish(now: now) } else { connect(now: now, reason: reason) }
             return
         }
