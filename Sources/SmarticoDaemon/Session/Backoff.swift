@@ -40,10 +40,10 @@ public struct Backoff: Sendable, Equatable {
 }
 
 /// A type-erased random source, so the machine's generator can be injected (seeded in tests).
-public struct SessionRandom: RandomNumberGenerator {
-    private var base: any RandomNumberGenerator
+public struct SessionRandom: RandomNumberGenerator, Sendable {
+    private var base: any RandomNumberGenerator & Sendable
 
-    public init(_ base: any RandomNumberGenerator) { self.base = base }
+    public init(_ base: any RandomNumberGenerator & Sendable) { self.base = base }
 
     /// The system's secure generator.
     public static var system: SessionRandom { SessionRandom(SystemRandomNumberGenerator()) }

@@ -3,7 +3,7 @@ import Foundation
 import SmarticoProtocol
 
 /// Fixed parameters of the machine that are not in the configuration.
-public struct SessionEnvironment {
+public struct SessionEnvironment: Sendable {
     /// The device's time zone for `ua.tzoffset` (computed at each send).
     public var timeZone: TimeZone
     /// The random source for uuids, `session_id` and backoff jitter.
@@ -35,8 +35,8 @@ public struct SessionEnvironment {
 ///
 /// No I/O, no clock, no randomness of its own: the driver feeds inputs with the current time
 /// (`handle(_:now:)`, milliseconds since the epoch) and performs the returned actions in order.
-/// Not `Sendable`: one owner (the driver's actor or loop) holds it.
-public struct SessionMachine {
+/// A value type: one owner (the driver's actor or loop) holds it and mutates it.
+public struct SessionMachine: Sendable {
     enum AfterClose: Equatable { case reconnect, stop }
 
     enum Phase: Equatable {
