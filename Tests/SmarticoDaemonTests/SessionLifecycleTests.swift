@@ -99,6 +99,19 @@ import Testing
         #expect(dropped.connects.count == 1)
     }
 
+    @Test func logoutOfARejectedUserOpensTheGateWithoutReconnecting() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "bad"))
+        h.bringUp(identify: false)
+        h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil, errCode: 100_000).json)
+        h.reconnect()
+        #expect(h.initOK().sent(cid: 5).isEmpty) // the rejected hash is not tried again
+        let out = h.feed(.request(SessionRequestID(1), .logout))
+        #expect(out.reply(1)?.value == .object([:]))
+        #expect(out.contains(.clearUser))
+        #expect(out.closes.isEmpty && out.connects.isEmpty)
+        #expect(out.loads == 1)
+    }
+
     @Test func shutdownClosesWaitsAndStops() throws {
         var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
         h.bringUp()

@@ -165,7 +165,11 @@ extension SessionMachine {
             let reconnect = isOpen && identifySentOnConn
             forgetUser()
             reply(id, .success(.object([:])))
-            if reconnect { closeGracefully(then: .reconnect, reason: "logout", now: now) }
+            if reconnect {
+                closeGracefully(then: .reconnect, reason: "logout", now: now)
+            } else if gateOpen {
+                onGateOpen(now: now) // now anonymous on a ready connection: what waited may go
+            }
         }
     }
 
