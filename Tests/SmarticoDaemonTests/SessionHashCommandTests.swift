@@ -75,3 +75,30 @@ import Testing
         #expect(outcome.1 == "smarticod-hash")
     }
 }
+
+/// Inputs and actions can be logged: the hash and the push token never show.
+@Suite struct SessionLogSafetyTests {
+    @Test func descriptionsMaskTheHashAndThePushToken() throws {
+        let hash = "0123456789abcdef0123456789abcdef:1700000000000"
+        var h = Harness(SessionFixtures.config())
+        var lines: [String] = []
+        h.start()
+        h.connected()
+        h.initOK()
+        let inputs: [SessionInput] = [
+            .request(SessionRequestID(1), .identify(extUserID: "u1", hash: hash)),
+            .request(SessionRequestID(2), .pushToken(token: "PUSHTOKEN-SECRET-VALUE", platform: 7, status: 0, appPackageID: nil)),
+            .hashResult(token: 1, .hash(Secret(hash))),
+        ]
+        for input in inputs {
+            lines.append("\(input)")
+            lines += h.feed(input).map { "\($0)" }
+        }
+        #expect(h.all.sent(cid: 5).first?["hash"] == .string(hash)) // it was really sent
+        #expect(lines.contains { $0.hasPrefix("send(") && $0.contains("IDENTIFY_USER_REQUEST") })
+        for line in lines {
+            #expect(!line.contains(hash), "\(line)")
+            #expect(!line.contains("PUSHTOKEN-SECRET-VALUE"), "\(line)")
+        }
+    }
+}
