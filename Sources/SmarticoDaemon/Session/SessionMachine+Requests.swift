@@ -101,6 +101,9 @@ extension SessionMachine {
     mutating func opIdentify(_ id: SessionRequestID, ext: String, hash: String?, now: Int64) {
         guard !ext.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "ext_user_id must not be empty"))) }
         if let h = hash, h.isEmpty { return reply(id, .failure(SessionReplyError(.badRequest, "hash must not be empty"))) }
+        guard identifyWaiters.count < env.maxPendingRequests else {
+            return reply(id, .failure(SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")))
+        }
         let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
         if hash == nil, !hasCommand, user?.extUserID != ext || user?.hash == nil {
             return reply(id, .failure(SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")))
