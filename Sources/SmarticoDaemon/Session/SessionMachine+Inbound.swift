@@ -1,0 +1,200 @@
+import SmarticoProtocol
+
+// Rule 6 (keepalive) and rule 7 (inbound messages → events, request matching).
+extension SessionMachine {
+    /// Errors that mean the stream is not Smartico JSON at all (reconnect), as opposed to one
+    /// message of a known cid with a bad field (dropped with an `error` event).
+    static func isStructural(_ e: ProtocolError) -> Bool {
+        switch e {
+        case .notJSON, .tooDeep, .tooLarge, .notAnObject, .missingClassID, .classIDNotInteger: true
+        default: false
+        }
+    }
+
+    static func classID(of e: ProtocolError) -> Int64? {
+        switch e {
+        case .missingField(let t, _), .wrongFieldType(let t, _, _, _), .invalidFieldValue(let t, _, _):
+            if case .cid(let c) = t { return c }
+            return nil
+        default: return nil
+        }
+    }
+
+    /// The seen-set key: the identified user, or "" for an anonymous session.
+    var engagementUser: String { identifiedOnConn ? (user?.extUserID ?? "") : "" }
+
+    mutating func onReceived(_ c: ConnectionID, _ bytes: [UInt8], now: Int64) {
+        guard c == conn, isOpen else { return }
+        counters.messagesIn += 1
+        // Anything from the server shows the connection is alive.
+        cancel(.dead)
+        let msg: ServerMessage
+        do {
+            msg = try ServerMessage.decode(bytes)
+        } catch {
+            schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
+            if Self.isStructural(error) {
+                fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
+                     now: now, closeCode: 1002)
+                return
+            }
+            let cid = Self.classID(of: error)
+            if (cid == 4 && phase == .initializing) || (cid == 6 && phase == .identifying) {
+                fail(reason: "bad_server_message", message: "unusable answer from the server: \(error)", now: now, closeCode: 1002)
+                return
+            }
+            emitError("bad_server_message", "dropped a message from the server: \(error)")
+            return
+        }
+        // Every message except PONG restarts the silence timer (Smartico's own clients do the same).
+        if case .pong = msg {} else {
+            schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
+        }
+        switch msg {
+        case .ping, .pong: break
+        default: if identifiedOnConn { noteActivity(now: now) }
+        }
+
+        switch msg {
+        case .ping:
+            counters.pings += 1
+            counters.pongs += 1
+            lastPingMs = now
+            send(Pong().json, now: now) // a new uuid, not the PING's
+            return
+        case .pong:
+            counters.pongs += 1
+            lastPingMs = now
+            return
+        case .initSessionResponse(let r):
+            onInitResponse(r, now: now)
+            return
+        case .identifyUserResponse(let r):
+            onIdentifyResponse(r, now: now)
+            return
+        case .logoutResponse where phase == .loggingOut:
+            finishLogout(now: now)
+            return
+        default:
+            break
+        }
+
+        if matchPending(msg, now: now) { return }
+
+        switch msg {
+        case .engagement(let e):
+            let data: JSONValue = .object([
+                "message": .object(e.json),
+                "popup_url": identity?.popupURL.map(JSONValue.string) ?? .null,
+                "bridge": .object(BridgeMessage(showing: e).json),
+            ])
+            let event = DaemonEvent(name: "engagement", data: data, journaled: true)
+            if let uid = e.engagementUID {
+                out.append(.journalOnce(user: engagementUser, uid: uid, event))
+            } else {
+                out.append(.emit(event))
+            }
+        case .executeDeepLink(let d):
+            let event = deepLinkEvent(source: "server", dp: d.dp, engagementUID: d.engagementUID)
+            if let uid = d.engagementUID {
+                out.append(.journalOnce(user: engagementUser, uid: uid, event))
+            } else {
+                out.append(.emit(event))
+            }
+        case .publicPropertiesChanged(let p):
+            updateProps(p.props)
+        case .sawShowSpinPush(let s):
+            let url = identity?.gamificationURL.map { WrapperURL.miniGame($0, push: s) }
+            emit("minigame", .object([
+                "message": .object(s.json),
+                "saw_template_id": .number(s.sawTemplateID),
+                "url": url.map(JSONValue.string) ?? .null,
+            ]), journaled: true)
+        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse,
+             .initSessionResponse, .identifyUserResponse, .ping, .pong:
+            break // answers to the daemon's own messages: consumed
+        case .other(let cid, let json):
+            emit("message", .object([
+                "message": .object(json),
+                "name": cid.eventName.map(JSONValue.string) ?? .null,
+            ]), journaled: true)
+        }
+    }
+
+    func deepLinkEvent(source: String, dp: String, engagementUID: String?) -> DaemonEvent {
+        let link = DeepLink(dp)
+        let url = identity?.gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
+        return DaemonEvent(name: "deeplink", data: .object([
+            "source": .string(source),
+            "engagement_uid": engagementUID.map(JSONValue.string) ?? .null,
+            "dp": .string(dp),
+            "kind": .string(link.kind.rawValue),
+            "url": url.map(JSONValue.string) ?? .null,
+        ]), journaled: true)
+    }
+
+    /// Merges public props (server 108, bridge 7), emits `props`, persists them.
+    mutating func updateProps(_ changes: JSONObject) {
+        props = props.merging(changes)
+        emit("props", .object(props), journaled: false)
+        if user != nil { out.append(.persistProfile(publicUsername: identity?.publicUsername, props: props.serialized())) }
+    }
+
+    /// A response to a pending `request`: by uuid first, else the oldest request sent on this
+    /// connection that waits for this cid.
+    mutating func matchPending(_ msg: ServerMessage, now: Int64) -> Bool {
+        guard let c = conn, !pending.isEmpty else { return false }
+        let cid = msg.cid.rawValue
+        var index: Int?
+        if let u = msg.uuid { index = pending.firstIndex { $0.sentOn == c && $0.message.uuid == u } }
+        if index == nil { index = pending.firstIndex { $0.sentOn == c && $0.expectCid == cid } }
+        guard let i = index else { return false }
+        let p = pending.remove(at: i)
+        let errCode = msg.json["errCode"]?.int64Value ?? 0
+        let errMsg = msg.json["errMsg"]?.stringValue
+        if errCode != 0 || msg.cid == .unsupportedCommand {
+            reply(p.id, .failure(SessionReplyError(
+                .serverError, "the server answered \(ClassID(p.message.cid)) with \(msg.cid), errCode \(errCode)\(errMsg.map { " (\($0))" } ?? "")",
+                errCode: errCode, errMsg: errMsg)))
+        } else {
+            reply(p.id, .success(.object(["message": .object(msg.json)])))
+        }
+        rescheduleRequestTimer()
+        return true
+    }
+
+    mutating func rescheduleRequestTimer() {
+        let next = (pending.map(\.deadlineMs) + identifyWaiters.map(\.deadlineMs)).min()
+        if let next {
+            if deadlines[.requests] != next { schedule(.requests, at: next) }
+        } else {
+            cancel(.requests)
+        }
+    }
+
+    mutating func expireRequests(now: Int64) {
+        var kept: [PendingRequest] = []
+        for p in pending {
+            if p.deadlineMs <= now {
+                let what = p.sentOn == nil
+                    ? "no session to send \(ClassID(p.message.cid)) within the timeout"
+                    : "no answer with cid \(p.expectCid) to \(ClassID(p.message.cid)) within the timeout"
+                reply(p.id, .failure(SessionReplyError(.timeout, what)))
+            } else {
+                kept.append(p)
+            }
+        }
+        pending = kept
+        var keptWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
+        for w in identifyWaiters {
+            if w.deadlineMs <= now {
+                reply(w.id, .failure(SessionReplyError(.notReady, "the server did not answer IDENTIFY in time (state: \(publicState.rawValue)); the user stays configured and is identified when the session is ready")))
+            } else {
+                keptWaiters.append(w)
+            }
+        }
+        identifyWaiters = keptWaiters
+        deadlines[.requests] = nil
+        rescheduleRequestTimer()
+    }
+}

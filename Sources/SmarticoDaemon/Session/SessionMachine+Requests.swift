@@ -1,0 +1,253 @@
+import SmarticoProtocol
+
+// The socket API ops that reach the session.
+extension SessionMachine {
+    mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, now: Int64) {
+        guard !stopping, phase != .stopped, phase != .idle else {
+            reply(id, .failure(SessionReplyError(.notReady, stopping || phase == .stopped ? "the daemon is stopping" : "the session has not started")))
+            return
+        }
+        switch request {
+        case .identify(let ext, let hash): opIdentify(id, ext: ext, hash: hash, now: now)
+        case .logout: opLogout(id, now: now)
+        case .login: opLogin(id, now: now)
+        case .pushToken(let token, let platform, let status, let app):
+            opPushToken(id, token: token, platform: platform, status: status, appPackageID: app, now: now)
+        case .language(let code):
+            guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
+            languageOverride = code
+            let m = stamp(ClientEvent.languageChanged(code).json, now: now)
+            let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now)
+            awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
+            out.append(.storeLatest(slot: "language", entry))
+        case .event(let type, let payload):
+            guard !type.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "event_type must not be empty"))) }
+            queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now)
+        case .report(let kind, let uid, let activityType, let action):
+            guard !uid.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "engagement_uid must not be empty"))) }
+            queueDurable(EngagementReport(kind: kind, engagementUID: uid, activityType: ActivityType(rawValue: activityType), action: action).json,
+                         id: id, now: now)
+        case .minigameAck(let template, let pendingID):
+            queueDurable(SawAcknowledgeSpinPush(sawTemplateID: template, pendingMessageID: pendingID).json, id: id, now: now)
+        case .send(let message):
+            if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
+            queueDurable(message, id: id, now: now)
+        case .request(let message, let expectCid, let timeoutMs):
+            opRequest(id, message: message, expectCid: expectCid, timeoutMs: timeoutMs, now: now)
+        case .bridge(let object):
+            opBridge(id, object, now: now)
+        }
+    }
+
+    /// Checks a client message given by a peer (`send`, `request`, bridge 6).
+    func checkForSend(_ o: JSONObject, field: String) -> SessionReplyError? {
+        guard let cidValue = o["cid"] else { return SessionReplyError(.badRequest, "\(field).cid is missing (an integer class id)") }
+        guard let cid = cidValue.int64Value else { return SessionReplyError(.badRequest, "\(field).cid must be an integer") }
+        if (1...8).contains(cid) || cid == 11 || cid == 12 {
+            return SessionReplyError(.badRequest, "\(field).cid \(ClassID(cid)) belongs to the session lifecycle the daemon runs itself; use the identify, login and logout ops")
+        }
+        if let u = o["uuid"], !u.isNull {
+            guard let s = u.stringValue, !s.isEmpty else { return SessionReplyError(.badRequest, "\(field).uuid must be a non-empty string") }
+            if awaitingStore[s] != nil || pending.contains(where: { $0.message.uuid == s }) {
+                return SessionReplyError(.badRequest, "\(field).uuid \(s) is already waiting to be sent")
+            }
+        }
+        if let t = o["ts"], !t.isNull, t.int64Value == nil { return SessionReplyError(.badRequest, "\(field).ts must be an integer (ms since the epoch)") }
+        do { _ = try ClientMessage(json: o) } catch {
+            return SessionReplyError(.badRequest, "\(field): \(error)")
+        }
+        return nil
+    }
+
+    mutating func queueChecked(_ json: JSONObject, id: SessionRequestID, field: String, now: Int64) {
+        if let e = checkForSend(json, field: field) { return reply(id, .failure(e)) }
+        queueDurable(json, id: id, now: now)
+    }
+
+    /// Stamps a user message and asks the driver to store it; the answer and the sending
+    /// follow `.outboxStored`.
+    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64) {
+        let m = stamp(json, now: now)
+        let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now)
+        awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
+        out.append(.storeOutbox(entry))
+    }
+
+    mutating func onOutboxStored(_ uuid: String, _ failure: OutboxStoreFailure?, now: Int64) {
+        guard let w = awaitingStore.removeValue(forKey: uuid) else { return }
+        if let failure {
+            let error: SessionReplyError
+            switch failure {
+            case .queueFull(let max):
+                error = SessionReplyError(.queueFull, "the outbox already holds \(max) messages waiting for the session (outbox.max_messages)")
+                emitError("outbox_full", error.message)
+            case .failed(let why):
+                error = SessionReplyError(.internal, "could not store the message: \(why)")
+            }
+            if let id = w.id { reply(id, .failure(error)) }
+            return
+        }
+        var queued = true
+        if gateOpen, !flushing, !stopping, let c = conn {
+            write(OutgoingMessage(bytes: w.entry.bytes, cid: Int64(w.entry.cid), uuid: uuid), on: c, now: now)
+            out.append(.markSent([uuid]))
+            queued = false
+        } else if gateOpen, flushing {
+            flushAgain = true
+        }
+        if let id = w.id { reply(id, .success(.object(["uuid": .string(uuid), "queued": .bool(queued)]))) }
+    }
+
+    mutating func opIdentify(_ id: SessionRequestID, ext: String, hash: String?, now: Int64) {
+        guard !ext.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "ext_user_id must not be empty"))) }
+        if let h = hash, h.isEmpty { return reply(id, .failure(SessionReplyError(.badRequest, "hash must not be empty"))) }
+        guard identifyWaiters.count < env.maxPendingRequests else {
+            return reply(id, .failure(SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")))
+        }
+        let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
+        if hash == nil, !hasCommand, user?.extUserID != ext || user?.hash == nil {
+            return reply(id, .failure(SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")))
+        }
+        if let u = user, u.extUserID == ext {
+            if let h = hash {
+                user?.hash = h
+                user?.source = .op
+                freshHash = h
+                rejectedHash = nil
+                rejection = nil
+                out.append(.persistUser(StoredUser(extUserID: ext, hash: h, publicUsername: identity?.publicUsername,
+                                                   props: props.serialized(), lastActivityMs: lastActivityMs)))
+            }
+            if identifiedOnConn, let r = identity, let cur = user {
+                return reply(id, .success(identifiedData(r, user: cur)))
+            }
+            identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
+            rescheduleRequestTimer()
+            if phase == .hashing, hash != nil {
+                // A hash command is running for this user: the given hash wins.
+                beginIdentify(now: now)
+            } else if phase == .ready {
+                // Anonymous on this connection: IDENTIFY now if this connection has not sent one,
+                // else (the server rejected it) reconnect for the new hash.
+                if !identifySentOnConn { beginIdentify(now: now) } else if hash != nil || hasCommand {
+                    closeGracefully(then: .reconnect, reason: "identify", now: now)
+                }
+            }
+            return
+        }
+        supersedeIdentifyWaiters(by: ext)
+        identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
+        rescheduleRequestTimer()
+        switchUser(to: UserState(extUserID: ext, hash: hash, source: .op), now: now, persist: true)
+    }
+
+    /// Identify requests for another user are answered `not_ready`: a newer identify replaced them.
+    mutating func supersedeIdentifyWaiters(by ext: String) {
+        for w in identifyWaiters {
+            reply(w.id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered")))
+        }
+        identifyWaiters.removeAll()
+    }
+
+    mutating func opLogout(_ id: SessionRequestID, now: Int64) {
+        guard user != nil else { return reply(id, .success(.object([:]))) }
+        switch phase {
+        case .ready where identifiedOnConn:
+            logoutWaiters.append(id)
+            send(Logout().json, now: now)
+            setPhase(.loggingOut, reason: "logout", now: now)
+            schedule(.logoutWait, at: now + env.logoutWaitMs)
+        case .loggingOut:
+            logoutWaiters.append(id)
+        case .hashing:
+            forgetUser()
+            reply(id, .success(.object([:])))
+            hashToken &+= 1
+            becomeReady(reason: "logout", now: now)
+        default:
+            let reconnect = isOpen && identifySentOnConn
+            forgetUser()
+            reply(id, .success(.object([:])))
+            if reconnect {
+                closeGracefully(then: .reconnect, reason: "logout", now: now)
+            } else if gateOpen {
+                onGateOpen(now: now) // now anonymous on a ready connection: what waited may go
+            }
+        }
+    }
+
+    mutating func opLogin(_ id: SessionRequestID, now: Int64) {
+        guard user != nil else {
+            return reply(id, .failure(SessionReplyError(.notReady, "no user: LOGIN marks a logical session of an identified user; use identify first")))
+        }
+        if identifiedOnConn, phase == .ready {
+            forceLogin = false
+            send(Login(ua: userAgent(now: now)).json, now: now)
+            reply(id, .success(.object(["sent": true])))
+        } else {
+            forceLogin = true
+            reply(id, .success(.object(["sent": false, "after_identify": true])))
+        }
+    }
+
+    mutating func opPushToken(_ id: SessionRequestID, token: String, platform: Int?, status: Int, appPackageID: String?, now: Int64) {
+        guard !token.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "token must not be empty"))) }
+        guard let st = PushNotificationUserStatus(rawValue: Int64(status)) else {
+            return reply(id, .failure(SessionReplyError(.badRequest, "status must be an integer 0…4 (PushNotificationUserStatus), got \(status)")))
+        }
+        let plat = platform ?? config.config.user.push.platform
+        guard let pl = PushClientPlatform(rawValue: Int64(plat)) else {
+            return reply(id, .failure(SessionReplyError(.badRequest, "platform must be an integer 0…11 (PushClientPlatform), got \(plat)")))
+        }
+        let p = StoredPush(token: token, platform: plat, status: status, appPackageID: appPackageID ?? config.config.user.push.appPackageID)
+        push = p
+        out.append(.persistPush(p))
+        if user != nil, identifiedOnConn {
+            queueDurable(RegisterPushTokenRequest(token: token, platform: pl, status: st).json, id: id, now: now)
+        } else {
+            reply(id, .success(.object(["queued": false, "with_identify": true])))
+        }
+    }
+
+    mutating func opRequest(_ id: SessionRequestID, message: JSONObject, expectCid: Int64?, timeoutMs: Int64?, now: Int64) {
+        if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
+        guard pending.count < env.maxPendingRequests else {
+            return reply(id, .failure(SessionReplyError(.queueFull, "\(env.maxPendingRequests) requests are already waiting for answers")))
+        }
+        let timeout = timeoutMs ?? env.requestTimeoutMs
+        guard timeout > 0 else { return reply(id, .failure(SessionReplyError(.badRequest, "timeout_ms must be ≥ 1"))) }
+        let cid = message["cid"]?.int64Value ?? 0
+        let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
+        let m = stamp(message, now: now)
+        pending.append(PendingRequest(id: id, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
+        if gateOpen, let c = conn {
+            pending[pending.count - 1].sentOn = c
+            write(m, on: c, now: now)
+        }
+        rescheduleRequestTimer()
+    }
+
+    mutating func opBridge(_ id: SessionRequestID, _ object: JSONObject, now: Int64) {
+        let b: BridgeMessage
+        do { b = try BridgeMessage(json: object) } catch {
+            return reply(id, .failure(SessionReplyError(.badRequest, "message: \(error)")))
+        }
+        switch b {
+        case .sendToSocket(let message):
+            if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
+            queueDurable(message, id: id, now: now)
+        case .sendPublicProps(let changes):
+            updateProps(changes)
+            reply(id, .success(.object([:])))
+        case .executeDeepLink(let link):
+            out.append(.emit(deepLinkEvent(source: "bridge", dp: link.raw, engagementUID: nil)))
+            reply(id, .success(.object([:])))
+        case .sendGameOpening:
+            emit("game_opening", .object(b.json), journaled: false)
+            reply(id, .success(.object([:])))
+        default:
+            emit("bridge", .object(b.json), journaled: false)
+            reply(id, .success(.object([:])))
+        }
+    }
+}

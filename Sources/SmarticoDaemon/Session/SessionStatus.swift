@@ -1,0 +1,52 @@
+import SmarticoProtocol
+
+extension SessionMachine {
+    /// The status object of socket-api.md. The machine knows the session part; the driver
+    /// passes what the store and the socket server know.
+    public func status(outbox: OutboxStatus? = nil, journal: JournalBounds? = nil, subscribers: Int = 0) -> JSONValue {
+        func opt(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        func opt(_ n: Int64?) -> JSONValue { n.map { JSONValue.number($0) } ?? .null }
+        let r = initResponse
+        return .object([
+            "state": .string(publicState.rawValue),
+            "since_ms": .number(stateSinceMs),
+            "server": .object([
+                "url": .string(redactedURL(config.server.url)),
+                "connected_at_ms": opt(connectedAtMs),
+            ]),
+            "session": .object([
+                "session_id": opt(sessionID),
+                "products": r.map { .array($0.products.map { JSONValue.number($0.rawValue) }) } ?? .array([]),
+                "settings": .object(r?.settings ?? [:]),
+                "payload": .object(r?.payload ?? [:]),
+            ]),
+            "user": .object([
+                "ext_user_id": opt(user?.extUserID),
+                "public_username": opt(identity?.publicUsername),
+                "props": .object(props),
+                "identified": .bool(identifiedOnConn),
+            ]),
+            "counters": .object([
+                "reconnects": .number(counters.reconnects),
+                "messages_in": .number(counters.messagesIn),
+                "messages_out": .number(counters.messagesOut),
+                "pings": .number(counters.pings),
+                "pongs": .number(counters.pongs),
+            ]),
+            "last_ping_ms": opt(lastPingMs),
+            "outbox": .object([
+                "depth": .number(outbox?.depth ?? 0),
+                "oldest_ms": opt(outbox?.oldestMs),
+            ]),
+            "journal": .object([
+                "last_seq": .number(journal?.lastSeq ?? 0),
+                "first_seq": .number(journal?.firstSeq ?? 0),
+            ]),
+            "subscribers": .number(subscribers),
+            "backoff": .object([
+                "attempt": .number(attempt),
+                "retry_at_ms": opt(phase == .backoff ? deadlines[.backoff] : nil),
+            ]),
+        ])
+    }
+}

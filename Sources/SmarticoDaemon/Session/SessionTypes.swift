@@ -1,0 +1,271 @@
+import SmarticoProtocol
+
+// The vocabulary of the sans-I/O session machine: what goes in (`SessionInput`), what comes
+// out (`SessionAction`), and the values both carry. See docs/session.md.
+
+/// One WebSocket connection attempt. The machine numbers them; transport results carry the
+/// id back so a late result of an abandoned connection is ignored.
+public struct ConnectionID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "conn#\(rawValue)" }
+}
+
+/// A local request (socket API op) waiting for its answer. The driver chooses the values;
+/// the machine hands them back in `.reply`.
+public struct SessionRequestID: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "req#\(rawValue)" }
+}
+
+/// The machine's timers. The driver keeps at most one pending timer per kind:
+/// `.schedule(kind, atMs:)` replaces the previous deadline of that kind, `.cancel(kind)` drops it.
+public enum SessionTimer: String, Sendable, CaseIterable, CustomStringConvertible {
+    /// `session.connect_timeout_s` for TCP + TLS + upgrade.
+    case connect
+    /// `session.response_timeout_s` while waiting for cid 4 or cid 6.
+    case response
+    /// `session.keepalive_s` of silence from the server: send our own PING.
+    case keepalive
+    /// `session.dead_after_s` after our own PING without any message: the connection is dead.
+    case dead
+    /// The reconnect delay (exponential backoff with full jitter).
+    case backoff
+    /// 60 s of a healthy (ready) session: the backoff attempt counter goes back to 0.
+    case healthyReset
+    /// ≤ 2 s for LOGOUT_RESPONSE (cid 12) after LOGOUT.
+    case logoutWait
+    /// ≤ 2 s for the server's close after our close 1000.
+    case closeWait
+    /// The earliest deadline of the local requests waiting for an answer (`request`, `identify`).
+    case requests
+
+    public var description: String { rawValue }
+}
+
+/// The session state of the status object and of `session` events (socket-api.md).
+public enum SessionState: String, Sendable, CaseIterable, CustomStringConvertible {
+    case disconnected, connecting, initializing, identifying, ready, backoff, stopping
+    public var description: String { rawValue }
+}
+
+/// What the machine needs from the store at start.
+public struct SessionSnapshot: Sendable, Equatable {
+    /// `store.deviceID()` (used when `client.device_id` is not configured).
+    public var deviceID: String
+    /// `ua.fp`: `ResolvedConfig.fingerprint(machineID:)`.
+    public var fingerprint: Int32
+    /// `store.user()`: a user given with the `identify` op earlier (wins over `user.ext_user_id`).
+    public var user: StoredUser?
+    /// `store.push()`: push data given with the `push_token` op earlier (wins over `user.push`).
+    public var push: StoredPush?
+
+    public init(deviceID: String, fingerprint: Int32, user: StoredUser? = nil, push: StoredPush? = nil) {
+        self.deviceID = deviceID
+        self.fingerprint = fingerprint
+        self.user = user
+        self.push = push
+    }
+}
+
+/// A message for the server's outbox: already stamped (`ts`, `uuid`) and serialized.
+public struct OutboxEntry: Sendable, Equatable {
+    public var uuid: String
+    public var cid: Int
+    public var bytes: [UInt8]
+    public var createdMs: Int64
+
+    public init(uuid: String, cid: Int, bytes: [UInt8], createdMs: Int64) {
+        self.uuid = uuid
+        self.cid = cid
+        self.bytes = bytes
+        self.createdMs = createdMs
+    }
+}
+
+/// A message to write to the WebSocket (one text frame).
+public struct OutgoingMessage: Sendable, Equatable, CustomStringConvertible {
+    /// Compact JSON.
+    public var bytes: [UInt8]
+    public var cid: Int64
+    public var uuid: String
+
+    public init(bytes: [UInt8], cid: Int64, uuid: String) {
+        self.bytes = bytes
+        self.cid = cid
+        self.uuid = uuid
+    }
+
+    /// For logs: the cid, its name and the uuid, never the bytes (IDENTIFY carries the user
+    /// hash, 1003 the push token).
+    public var description: String { "\(ClassID(cid)) uuid=\(uuid) (\(bytes.count) bytes)" }
+}
+
+/// Why the store could not take an outbox message (reported back with `.outboxStored`).
+public enum OutboxStoreFailure: Error, Sendable, Equatable {
+    /// `StoreError.queueFull(max:)`.
+    case queueFull(max: Int)
+    /// Any other store error, described.
+    case failed(String)
+}
+
+/// What the hash command produced (`HashCommandRunner`).
+public enum HashCommandOutcome: Sendable, Equatable {
+    case hash(Secret)
+    case failed(HashCommandError)
+}
+
+/// A local request from the socket API that the session handles. Argument checking that
+/// needs no session state (types, required fields) is the socket layer's; the machine checks
+/// the rest and answers `bad_request` with a message naming the field.
+public enum SessionRequest: Sendable, Equatable {
+    /// `identify`: `hash` may be nil when `user.hash_command` is configured.
+    case identify(extUserID: String, hash: String?)
+    case logout
+    case login
+    /// `push_token`: `platform` nil → `user.push.platform`.
+    case pushToken(token: String, platform: Int?, status: Int, appPackageID: String?)
+    case language(String)
+    case event(eventType: String, payload: JSONObject?)
+    case report(kind: EngagementReport.Kind, engagementUID: String, activityType: Int64, action: String?)
+    case minigameAck(sawTemplateID: Int64, pendingMessageID: Int64?)
+    /// `send`: a JSON object with an integer `cid`.
+    case send(JSONObject)
+    /// `request`: `expectCid` nil → the cid's response class id (`ClassID.responseClassID`, else cid + 1);
+    /// `timeoutMs` nil → 30000.
+    case request(message: JSONObject, expectCid: Int64?, timeoutMs: Int64?)
+    /// `bridge`: a Native Bridge object with `bcid`.
+    case bridge(JSONObject)
+}
+
+/// The socket API's error codes that the session produces.
+public enum SessionErrorCode: String, Sendable, Equatable {
+    case badRequest = "bad_request"
+    case notReady = "not_ready"
+    case serverError = "server_error"
+    case timeout
+    case queueFull = "queue_full"
+    case `internal`
+}
+
+/// An error answer: the socket layer writes `{"code", "message"}` (plus `errCode`/`errMsg`
+/// for `server_error`).
+public struct SessionReplyError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: SessionErrorCode
+    public var message: String
+    public var errCode: Int64?
+    public var errMsg: String?
+
+    public init(_ code: SessionErrorCode, _ message: String, errCode: Int64? = nil, errMsg: String? = nil) {
+        self.code = code
+        self.message = message
+        self.errCode = errCode
+        self.errMsg = errMsg
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// An event for subscribers (socket-api.md "Events").
+public struct DaemonEvent: Sendable, Equatable {
+    /// `engagement`, `minigame`, `deeplink`, `message`, `session`, `identified`, `props`,
+    /// `game_opening`, `bridge`, `error`.
+    public var name: String
+    public var data: JSONValue
+    /// Written to the journal before anyone sees it.
+    public var journaled: Bool
+
+    public init(name: String, data: JSONValue, journaled: Bool) {
+        self.name = name
+        self.data = data
+        self.journaled = journaled
+    }
+
+    /// The journal row for this event.
+    public func journalEvent(tsMs: Int64) -> NewJournalEvent {
+        NewJournalEvent(name: name, tsMs: tsMs, data: data.serialized())
+    }
+}
+
+/// An input of the machine. Every input comes with the current time (`handle(_:now:)`).
+public enum SessionInput: Sendable, Equatable {
+    /// Begin: connect. Given once, first.
+    case start(SessionSnapshot)
+    /// The WebSocket of `conn` is open (after the HTTP upgrade).
+    case connected(ConnectionID)
+    /// DNS, TCP, TLS, proxy or upgrade failed. `reason` is a short snake_case word for the
+    /// `session` event (`dns_error`, `tls_error`, `connect_refused`, …), `message` the detail.
+    case connectFailed(ConnectionID, reason: String, message: String)
+    /// One text (or binary) message from the server, undecoded.
+    case received(ConnectionID, [UInt8])
+    /// The connection ended (close frame received, reset, EOF). `code` is the close code when known.
+    case closed(ConnectionID, code: Int?, reason: String)
+    /// A timer the machine scheduled is due. Late or cancelled-but-delivered timers are ignored.
+    case timerFired(SessionTimer)
+    /// The result of `.runHashCommand(token:…)`.
+    case hashResult(token: UInt64, HashCommandOutcome)
+    /// The result of `.storeOutbox` / `.storeLatest` for `uuid`.
+    case outboxStored(uuid: String, failure: OutboxStoreFailure?)
+    /// The result of `.loadOutbox`: the waiting messages, oldest first.
+    case outboxLoaded([OutboxEntry])
+    /// A socket API request.
+    case request(SessionRequestID, SessionRequest)
+    /// SIGTERM/SIGINT.
+    case shutdown
+    /// SIGHUP with the reloaded configuration.
+    case reload(ResolvedConfig)
+}
+
+/// What the driver must do. Perform the actions of one `handle` call in order.
+public enum SessionAction: Sendable, Equatable {
+    /// Open a WebSocket to `url` (headers, TLS, proxy, compression from the configuration);
+    /// report `.connected` or `.connectFailed` for `conn`.
+    case connect(ConnectionID, url: String)
+    /// Write one text message on `conn`.
+    case send(ConnectionID, OutgoingMessage)
+    /// Send a close frame and let the transport finish closing. The machine reports nothing
+    /// more for `conn` unless it waits for `.closed` (graceful paths schedule `closeWait`).
+    case close(ConnectionID, code: Int, reason: String)
+    /// Drop the connection at once (no close handshake).
+    case abort(ConnectionID)
+    /// Arm the timer `kind` at `atMs` (same clock as `now`), replacing an earlier one.
+    case schedule(SessionTimer, atMs: Int64)
+    /// Disarm the timer `kind`.
+    case cancel(SessionTimer)
+    /// Run `argv` (no shell) with `SMARTICO_EXT_USER_ID=user` in the environment
+    /// (`HashCommandRunner`); report `.hashResult(token:…)`.
+    case runHashCommand(token: UInt64, argv: [String], user: String)
+    /// `store.setUser(user)` (a user given with `identify`; the store clears the previous
+    /// user's seen-set).
+    case persistUser(StoredUser)
+    /// `store.updateUserProfile(publicUsername:props:)` (no-op when no user row exists).
+    case persistProfile(publicUsername: String?, props: [UInt8])
+    /// `store.recordActivity(atMs:)` (throttled to about once a minute).
+    case recordActivity(atMs: Int64)
+    /// `store.clearUser()` (logout).
+    case clearUser
+    /// `store.setPush(push)`.
+    case persistPush(StoredPush)
+    /// `store.enqueue(uuid:cid:kind: .socket, payload:createdMs:)`; report `.outboxStored`.
+    case storeOutbox(OutboxEntry)
+    /// `store.putLatest(slot:…)`; report `.outboxStored`.
+    case storeLatest(slot: String, OutboxEntry)
+    /// `store.peek(limit:kind: .socket)`, followed (when fewer than `limit`) by
+    /// `store.latestMessages()`; report `.outboxLoaded` with both, in that order.
+    case loadOutbox(limit: Int)
+    /// `store.markSent(uuids)`: these were written to the WebSocket.
+    case markSent([String])
+    /// Publish `event`: journal it first when `event.journaled` (`store.appendEvents`), then
+    /// hand it to subscribers with its seq.
+    case emit(DaemonEvent)
+    /// Journal and publish `event` only the first time `uid` is seen for `user`
+    /// (`store.appendEngagement(user:uid:event:)`; nil seq → drop it silently).
+    case journalOnce(user: String, uid: String, DaemonEvent)
+    /// Answer the socket request `id`.
+    case reply(SessionRequestID, Result<JSONValue, SessionReplyError>)
+    /// The public state changed (systemd `STATUS=`, `hello`).
+    case statusChanged(SessionState)
+    /// Shutdown finished: flush and close the store, exit 0.
+    case stopped
+}

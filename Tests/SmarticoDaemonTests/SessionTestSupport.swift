@@ -1,0 +1,208 @@
+import Foundation
+import SmarticoProtocol
+import Testing
+@testable import SmarticoDaemon
+
+/// SplitMix64: a seeded generator so uuids and jitter are reproducible.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+enum SessionFixtures {
+    static let labelKey = "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
+    static let url = "ws://127.0.0.1:8080/websocket/services?master&domain=app.example&version=1.2.3"
+    static let t0: Int64 = 1_700_000_000_000
+
+    static func config(
+        url: String? = SessionFixtures.url, user: String? = nil, hash: String? = nil, hashCommand: [String]? = nil,
+        policy: DaemonConfig.LoginPolicy = .logicalSession, language: String? = nil, keepalive: Int = 29,
+        push: DaemonConfig.User.Push = DaemonConfig.User.Push()
+    ) -> ResolvedConfig {
+        let cfg = DaemonConfig(
+            server: .init(url: url, labelKey: Secret(labelKey), brandKey: "brand-1"),
+            client: .init(trackerVersion: "1.2.3", domain: "app.example", agent: "smarticod-test", language: language),
+            user: .init(extUserID: user, hash: hash.map { Secret($0) }, hashCommand: hashCommand, push: push),
+            session: .init(keepaliveS: keepalive, loginPolicy: policy))
+        return try! ResolvedConfig(cfg, environment: [:])
+    }
+}
+
+/// Drives a `SessionMachine` the way a driver does: keeps the timers it schedules and fires
+/// them in order when time advances. Time is a value; nothing sleeps.
+struct Harness {
+    var machine: SessionMachine
+    var now: Int64 = SessionFixtures.t0
+    var timers: [SessionTimer: Int64] = [:]
+    var conn: ConnectionID?
+    var all: [SessionAction] = []
+
+    init(_ config: ResolvedConfig, timeZone: TimeZone = TimeZone(identifier: "UTC")!, seed: UInt64 = 42) {
+        var env = SessionEnvironment(timeZone: timeZone, random: SessionRandom(SeededRandom(seed: seed)))
+        env.identifyReplyTimeoutMs = 60_000
+        machine = SessionMachine(config: config, environment: env)
+    }
+
+    @discardableResult
+    mutating func feed(_ input: SessionInput) -> [SessionAction] {
+        let actions = machine.handle(input, now: now)
+        for a in actions {
+            switch a {
+            case .schedule(let t, let at): timers[t] = at
+            case .cancel(let t): timers[t] = nil
+            case .connect(let c, _): conn = c
+            default: break
+            }
+        }
+        all += actions
+        return actions
+    }
+
+    /// Moves time forward by `ms`, firing every timer that falls due, in deadline order.
+    @discardableResult
+    mutating func advance(by ms: Int64) -> [SessionAction] {
+        let target = now + ms
+        var actions: [SessionAction] = []
+        while let (t, at) = timers.filter({ $0.value <= target }).min(by: { $0.value < $1.value }) {
+            now = max(now, at)
+            timers[t] = nil
+            actions += feed(.timerFired(t))
+        }
+        now = target
+        return actions
+    }
+
+    @discardableResult
+    mutating func start(_ snapshot: SessionSnapshot = SessionSnapshot(deviceID: "device-1", fingerprint: 1234)) -> [SessionAction] {
+        feed(.start(snapshot))
+    }
+
+    @discardableResult
+    mutating func connected() -> [SessionAction] { feed(.connected(conn!)) }
+
+    @discardableResult
+    mutating func server(_ json: JSONObject) -> [SessionAction] { feed(.received(conn!, json.serialized())) }
+
+    @discardableResult
+    mutating func serverBytes(_ text: String) -> [SessionAction] { feed(.received(conn!, Array(text.utf8))) }
+
+    @discardableResult
+    mutating func initOK(settings: JSONObject? = nil) -> [SessionAction] {
+        server(InitSessionResponse(products: [.gamification], payload: ["country": "MT"], settings: settings).json)
+    }
+
+    @discardableResult
+    mutating func identifyOK(props: JSONObject = ["ach_points_balance": 10], avatar: String? = "av-1") -> [SessionAction] {
+        server(IdentifyUserResponse(props: props, publicUsername: "Player One", avatarID: avatar,
+                                    gamificationURL: "https://wrap.example/gf?label=1&user_ext_id=u1",
+                                    popupURL: "https://wrap.example/popup?x=1").json)
+    }
+
+    /// start → connected → cid 4 (→ cid 6 when a user is configured and answers).
+    @discardableResult
+    mutating func bringUp(_ snapshot: SessionSnapshot = SessionSnapshot(deviceID: "device-1", fingerprint: 1234),
+                          identify: Bool = true) -> [SessionAction] {
+        var a = start(snapshot)
+        a += connected()
+        a += initOK()
+        if identify, a.sent.contains(where: { $0.cid == 5 }) { a += identifyOK() }
+        return a
+    }
+
+    /// Lets `ms` pass with a server PING every 10 s, so the connection stays alive.
+    @discardableResult
+    mutating func keepAlive(for ms: Int64) -> [SessionAction] {
+        var a: [SessionAction] = []
+        var left = ms
+        while left > 0 {
+            let step = min(left, 10_000)
+            a += advance(by: step)
+            a += server(["cid": 1])
+            left -= step
+        }
+        return a
+    }
+
+    /// The server closes the connection and the backoff runs out: a new connection is open.
+    @discardableResult
+    mutating func reconnect() -> [SessionAction] {
+        var a = feed(.closed(conn!, code: 1006, reason: "gone"))
+        a += advance(by: timers[.backoff]! - now)
+        a += connected()
+        return a
+    }
+}
+
+extension JSONObject {
+    var cid: Int64? { self["cid"]?.int64Value }
+}
+
+extension Array where Element == SessionAction {
+    /// The messages written to the WebSocket, parsed.
+    var sent: [JSONObject] {
+        compactMap {
+            if case .send(_, let m) = $0, case .object(let o)? = try? JSONValue(parsing: m.bytes) { return o }
+            return nil
+        }
+    }
+
+    func sent(cid: Int64) -> [JSONObject] { sent.filter { $0.cid == cid } }
+
+    /// Events published directly or through `journalOnce`.
+    var events: [DaemonEvent] {
+        compactMap {
+            switch $0 {
+            case .emit(let e): return e
+            case .journalOnce(_, _, let e): return e
+            default: return nil
+            }
+        }
+    }
+
+    func events(_ name: String) -> [DaemonEvent] { events.filter { $0.name == name } }
+
+    var replies: [(SessionRequestID, Result<JSONValue, SessionReplyError>)] {
+        compactMap { if case .reply(let id, let r) = $0 { return (id, r) } else { return nil } }
+    }
+
+    func reply(_ id: UInt64) -> Result<JSONValue, SessionReplyError>? {
+        replies.first { $0.0 == SessionRequestID(id) }?.1
+    }
+
+    var connects: [String] { compactMap { if case .connect(_, let url) = $0 { return url } else { return nil } } }
+
+    var closes: [Int] { compactMap { if case .close(_, let code, _) = $0 { return code } else { return nil } } }
+
+    var aborts: Int { filter { if case .abort = $0 { true } else { false } }.count }
+
+    var hashRuns: [(UInt64, [String], String)] {
+        compactMap { if case .runHashCommand(let t, let argv, let u) = $0 { return (t, argv, u) } else { return nil } }
+    }
+
+    var stored: [OutboxEntry] {
+        compactMap {
+            switch $0 {
+            case .storeOutbox(let e), .storeLatest(_, let e): return e
+            default: return nil
+            }
+        }
+    }
+
+    var markedSent: [String] { flatMap { if case .markSent(let u) = $0 { return u } else { return [] } } }
+
+    var loads: Int { filter { if case .loadOutbox = $0 { true } else { false } }.count }
+
+    func contains(_ action: SessionAction) -> Bool { contains(where: { $0 == action }) }
+}
+
+extension Result where Success == JSONValue, Failure == SessionReplyError {
+    var value: JSONValue? { if case .success(let v) = self { v } else { nil } }
+    var error: SessionReplyError? { if case .failure(let e) = self { e } else { nil } }
+}

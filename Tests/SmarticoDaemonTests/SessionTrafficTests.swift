@@ -1,0 +1,383 @@
+import Foundation
+import SmarticoProtocol
+import Testing
+@testable import SmarticoDaemon
+
+/// Rules 5–7: the identify gate and the outbox, keepalive, inbound messages and requests.
+@Suite struct SessionTrafficTests {
+    // MARK: rule 6, keepalive
+
+    @Test func pingIsAnsweredAtOnceWithANewUUID() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.start()
+        h.connected()
+        // Even before INIT is answered: keepalive never waits.
+        let a = h.server(["cid": 1, "ts": 1, "uuid": "11111111-2222-4333-8444-555555555555"])
+        let pong = try #require(a.sent(cid: 2).first)
+        let uuid = try #require(pong["uuid"]?.stringValue)
+        #expect(uuid != "11111111-2222-4333-8444-555555555555")
+        #expect(UUIDv4.isValidV4(uuid))
+        #expect(pong["ts"] == .number(h.now))
+        #expect(h.machine.counters.pings == 1)
+    }
+
+    @Test func ownPingAfter29sOfSilenceAndReconnect15sLater() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let readyAt = h.now
+        #expect(h.advance(by: 28_999).sent.isEmpty)
+        let ping = h.advance(by: 1)
+        #expect(ping.sent(cid: 1).count == 1)
+        #expect(h.now == readyAt + 29_000)
+        #expect(h.advance(by: 14_999).aborts == 0)
+        let dead = h.advance(by: 1)
+        #expect(dead.aborts == 1)
+        let s = try #require(dead.events("session").first?.data.objectValue)
+        #expect(s["reason"] == .string("heartbeat_timeout"))
+        #expect(s["state"] == .string("backoff"))
+        #expect(h.now == readyAt + 44_000)
+        #expect(h.advance(by: h.timers[.backoff]! - h.now).connects.count == 1)
+    }
+
+    @Test func anyServerMessageButPongRestartsTheSilenceTimer() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let t0 = h.now
+        h.advance(by: 20_000)
+        h.server(["cid": 504])
+        #expect(h.advance(by: 28_999).sent(cid: 1).isEmpty)
+        #expect(h.advance(by: 1).sent(cid: 1).count == 1) // t0 + 49 s
+        #expect(h.now == t0 + 49_000)
+
+        var p = Harness(SessionFixtures.config())
+        p.bringUp()
+        let s0 = p.now
+        p.advance(by: 10_000)
+        p.server(["cid": 2]) // a PONG does not restart the silence timer
+        let ping = p.advance(by: 19_000)
+        #expect(ping.sent(cid: 1).count == 1)
+        #expect(p.now == s0 + 29_000)
+        // The answer to our PING keeps the connection alive; the next PING follows 29 s after ours.
+        p.advance(by: 1_000)
+        p.server(["cid": 2])
+        #expect(p.advance(by: 20_000).aborts == 0)
+        let second = p.advance(by: 8_000)
+        #expect(second.sent(cid: 1).count == 1)
+        #expect(p.now == s0 + 58_000)
+    }
+
+    // MARK: rule 5, gate and outbox
+
+    @Test func userMessagesWaitForTheIdentifyGateAndFlushInOrder() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.start()
+        // Offline: stored first, answered queued.
+        h.feed(.request(SessionRequestID(1), .event(eventType: "deposit", payload: ["amount": 5])))
+        h.feed(.request(SessionRequestID(2), .report(kind: .impression, engagementUID: "e-1", activityType: 30, action: nil)))
+        let entries = h.all.stored
+        #expect(entries.map(\.cid) == [9, 103])
+        for e in entries {
+            let a = h.feed(.outboxStored(uuid: e.uuid, failure: nil))
+            #expect(a.sent.isEmpty)
+        }
+        #expect(h.all.reply(1)?.value?["queued"] == .bool(true))
+        h.connected()
+        // INIT answered, IDENTIFY in flight: still nothing for the user.
+        let init4 = h.initOK()
+        #expect(init4.sent.map(\.cid) == [5])
+        #expect(init4.loads == 0)
+        let ok = h.identifyOK()
+        #expect(ok.loads == 1)
+        let flushed = h.feed(.outboxLoaded(entries))
+        #expect(flushed.sent.map(\.cid) == [9, 103])
+        #expect(flushed.sent.map { $0["uuid"]?.stringValue ?? "" } == entries.map(\.uuid))
+        #expect(flushed.markedSent == entries.map(\.uuid))
+
+        // Ready: a new message is stored, then sent at once, then marked sent.
+        h.feed(.request(SessionRequestID(3), .minigameAck(sawTemplateID: 5, pendingMessageID: 77)))
+        let e3 = try #require(h.all.stored.last)
+        let now3 = h.feed(.outboxStored(uuid: e3.uuid, failure: nil))
+        #expect(now3.sent(cid: 711).first?["pending_message_id"] == .number(77))
+        #expect(now3.markedSent == [e3.uuid])
+        #expect(now3.reply(3)?.value?["queued"] == .bool(false))
+    }
+
+    @Test func sendIsValidatedAndQueueFullIsReported() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let bad = h.feed(.request(SessionRequestID(1), .send(["cid": "x"])))
+        #expect(bad.reply(1)?.error?.code == .badRequest)
+        let lifecycle = h.feed(.request(SessionRequestID(2), .send(["cid": 5, "ext_user_id": "x"])))
+        #expect(lifecycle.reply(2)?.error?.code == .badRequest)
+        let wrongField = h.feed(.request(SessionRequestID(3), .send(["cid": 9, "eventType": 7])))
+        #expect(wrongField.reply(3)?.error?.message.contains("eventType") == true)
+        h.feed(.request(SessionRequestID(4), .send(["cid": 500, "uuid": "my-uuid"])))
+        let full = h.feed(.outboxStored(uuid: "my-uuid", failure: .queueFull(max: 10)))
+        #expect(full.reply(4)?.error?.code == .queueFull)
+        #expect(full.events("error").first?.data["code"] == .string("outbox_full"))
+        #expect(full.sent.isEmpty)
+    }
+
+    @Test func pushTokenWhileAnonymousGoesIntoTheNextIdentify() throws {
+        var h = Harness(SessionFixtures.config())
+        #expect(h.bringUp().loads == 1) // anonymous: the gate is open
+        h.feed(.outboxLoaded([]))
+        let a = h.feed(.request(SessionRequestID(1), .pushToken(token: "tok-1", platform: 7, status: 0, appPackageID: nil)))
+        #expect(a.sent.isEmpty)
+        #expect(a.contains(.persistPush(StoredPush(token: "tok-1", platform: 7, status: 0))))
+        #expect(a.reply(1)?.value?["with_identify"] == .bool(true))
+        let id = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u9", hash: "h9")))
+        let identify = try #require(id.sent(cid: 5).first)
+        #expect(identify["token"] == .string("tok-1"))
+        #expect(identify["platform"] == .number(7))
+        #expect(identify["pushNotificationUserStatus"] == .number(0))
+        #expect(h.identifyOK().loads == 1)
+        h.feed(.outboxLoaded([])) // the outbox is empty
+        // Identified: a 1003, durably queued.
+        h.feed(.request(SessionRequestID(3), .pushToken(token: "tok-2", platform: nil, status: 1, appPackageID: nil)))
+        let e = try #require(h.all.stored.last)
+        #expect(e.cid == 1003)
+        #expect(h.feed(.outboxStored(uuid: e.uuid, failure: nil)).sent(cid: 1003).first?["platform"] == .number(5))
+    }
+
+    @Test func languageKeepsOnlyTheLatestSlot() throws {
+        var h = Harness(SessionFixtures.config(language: "en"))
+        h.start()
+        h.feed(.request(SessionRequestID(1), .language("de")))
+        let a = h.feed(.request(SessionRequestID(2), .language("pt-br")))
+        guard case .storeLatest(let slot, let entry)? = a.first else { Issue.record("no storeLatest"); return }
+        #expect(slot == "language")
+        #expect(entry.cid == 9)
+        let json = try JSONValue(parsing: entry.bytes)
+        #expect(json["payload"]?["language"] == .string("pt-br"))
+        #expect(json["eventType"] == .string("core_language_changed"))
+        // The op overrides client.language: the configured one is not sent after ready.
+        h.connected()
+        #expect(h.initOK().sent(cid: 9).isEmpty)
+
+        var c = Harness(SessionFixtures.config(language: "en"))
+        let up = c.bringUp()
+        #expect(up.sent(cid: 9).first?["payload"]?["language"] == .string("en"))
+    }
+
+    // MARK: rule 7, inbound
+
+    @Test func engagementsGoThroughTheSeenSet() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.bringUp()
+        let raw = #"{"cid":110,"engagement_uid":"e-42","activityType":30,"engagement_id":9007199254740993,"template_html":"<b>hi</b>","custom":{"x":[1,2]}}"#
+        let a = h.serverBytes(raw)
+        guard case .journalOnce(let user, let uid, let event)? = a.last else { Issue.record("no journalOnce: \(a)"); return }
+        #expect(user == "u1")
+        #expect(uid == "e-42")
+        #expect(event.name == "engagement" && event.journaled)
+        let data = try #require(event.data.objectValue)
+        #expect(data["message"] == (try JSONValue(parsing: raw)))
+        #expect(data["message"]?["engagement_id"]?.numberValue?.literal == "9007199254740993")
+        #expect(data["popup_url"] == .string("https://wrap.example/popup?x=1"))
+        let bridge = try #require(data["bridge"]?.objectValue)
+        #expect(bridge.keys.first == "bcid")
+        #expect(bridge["bcid"] == .number(3))
+        #expect(bridge["template_html"] == .string("<b>hi</b>"))
+        #expect(data.keys.sorted() == ["bridge", "message", "popup_url"])
+
+        // 105 shares the seen-set key.
+        let d = h.server(ExecuteDeepLinkEvent(engagementUID: "e-43", dp: "dp:gf_missions&id=3").json)
+        guard case .journalOnce(_, let uid2, let dl)? = d.last else { Issue.record("no journalOnce for 105"); return }
+        #expect(uid2 == "e-43")
+        #expect(dl.name == "deeplink")
+        #expect(dl.data["source"] == .string("server"))
+        #expect(dl.data["kind"] == .string("gamification"))
+        #expect(dl.data["engagement_uid"] == .string("e-43"))
+        #expect(dl.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&dp=dp%3Agf_missions%26id%3D3"))
+    }
+
+    @Test func engagementDeduplicationThroughTheRealStore() async throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.bringUp()
+        let raw = ClientEngagementEvent(engagementUID: "e-1", engagementID: 1).json
+        var journaled: [JournalSeq?] = []
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("smarticod-session-\(UUID().uuidString)").path
+        let store = try await SmarticoStore.open(directory: dir)
+        // The server re-sends the pending engagement after every IDENTIFY.
+        for _ in 0..<2 {
+            for action in h.server(raw) {
+                if case .journalOnce(let user, let uid, let event) = action {
+                    journaled.append(try await store.appendEngagement(user: user, uid: uid, event: event.journalEvent(tsMs: h.now)))
+                }
+            }
+            h.reconnect()
+            h.initOK()
+            h.identifyOK()
+        }
+        #expect(journaled.count == 2)
+        #expect(journaled[0] != nil)
+        #expect(journaled[1] == nil)
+        let events = try await store.events(after: 0, limit: 10)
+        #expect(events.map(\.name) == ["engagement"])
+        await store.close()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    @Test func propsMergeFromIdentifyServerAndBridge() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.start()
+        h.connected()
+        h.initOK()
+        let id = h.identifyOK(props: ["a": 1, "b": 2])
+        #expect(id.events("identified").first?.data["props"] == .object(["a": 1, "b": 2]))
+        let p = h.server(PublicPropertiesChangedEvent(props: ["b": 3, "c": 4]).json)
+        #expect(p.events("props").first?.data == .object(["a": 1, "b": 3, "c": 4]))
+        #expect(p.events("props").first?.journaled == false)
+        let b = h.feed(.request(SessionRequestID(1), .bridge(["bcid": 7, "d": 5])))
+        #expect(b.events("props").first?.data == .object(["a": 1, "b": 3, "c": 4, "d": 5]))
+        #expect(b.reply(1)?.value != nil)
+        #expect(h.machine.status()["user"]?["props"] == .object(["a": 1, "b": 3, "c": 4, "d": 5]))
+    }
+
+    @Test func identifiedMinigameAndMessageEvents() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.start()
+        h.connected()
+        h.initOK(settings: ["DYNAMIC_IMAGE_DOMAIN": "https://img3.example"])
+        let id = try #require(h.identifyOK().events("identified").first?.data.objectValue)
+        #expect(id["ext_user_id"] == .string("u1"))
+        #expect(id["public_username"] == .string("Player One"))
+        #expect(id["avatar_id"] == .string("av-1"))
+        #expect(id["avatar_url"] == .string("https://img3.example/avatar/av-1"))
+        #expect(id["gf_url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1"))
+        #expect(id["popup_url"] == .string("https://wrap.example/popup?x=1"))
+
+        let mg = try #require(h.server(SawShowSpinPush(sawTemplateID: 5, pendingMessageID: 8).json).events("minigame").first)
+        #expect(mg.journaled)
+        #expect(mg.data["saw_template_id"] == .number(5))
+        #expect(mg.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&dp=dp%3Agf_saw%26id%3D5%26standalone%3Dtrue"))
+        #expect(mg.data["message"]?["pending_message_id"] == .number(8))
+
+        let msg = try #require(h.server(["cid": 706, "spins": 3]).events("message").first)
+        #expect(msg.data == .object(["message": ["cid": 706, "spins": 3], "name": "spins_count"]))
+        let unknown = try #require(h.server(["cid": 4242]).events("message").first)
+        #expect(unknown.data["name"] == .null)
+
+        let dl = try #require(h.feed(.request(SessionRequestID(1), .bridge(["bcid": 4, "dp": "dp:cashier"]))).events("deeplink").first)
+        #expect(dl.data == .object(["source": "bridge", "engagement_uid": nil, "dp": "dp:cashier", "kind": "custom", "url": nil]))
+        let game = h.feed(.request(SessionRequestID(2), .bridge(["bcid": 8, "ach_game_id": 3])))
+        #expect(game.events("game_opening").first?.data == .object(["bcid": 8, "ach_game_id": 3]))
+        let page = h.feed(.request(SessionRequestID(3), .bridge(["bcid": 1])))
+        #expect(page.events("bridge").first?.data == .object(["bcid": 1]))
+        h.feed(.request(SessionRequestID(4), .bridge(["bcid": 6, "cid": 513, "page": 1])))
+        let forwarded = try #require(h.all.stored.last)
+        let fw = try JSONValue(parsing: forwarded.bytes)
+        #expect(fw["bcid"] == nil)
+        #expect(fw["cid"] == .number(513))
+    }
+
+    @Test func requestsMatchByUUIDThenOldestPending() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.start()
+        // Offline: waits for the session.
+        let waiting = h.feed(.request(SessionRequestID(1), .request(message: ["cid": 500], expectCid: nil, timeoutMs: 60_000)))
+        #expect(waiting.sent.isEmpty && waiting.stored.isEmpty)
+        h.connected()
+        h.initOK()
+        let up = h.identifyOK()
+        let r1 = try #require(up.sent(cid: 500).first)
+        let a2 = h.feed(.request(SessionRequestID(2), .request(message: ["cid": 500], expectCid: nil, timeoutMs: nil)))
+        let r2 = try #require(a2.sent(cid: 500).first)
+        // The answer echoes r2's uuid: it goes to request 2 although request 1 is older.
+        let byUUID = h.server(["cid": 501, "uuid": r2["uuid"]!, "errCode": 0, "levels": [1, 2]])
+        #expect(byUUID.reply(2)?.value?["message"]?["levels"] == .array([1, 2]))
+        #expect(byUUID.reply(1) == nil)
+        #expect(byUUID.events.isEmpty)
+        // No uuid: the oldest pending request waiting for 501.
+        h.feed(.request(SessionRequestID(3), .request(message: ["cid": 500], expectCid: nil, timeoutMs: nil)))
+        let oldest = h.server(["cid": 501, "errCode": 0])
+        #expect(oldest.reply(1)?.value != nil)
+        #expect(oldest.reply(3) == nil)
+        let failed = h.server(["cid": 501, "errCode": 100_002, "errMsg": "template not found"])
+        let err = try #require(failed.reply(3)?.error)
+        #expect(err.code == .serverError)
+        #expect(err.errCode == 100_002)
+        #expect(err.errMsg == "template not found")
+        _ = r1
+        // An unmatched response is just a message event.
+        #expect(h.server(["cid": 501]).events("message").count == 1)
+    }
+
+    @Test func requestTimesOut() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        h.feed(.request(SessionRequestID(1), .request(message: ["cid": 513], expectCid: 514, timeoutMs: 1_000)))
+        #expect(h.advance(by: 999).reply(1) == nil)
+        let t = h.advance(by: 1)
+        #expect(t.reply(1)?.error?.code == .timeout)
+        #expect(t.reply(1)?.error?.message.contains("514") == true)
+        #expect(h.server(["cid": 514]).events("message").count == 1)
+    }
+
+    @Test func malformedServerJSONReconnectsWithAReason() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.serverBytes(#"{"cid":110,"engagement_uid":"#)
+        #expect(a.closes == [1002])
+        let s = try #require(a.events("session").first?.data.objectValue)
+        #expect(s["reason"] == .string("bad_server_message"))
+        #expect(s["message"]?.stringValue?.contains("byte") == true)
+        #expect(h.machine.state == .backoff)
+        h.advance(by: h.timers[.backoff]! - h.now)
+        h.connected()
+        // A known cid with one bad field is dropped with an error event; the session stays.
+        h.initOK()
+        let field = h.server(["cid": 110, "engagement_id": "not a number"])
+        #expect(field.closes.isEmpty && field.aborts == 0)
+        #expect(field.events("error").first?.data["code"] == .string("bad_server_message"))
+        #expect(h.machine.state == .ready)
+    }
+    @Test func inFlightRequestIsResentWithItsUUIDAfterAReconnect() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let first = try #require(h.feed(.request(SessionRequestID(1), .request(message: ["cid": 500], expectCid: nil, timeoutMs: 120_000))).sent(cid: 500).first)
+        h.reconnect()
+        let again = try #require(h.initOK().sent(cid: 500).first)
+        #expect(again["uuid"] == first["uuid"])
+        #expect(h.server(["cid": 501, "uuid": first["uuid"]!]).reply(1)?.value != nil)
+    }
+
+    @Test func aLoadAnsweredAfterItsConnectionDiedIsNotUsed() throws {
+        var h = Harness(SessionFixtures.config())
+        #expect(h.bringUp().loads == 1)
+        h.reconnect()
+        #expect(h.initOK().loads == 1)
+        let old = OutboxEntry(uuid: "old", cid: 9, bytes: Array(#"{"cid":9,"eventType":"a","uuid":"old"}"#.utf8), createdMs: 1)
+        #expect(h.feed(.outboxLoaded([old])).sent.isEmpty) // the first connection's load
+        let fresh = h.feed(.outboxLoaded([old]))
+        #expect(fresh.sent.map { $0["uuid"] } == [.string("old")])
+        #expect(fresh.markedSent == ["old"])
+    }
+
+    @Test func aNewerIdentifySupersedesAPendingOne() throws {
+        var h = Harness(SessionFixtures.config())
+        h.start()
+        h.feed(.request(SessionRequestID(1), .identify(extUserID: "u1", hash: "h1")))
+        let second = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u2", hash: "h2")))
+        #expect(second.reply(1)?.error?.code == .notReady)
+        h.connected()
+        #expect(h.initOK().sent(cid: 5).first?["ext_user_id"] == .string("u2"))
+        #expect(h.identifyOK().reply(2)?.value?["ext_user_id"] == .string("u2"))
+    }
+
+    @Test func keepaliveIsNotActivityForTheLoginRule() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        #expect(h.bringUp().sent(cid: 7).count == 1)
+        h.keepAlive(for: 31 * 60_000) // only PING/PONG for 31 minutes
+        h.reconnect()
+        h.initOK()
+        #expect(h.identifyOK().sent(cid: 7).count == 1)
+        h.keepAlive(for: 29 * 60_000)
+        h.server(["cid": 504]) // a real message: activity
+        h.keepAlive(for: 5 * 60_000)
+        h.reconnect()
+        h.initOK()
+        #expect(h.identifyOK().sent(cid: 7).isEmpty)
+    }
+}
