@@ -60,10 +60,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The simulator's logic (sans-I/O sessions, control protocol, HTTP pages) and its I/O wiring,
+        // a library so it can be tested; the executable only calls it.
+        .target(
+            name: "SmarticoSim",
+            dependencies: [
+                "Transport", "SmarticoProtocol", "COpenSSL",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "smartico-sim",
             dependencies: [
-                "Transport", "SmarticoProtocol",
+                "SmarticoSim", "Transport", "SmarticoProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -84,6 +94,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon"], swiftSettings: strict),
+        .testTarget(name: "SmarticoSimTests", dependencies: ["SmarticoSim", "SmarticoProtocol", "Transport"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )
