@@ -1,0 +1,61 @@
+import SmarticoProtocol
+
+/// One message the simulator received: a control `received` entry and a `--record` line.
+public struct SimReceivedEntry: Sendable, Equatable {
+    /// 1, 2, 3, … over the simulator's life.
+    public var seq: Int64
+    /// Receive time, ms since the epoch.
+    public var at: Int64
+    /// Client id (`c1`, …).
+    public var client: String
+    /// The client's user at receive time (after IDENTIFY), if any.
+    public var user: String?
+    /// The message when it was a JSON object.
+    public var message: JSONObject?
+    /// The text when it was not a JSON object (invalid UTF-8 replaced), else nil.
+    public var raw: String?
+    /// Why the message was refused (not JSON, a field error, unsupported cid, …), if it was.
+    public var error: String?
+
+    /// `cid` of the message, when it has an integer one.
+    public var cid: Int64? { message?["cid"]?.int64Value }
+
+    /// The entry as a JSON object: `{"seq","at","client","user"?,"message"|"raw","error"?}`.
+    public var json: JSONObject {
+        var o: JSONObject = ["seq": .number(seq), "at": .number(at), "client": .string(client)]
+        if let user { o["user"] = .string(user) }
+        if let message { o["message"] = .object(message) } else { o["raw"] = .string(raw ?? "") }
+        if let error { o["error"] = .string(error) }
+        return o
+    }
+
+    /// One NDJSON line (compact JSON and `\n`), the `--record` file format.
+    public var recordLine: [UInt8] {
+        var b = json.serialized()
+        b.append(0x0A)
+        return b
+    }
+}
+
+/// The last `capacity` received entries (a ring: memory stays bounded).
+public struct SimReceivedLog: Sendable {
+    public let capacity: Int
+    private var storage: [SimReceivedEntry] = []
+    private var start = 0
+
+    public init(capacity: Int) { self.capacity = max(1, capacity) }
+
+    public mutating func append(_ e: SimReceivedEntry) {
+        if storage.count < capacity {
+            storage.append(e)
+        } else {
+            storage[start] = e
+            start = (start + 1) % capacity
+        }
+    }
+
+    /// Oldest first.
+    public var entries: [SimReceivedEntry] { Array(storage[start...] + storage[..<start]) }
+
+    public var count: Int { storage.count }
+}
