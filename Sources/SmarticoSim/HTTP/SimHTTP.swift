@@ -116,8 +116,10 @@ public struct SimHTTPRequestParser: Sendable {
     public mutating func feed(_ bytes: [UInt8]) -> Outcome { bytes.withUnsafeBytes { feed($0) } }
 
     static func parseHead(_ head: [UInt8]) -> Outcome {
-        let text = String(decoding: head, as: UTF8.self)
-        var lines = text.components(separatedByCRLF: ())
+        // Split on LF bytes (in Swift, "\r\n" is one Character, so String splitting would not see it).
+        var lines = head.split(separator: 0x0A, omittingEmptySubsequences: false).map { line -> String in
+            String(decoding: line.last == 0x0D ? line.dropLast() : line, as: UTF8.self)
+        }
         guard !lines.isEmpty else { return .reject(.text(400, "Bad Request", "empty request")) }
         let requestLine = lines.removeFirst()
         let parts = requestLine.split(separator: " ", omittingEmptySubsequences: false)
@@ -134,13 +136,6 @@ public struct SimHTTPRequestParser: Sendable {
             headers.append((name, value))
         }
         return .request(SimHTTPRequest(method: String(parts[0]), target: String(parts[1]), version: String(parts[2]), headers: headers))
-    }
-}
-
-extension String {
-    /// Lines split at CRLF (a bare LF also ends a line).
-    func components(separatedByCRLF: ()) -> [String] {
-        split(separator: "\n", omittingEmptySubsequences: false).map { $0.hasSuffix("\r") ? String($0.dropLast()) : String($0) }
     }
 }
 
