@@ -163,8 +163,8 @@ public actor SimRuntime {
         return response
     }
 
-    /// The core (tests, diagnostics).
-    public var snapshot: SimServer { server }
+    /// Connected client ids, in connection order (tests, diagnostics).
+    public var clientIDs: [String] { server.order }
 
     // MARK: - Performing actions
 
