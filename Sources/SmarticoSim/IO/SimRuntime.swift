@@ -160,6 +160,7 @@ public actor SimRuntime {
     public func control(line: [UInt8]) -> [UInt8] {
         let (response, actions) = SimControl.handle(line: line, server: &server, now: clock())
         perform(actions)
+        reschedule()  // faults (half_open cleared) can bring deadlines forward
         return response
     }
 
@@ -170,6 +171,7 @@ public actor SimRuntime {
 
     private func tick() {
         perform(server.tick(now: clock()))
+        reschedule()
     }
 
     private func perform(_ actions: [SimAction]) {
@@ -181,7 +183,9 @@ public actor SimRuntime {
             if !touched.contains(a.client) { touched.append(a.client) }
         }
         for id in touched { flush(id, now: now) }
-        reschedule()
+        // No reschedule here: a received message never brings a keepalive or push deadline
+        // forward (a PONG only moves it later; an early wake-up finds nothing and re-arms), so
+        // the per-message path stays O(1) in the number of clients.
     }
 
     private func flush(_ id: String, now: Int64) {
