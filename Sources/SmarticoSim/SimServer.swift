@@ -99,11 +99,23 @@ public struct SimServer {
     }
 
     private mutating func record(client: String, user: String?, now: Int64, message: JSONObject? = nil, raw: [UInt8]? = nil, error: String?) {
+        append(SimReceivedEntry(seq: 0, at: now, client: client, user: user, message: message,
+                                raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error))
+    }
+
+    private mutating func append(_ e: SimReceivedEntry) {
+        var entry = e
         seq += 1
-        let entry = SimReceivedEntry(seq: seq, at: now, client: client, user: user, message: message,
-                                     raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error)
+        entry.seq = seq
         received.append(entry)
         onReceived?(entry)
+    }
+
+    /// Records a public API call received over HTTP (client id `http`).
+    public mutating func recordHTTP(_ r: SimHTTPRouter.Record, now: Int64) {
+        let user = r.message?["user_ext_id"]?.stringValue ?? r.message?["ext_user_id"]?.stringValue
+        append(SimReceivedEntry(seq: 0, at: now, client: "http", user: user, message: r.message,
+                                raw: r.message == nil ? (r.raw ?? "") : nil, error: r.error, http: r.http))
     }
 
     // MARK: - Time

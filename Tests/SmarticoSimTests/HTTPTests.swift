@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import Transport
 import SmarticoProtocol
@@ -198,6 +199,70 @@ func withLoop<R>(_ body: (EventLoop) async throws -> R) async throws -> R {
             #expect(answer == "{\"echo\":10}\n{\"echo\":11}\n")
             await server.close()
             #expect(access(path, F_OK) != 0)
+        }
+    }
+}
+
+@Suite struct PublicAPITests {
+    @Test func parserReadsAContentLengthBodyInPieces() {
+        var p = SimHTTPRequestParser()
+        #expect(p.feed(Array("POST /services/public HTTP/1.1\r\nContent-Length: 5\r\n\r\nab".utf8)) == .needMore)
+        guard case .request(let r) = p.feed(Array("cdeEXTRA".utf8)) else { Issue.record("no request"); return }
+        #expect(r.body == Array("abcde".utf8) && r.method == "POST")
+        for (text, status) in [("POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
+                               ("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+                               ("POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", 413)] {
+            guard case .reject(let resp) = parse(text) else { Issue.record("accepted \(text.debugDescription)"); continue }
+            #expect(resp.status == status)
+        }
+    }
+
+    @Test func pushReportsAndTokenRegistrationsAreAnsweredAndRecorded() throws {
+        let router = SimHTTPRouter()
+        let report = PushEngagementReport(kind: .impression, userExtID: "alice", engagementUID: "e-1", messageID: 77)
+        let query = report.query(apiKey: "label", brandKey: "brand", uuid: "u-1", ts: 5)
+        let (resp, record) = router.handle(request("/services/public?\(query)"))
+        #expect(resp.status == 200 && resp.body == SimHTTPRouter.publicAPIOK && resp.contentType == "application/json")
+        let r = try #require(record)
+        #expect(r.error == nil && r.http.str("api_key") == "label" && r.http.str("brand_key") == "brand" && r.http.str("version") == "1.2.25")
+        #expect(r.message?.str("event_type") == "engagement_impression")
+        #expect(r.message?["payload"]?.objectValue?.str("engagement_uid") == "e-1")
+
+        let registration = PushTokenRegistration(apiKey: "label", brandKey: "brand", extUserID: "alice", token: "tok",
+                                                 platform: .nativeAndroid, appPackageID: "a.b", status: .allowed)
+        var post = SimHTTPRequestParser()
+        let body = registration.postBody()
+        guard case .request(let postRequest) = post.feed(Array("POST /services/public HTTP/1.1\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body) else {
+            Issue.record("no POST request"); return
+        }
+        let (postResponse, postRecord) = router.handle(postRequest)
+        #expect(postResponse.status == 200 && postRecord?.message?.int("cid") == 1003 && postRecord?.http.str("method") == "POST")
+
+        // Bad calls: 400 with errCode 1, recorded with the reason.
+        let (bad, badRecord) = router.handle(request("/services/public?api_key=x"))
+        #expect(bad.status == 400 && String(decoding: bad.body, as: UTF8.self).contains("\"errCode\":1"))
+        #expect(badRecord?.error?.contains("event") == true)
+
+        // Recorded into the received log with client "http" and the user.
+        var h = Harness()
+        h.sim.recordHTTP(r, now: t0)
+        let e = try #require(h.sim.received.entries.last)
+        #expect(e.client == "http" && e.user == "alice" && e.http?.str("path") == "/services/public")
+        #expect(String(decoding: e.recordLine, as: UTF8.self).hasPrefix(#"{"seq":1,"at":1800000000000,"client":"http","user":"alice","http":{"method":"GET""#))
+    }
+
+    @Test func publicAPIOverTheHTTPServerReachesTheRecorder() async throws {
+        let got = Mutex<[SimHTTPRouter.Record]>([])
+        try await withLoop { loop in
+            let server = try await SimHTTPServer.start(host: "127.0.0.1", port: 0, on: loop) { r in got.withLock { $0.append(r) } }
+            let registration = PushTokenRegistration(apiKey: "k", brandKey: "b", extUserID: 12345, token: "tok",
+                                                     platform: .nativeIOS, appPackageID: nil, status: .allowed)
+            let body = String(decoding: registration.postBody(), as: UTF8.self)
+            let answer = await tcpExchange(port: server.port, "POST /services/public HTTP/1.1\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK") && answer.hasSuffix(String(decoding: SimHTTPRouter.publicAPIOK, as: UTF8.self)))
+            #expect(got.withLock { $0.count } == 1)
+            #expect(got.withLock { $0.first?.message?.str("token") } == "tok")
+            await server.close()
         }
     }
 }

@@ -40,11 +40,18 @@ import SmarticoProtocol
             #expect(conn.all.last?.contains(#""cid":110"#) == true)
             let received = await unixExchange(path: sock, #"{"op":"received","cid":5}"# + "\n")
             #expect(received.contains(#""ext_user_id":"alice""#))
+            // A push report to the public API endpoint is recorded with client "http".
+            let report = PushEngagementReport(kind: .delivered, userExtID: "alice", engagementUID: "e-9", messageID: 3)
+            let api = await tcpExchange(port: services.http.port,
+                                        "GET /services/public?\(report.query(apiKey: "k", brandKey: "b", uuid: "u", ts: 1)) HTTP/1.1\r\n\r\n")
+            #expect(api.hasPrefix("HTTP/1.1 200 OK"))
+            let http = await unixExchange(path: sock, #"{"op":"received","client":"http"}"# + "\n")
+            #expect(http.contains(#""event_type":"engagement_delivered""#) && http.contains(#""user":"alice""#))
             await services.stop()
             #expect(access(sock, F_OK) != 0)
         }
         let record = try String(contentsOfFile: dir.path + "/rec.ndjson", encoding: .utf8)
-        #expect(record.split(separator: "\n").count == 2)
+        #expect(record.split(separator: "\n").count == 3)
     }
 
     @Test func anUnusableControlPathFailsWithItsName() async throws {

@@ -8,6 +8,22 @@ public struct SimHTTPRequest: Sendable, Equatable {
     public var version: String
     /// Header names lowercased, in order.
     public var headers: [(name: String, value: String)]
+    /// The body (`Content-Length` bytes; empty without one).
+    public var body: [UInt8] = []
+
+    /// The last value of a header (name in any case).
+    public func header(_ name: String) -> String? {
+        let n = name.lowercased()
+        return headers.last { $0.name == n }?.value
+    }
+
+    /// The raw query string (after `?`, before `#`), or "".
+    public var rawQuery: String {
+        guard let q = target.firstIndex(of: "?") else { return "" }
+        var query = target[target.index(after: q)...]
+        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
+        return String(query)
+    }
 
     /// The path without the query, percent-decoded.
     public var path: String {
@@ -16,18 +32,13 @@ public struct SimHTTPRequest: Sendable, Equatable {
     }
 
     /// Query parameters, percent-decoded (`+` as space), in order.
-    public var query: [(name: String, value: String)] {
-        guard let q = target.firstIndex(of: "?") else { return [] }
-        var query = target[target.index(after: q)...]
-        if let hash = query.firstIndex(of: "#") { query = query[..<hash] }
-        return WrapperURL.queryItems(String(query))
-    }
+    public var query: [(name: String, value: String)] { WrapperURL.queryItems(rawQuery) }
 
     /// The last value of a query parameter.
     public func parameter(_ name: String) -> String? { query.last { $0.name == name }?.value }
 
     public static func == (a: SimHTTPRequest, b: SimHTTPRequest) -> Bool {
-        a.method == b.method && a.target == b.target && a.version == b.version
+        a.method == b.method && a.target == b.target && a.version == b.version && a.body == b.body
             && a.headers.map(\.name) == b.headers.map(\.name) && a.headers.map(\.value) == b.headers.map(\.value)
     }
 }
@@ -70,8 +81,9 @@ public struct SimHTTPResponse: Sendable, Equatable {
     }
 }
 
-/// Reads one request head from bytes as they arrive (sans I/O). Bounded: a head larger than
-/// `maxHeadBytes` is refused with 431.
+/// Reads one request from bytes as they arrive (sans I/O): the head, then a `Content-Length`
+/// body. Bounded: a head larger than `maxHeadBytes` is refused with 431, a body larger than
+/// `maxBodyBytes` with 413, chunked bodies with 411.
 public struct SimHTTPRequestParser: Sendable {
     public enum Outcome: Sendable, Equatable {
         case needMore
@@ -81,36 +93,65 @@ public struct SimHTTPRequestParser: Sendable {
     }
 
     public let maxHeadBytes: Int
+    public let maxBodyBytes: Int
     private var buffer: [UInt8] = []
+    private var head: SimHTTPRequest?
+    private var bodyStart = 0
+    private var bodyLength = 0
     private var done = false
 
-    public init(maxHeadBytes: Int = 16 * 1024) { self.maxHeadBytes = maxHeadBytes }
+    public init(maxHeadBytes: Int = 16 * 1024, maxBodyBytes: Int = 1 << 20) {
+        self.maxHeadBytes = maxHeadBytes
+        self.maxBodyBytes = maxBodyBytes
+    }
 
-    /// Feeds bytes; returns the outcome once the head is complete (later bytes are ignored).
+    /// Feeds bytes; returns the outcome once the request is complete (later bytes are ignored).
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) -> Outcome {
         guard !done else { return .needMore }
         let scanFrom = max(0, buffer.count - 3)
         buffer.append(contentsOf: bytes)
-        var end: Int?
-        if buffer.count >= 4 {
+        if head == nil {
+            var end: Int?
             var k = scanFrom
             while k + 3 < buffer.count {
                 if buffer[k] == 13, buffer[k + 1] == 10, buffer[k + 2] == 13, buffer[k + 3] == 10 { end = k; break }
                 k += 1
             }
-        }
-        guard let end else {
-            if buffer.count > maxHeadBytes {
-                done = true
-                return .reject(.text(431, "Request Header Fields Too Large", "request head larger than \(maxHeadBytes) bytes"))
+            guard let end, end <= maxHeadBytes else {
+                if buffer.count > maxHeadBytes + 4 {
+                    done = true
+                    return .reject(.text(431, "Request Header Fields Too Large", "request head larger than \(maxHeadBytes) bytes"))
+                }
+                return .needMore
             }
-            return .needMore
+            switch Self.parseHead(Array(buffer[..<end])) {
+            case .request(let r):
+                if r.header("transfer-encoding") != nil {
+                    done = true
+                    return .reject(.text(411, "Length Required", "chunked bodies are not supported; send Content-Length"))
+                }
+                let lengthText = r.header("content-length") ?? "0"
+                guard let length = Int(lengthText), length >= 0 else {
+                    done = true
+                    return .reject(.text(400, "Bad Request", "Content-Length \"\(lengthText.truncatedUTF8(40))\" is not a number"))
+                }
+                guard length <= maxBodyBytes else {
+                    done = true
+                    return .reject(.text(413, "Content Too Large", "body of \(length) bytes; at most \(maxBodyBytes)"))
+                }
+                head = r
+                bodyStart = end + 4
+                bodyLength = length
+            case let other:
+                done = true
+                return other
+            }
         }
+        guard var request = head, buffer.count - bodyStart >= bodyLength else { return .needMore }
         done = true
-        guard end <= maxHeadBytes else {
-            return .reject(.text(431, "Request Header Fields Too Large", "request head larger than \(maxHeadBytes) bytes"))
-        }
-        return Self.parseHead(Array(buffer[..<end]))
+        request.body = Array(buffer[bodyStart..<(bodyStart + bodyLength)])
+        buffer = []
+        return .request(request)
     }
 
     public mutating func feed(_ bytes: [UInt8]) -> Outcome { bytes.withUnsafeBytes { feed($0) } }

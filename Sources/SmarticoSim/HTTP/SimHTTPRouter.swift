@@ -9,11 +9,72 @@ import SmarticoProtocol
 /// | `/wrapper-popup.html` | the popup wrapper (`native_app_popup_url`): the engagement arrives via the bridge |
 /// | `/avatar/<id>` | an SVG avatar (`DYNAMIC_IMAGE_DOMAIN` + `avatar/<avatar_id>`) |
 /// | `/health` | `ok` |
+/// | `/services/public` | the public API (002 §4, §5): push token registrations (GET `event=` or POST body) and push engagement reports, recorded |
 public struct SimHTTPRouter: Sendable {
     public init() {}
 
-    /// The response to `request`. GET and HEAD only.
+    /// A public API call to record: the request's HTTP facts and its event/body.
+    public struct Record: Sendable, Equatable {
+        /// `{"method","path","api_key"?,"brand_key"?,"version"?}`
+        public var http: JSONObject
+        /// The `event` (GET) or body (POST) object, when it is one.
+        public var message: JSONObject?
+        /// The body or query text when it is not a JSON object.
+        public var raw: String?
+        /// Why the call was refused, if it was.
+        public var error: String?
+    }
+
+    /// The response, and what to record (public API calls only).
+    public func handle(_ request: SimHTTPRequest) -> (response: SimHTTPResponse, record: Record?) {
+        if request.path == PublicAPI.path { return publicAPI(request) }
+        return (respond(to: request), nil)
+    }
+
+    /// The body Smartico's public API answers with (002 §5).
+    public static let publicAPIOK: [UInt8] = Array(#"{"errCode":0,"detailMessage":"","stackTrace":[],"suppressedExceptions":[]}"#.utf8)
+
+    private func publicAPI(_ request: SimHTTPRequest) -> (response: SimHTTPResponse, record: Record?) {
+        var http: JSONObject = ["method": .string(request.method), "path": .string(request.path)]
+        func refuse(_ why: String, message: JSONObject? = nil, raw: String? = nil) -> (SimHTTPResponse, Record?) {
+            let body: JSONObject = ["errCode": 1, "detailMessage": .string(why), "stackTrace": [], "suppressedExceptions": []]
+            return (SimHTTPResponse(status: 400, reason: "Bad Request", contentType: "application/json", body: body.serialized()),
+                    Record(http: http, message: message, raw: raw, error: why))
+        }
+        let ok = SimHTTPResponse(status: 200, reason: "OK", contentType: "application/json", body: Self.publicAPIOK)
+        switch request.method {
+        case "GET", "HEAD":
+            do {
+                let call = try PublicAPI.Request(query: request.rawQuery)
+                http["api_key"] = call.apiKey.map(JSONValue.string) ?? .null
+                http["brand_key"] = call.brandKey.map(JSONValue.string) ?? .null
+                http["version"] = call.version.map(JSONValue.string) ?? .null
+                return (ok, Record(http: http, message: call.event, raw: nil, error: nil))
+            } catch {
+                return refuse(error.description, raw: request.rawQuery.truncatedUTF8(65536))
+            }
+        case "POST":
+            let text = String(decoding: request.body, as: UTF8.self)
+            guard case .object(let body)? = try? JSONValue(parsing: request.body) else {
+                return refuse("the body is not a JSON object", raw: text.truncatedUTF8(65536))
+            }
+            do {
+                let registration = try PushTokenRegistration(postJSON: body)
+                http["api_key"] = .string(registration.apiKey)
+                http["brand_key"] = .string(registration.brandKey)
+                return (ok, Record(http: http, message: body, raw: nil, error: nil))
+            } catch {
+                return refuse(error.description, message: body)
+            }
+        default:
+            return (.text(405, "Method Not Allowed", "\(request.method.truncatedUTF8(20)) is not supported; use GET or POST",
+                          extraHeaders: [("Allow", "GET, HEAD, POST")]), nil)
+        }
+    }
+
+    /// The response to `request` (pages: GET and HEAD only; the public API through `handle`).
     public func respond(to request: SimHTTPRequest) -> SimHTTPResponse {
+        if request.path == PublicAPI.path { return publicAPI(request).response }
         guard request.method == "GET" || request.method == "HEAD" else {
             return .text(405, "Method Not Allowed", "\(request.method.truncatedUTF8(20)) is not supported; use GET",
                          extraHeaders: [("Allow", "GET, HEAD")])

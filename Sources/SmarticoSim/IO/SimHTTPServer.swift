@@ -21,15 +21,18 @@ public final class SimHTTPServer:
     public var port: Int { listener.localAddress.port ?? 0 }
 
     /// Listens on `host:port` (port 0: any free port) on `loop`.
-    public static func start(host: String, port: Int, router: SimHTTPRouter = SimHTTPRouter(), on loop: EventLoop) async throws -> SimHTTPServer {
+    /// `onRecord` is called (on the loop thread) with every public API call (`/services/public`).
+    public static func start(host: String, port: Int, router: SimHTTPRouter = SimHTTPRouter(), on loop: EventLoop,
+                             onRecord: (@Sendable (SimHTTPRouter.Record) -> Void)? = nil) async throws -> SimHTTPServer {
         try await loop.submit {
             let listener = try StreamListener.tcp(host: host, port: port, on: loop)
-            listener.onAccept = { connection in Self.serve(connection, router: router, loop: loop) }
+            listener.onAccept = { connection in Self.serve(connection, router: router, loop: loop, onRecord: onRecord) }
             return SimHTTPServer(loop: loop, listener: listener)
         }
     }
 
-    private static func serve(_ connection: StreamConnection, router: SimHTTPRouter, loop: EventLoop) {
+    private static func serve(_ connection: StreamConnection, router: SimHTTPRouter, loop: EventLoop,
+                              onRecord: (@Sendable (SimHTTPRouter.Record) -> Void)?) {
         var parser = SimHTTPRequestParser()
         var answered = false
         let idle = LoopTimer(loop: loop) { [weak connection] in connection?.close() }
@@ -40,7 +43,10 @@ public final class SimHTTPServer:
             let response: [UInt8]
             switch parser.feed(bytes) {
             case .needMore: return
-            case .request(let request): response = router.responseBytes(for: request)
+            case .request(let request):
+                let (r, record) = router.handle(request)
+                if let record { onRecord?(record) }
+                response = r.bytes(includeBody: request.method != "HEAD")
             case .reject(let r): response = r.bytes()
             }
             answered = true

@@ -154,6 +154,11 @@ public actor SimRuntime {
         reschedule()
     }
 
+    /// A public API call the HTTP server received (recorded like a message, client `http`).
+    public func recordHTTP(_ record: SimHTTPRouter.Record) {
+        server.recordHTTP(record, now: clock())
+    }
+
     // MARK: - Control
 
     /// One control request line → one response line; performs what it asks.

@@ -1,3 +1,4 @@
+import Synchronization
 import Transport
 
 /// Everything of a running simulator except the WebSocket listener: the HTTP pages, the
@@ -17,13 +18,19 @@ public struct SimServices: Sendable {
     /// Starts HTTP, the runtime and the control socket for `command`'s options.
     public static func start(_ command: SimCommand, on loop: EventLoop,
                              clock: @escaping @Sendable () -> Int64 = SimRuntime.wallClockMilliseconds) async throws -> SimServices {
-        let http = try await SimHTTPServer.start(host: command.host, port: command.httpPort, on: loop)
+        // The runtime exists only once the HTTP port is known; public API calls that arrive in
+        // between (none can: nobody knows the port yet) would be dropped.
+        let runtimeBox = RuntimeBox()
+        let http = try await SimHTTPServer.start(host: command.host, port: command.httpPort, on: loop) { record in
+            runtimeBox.runtime?.assumeIsolated { $0.recordHTTP(record) }
+        }
         let hostPart = command.host.contains(":") ? "[\(command.host)]" : command.host
         let base = "http://\(hostPart):\(http.port)"
         do {
             let config = try command.makeConfig(httpBaseURL: base)
             let runtime = try SimRuntime(config: config, loop: loop, recordPath: command.record, clock: clock)
             await runtime.start()
+            runtimeBox.set(runtime)
             var control: SimControlServer?
             if let path = command.control {
                 do {
@@ -49,4 +56,11 @@ public struct SimServices: Sendable {
         await http.close()
         await runtime.stop()
     }
+}
+
+/// The runtime, set once after the HTTP server started (read on the loop thread).
+final class RuntimeBox: Sendable {
+    private let storage = Mutex<SimRuntime?>(nil)
+    var runtime: SimRuntime? { storage.withLock { $0 } }
+    func set(_ r: SimRuntime) { storage.withLock { $0 = r } }
 }
