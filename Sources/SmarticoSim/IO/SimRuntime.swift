@@ -120,6 +120,7 @@ public actor SimRuntime {
         tickTimer = nil
         for c in clients.values { c.timer?.invalidate() }
         clients = [:]
+        server.onReceived = nil  // never write to the closed (and maybe reused) descriptor
         if recordFD >= 0 { Glibc.close(recordFD); recordFD = -1 }
     }
 
