@@ -96,12 +96,22 @@ public enum SimControl {
         } else {
             throw .invalid("emit needs \"message\" (an object with a cid) or \"kind\" (\(SimPushKind.namesList))")
         }
+        // "bodies": false keeps the answer small for bulk emits: ids instead of whole messages.
+        let bodies = try bool(r, "bodies") ?? true
         var deliveries: [JSONValue] = []
         var queued: [JSONValue] = []
         var actions: [SimAction] = []
         for res in results {
             actions += res.actions
-            for d in res.deliveries { deliveries.append(["client": .string(d.client), "message": .object(d.message)]) }
+            for d in res.deliveries {
+                if bodies {
+                    deliveries.append(["client": .string(d.client), "message": .object(d.message)])
+                } else {
+                    var brief: JSONObject = ["client": .string(d.client), "cid": d.message["cid"] ?? .null, "uuid": d.message["uuid"] ?? .null]
+                    if let uid = d.message["engagement_uid"] { brief["engagement_uid"] = uid }
+                    deliveries.append(.object(brief))
+                }
+            }
             if let q = res.queuedForUser { queued.append(.object(q)) }
         }
         var o: JSONObject = ["ok": true, "sent": .number(deliveries.count), "deliveries": .array(deliveries)]

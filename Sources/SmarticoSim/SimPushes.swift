@@ -86,34 +86,65 @@ public struct SimPushGenerator: Sendable {
 }
 
 /// Engagements (110) sent to a user and not yet reported with 103/104/106, per user, in order.
-/// Bounded: beyond `maxPerUser` the oldest is dropped.
+/// Bounded: beyond `maxPerUser` a user's oldest is dropped, and beyond `maxBytes` in total
+/// (serialized sizes) the oldest of the user being added to, then of other users, are dropped.
 public struct SimPendingEngagements: Sendable {
     public private(set) var byUser: [String: [JSONObject]] = [:]
+    private var sizes: [String: [Int]] = [:]
     public var maxPerUser: Int
+    public var maxBytes: Int
+    public private(set) var byteCount = 0
 
-    public init(maxPerUser: Int) { self.maxPerUser = max(1, maxPerUser) }
+    public init(maxPerUser: Int, maxBytes: Int = 256 << 20) {
+        self.maxPerUser = max(1, maxPerUser)
+        self.maxBytes = max(1, maxBytes)
+    }
 
     /// Adds (or replaces, same `engagement_uid`) an engagement for `user`.
     public mutating func add(_ engagement: JSONObject, user: String) {
         guard let uid = engagement["engagement_uid"]?.stringValue else { return }
+        let size = engagement.serialized().count
         var list = byUser[user] ?? []
+        var listSizes = sizes[user] ?? []
         if let i = list.firstIndex(where: { $0["engagement_uid"]?.stringValue == uid }) {
+            byteCount += size - listSizes[i]
             list[i] = engagement
+            listSizes[i] = size
         } else {
             list.append(engagement)
-            if list.count > maxPerUser { list.removeFirst(list.count - maxPerUser) }
+            listSizes.append(size)
+            byteCount += size
+            while list.count > maxPerUser {
+                list.removeFirst()
+                byteCount -= listSizes.removeFirst()
+            }
+        }
+        while byteCount > maxBytes, list.count > 1 {
+            list.removeFirst()
+            byteCount -= listSizes.removeFirst()
         }
         byUser[user] = list
+        sizes[user] = listSizes
+        while byteCount > maxBytes, let other = byUser.keys.first(where: { $0 != user }) {
+            _ = removeAt(0, user: other)
+        }
+    }
+
+    private mutating func removeAt(_ i: Int, user: String) -> JSONObject {
+        var list = byUser[user]!
+        var listSizes = sizes[user]!
+        let removed = list.remove(at: i)
+        byteCount -= listSizes.remove(at: i)
+        byUser[user] = list.isEmpty ? nil : list
+        sizes[user] = listSizes.isEmpty ? nil : listSizes
+        return removed
     }
 
     /// Removes the engagement `uid` of `user`; true when it was pending.
     @discardableResult
     public mutating func remove(uid: String, user: String) -> Bool {
-        guard var list = byUser[user], let i = list.firstIndex(where: { $0["engagement_uid"]?.stringValue == uid }) else {
-            return false
-        }
-        list.remove(at: i)
-        byUser[user] = list.isEmpty ? nil : list
+        guard let i = byUser[user]?.firstIndex(where: { $0["engagement_uid"]?.stringValue == uid }) else { return false }
+        _ = removeAt(i, user: user)
         return true
     }
 

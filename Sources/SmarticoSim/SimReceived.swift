@@ -40,25 +40,46 @@ public struct SimReceivedEntry: Sendable, Equatable {
     }
 }
 
-/// The last `capacity` received entries (a ring: memory stays bounded).
+/// The last received entries, bounded by count (`capacity`) and by size (`maxBytes`, counted
+/// as each entry's received text length): the oldest are dropped, so memory stays bounded
+/// whatever clients send.
 public struct SimReceivedLog: Sendable {
     public let capacity: Int
-    private var storage: [SimReceivedEntry] = []
+    public let maxBytes: Int
+    private var storage: [(entry: SimReceivedEntry, size: Int)] = []
     private var start = 0
+    public private(set) var byteCount = 0
 
-    public init(capacity: Int) { self.capacity = max(1, capacity) }
+    public init(capacity: Int, maxBytes: Int = 256 << 20) {
+        self.capacity = max(1, capacity)
+        self.maxBytes = max(1, maxBytes)
+    }
 
-    public mutating func append(_ e: SimReceivedEntry) {
+    /// Appends an entry whose received text was `size` bytes.
+    public mutating func append(_ e: SimReceivedEntry, size: Int = 0) {
+        let item = (entry: e, size: max(0, size))
         if storage.count < capacity {
-            storage.append(e)
+            storage.append(item)
         } else {
-            storage[start] = e
+            byteCount -= storage[start].size
+            storage[start] = item
             start = (start + 1) % capacity
         }
+        byteCount += item.size
+        while byteCount > maxBytes, count > 1 { dropOldest() }
+    }
+
+    private mutating func dropOldest() {
+        // Compact into order first, then drop the head.
+        if start != 0 {
+            storage = Array(storage[start...] + storage[..<start])
+            start = 0
+        }
+        byteCount -= storage.removeFirst().size
     }
 
     /// Oldest first.
-    public var entries: [SimReceivedEntry] { Array(storage[start...] + storage[..<start]) }
+    public var entries: [SimReceivedEntry] { (storage[start...] + storage[..<start]).map(\.entry) }
 
     public var count: Int { storage.count }
 }

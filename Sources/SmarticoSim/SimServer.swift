@@ -26,7 +26,7 @@ public struct SimServer {
 
     public init(config: SimConfig, now: Int64, random: SimRandom = SimRandom()) {
         context = SimContext(config: config, random: random)
-        received = SimReceivedLog(capacity: config.maxReceived)
+        received = SimReceivedLog(capacity: config.maxReceived, maxBytes: config.maxReceivedBytes)
         if let every = config.emitEveryMs, every > 0, !config.emitKinds.isEmpty { nextEmitAt = now + every }
     }
 
@@ -58,26 +58,26 @@ public struct SimServer {
         do {
             parsed = try JSONValue(parsing: text)
         } catch {
-            record(client: client, user: session.user, now: now, raw: text, error: "not JSON: \(error)")
+            record(client: client, user: session.user, now: now, raw: text, size: text.count, error: "not JSON: \(error)")
             guard session.state != .closed, session.effectiveFaults(context).halfOpen != true else { return [] }
             session.markClosed()
             return [SimAction(client: client, output: .close(code: 1007, reason: "invalid JSON: \(error)".truncatedUTF8(123)), at: now)]
         }
         guard case .object(let object) = parsed else {
-            record(client: client, user: session.user, now: now, raw: text, error: "not a JSON object: \(parsed.type)")
+            record(client: client, user: session.user, now: now, raw: text, size: text.count, error: "not a JSON object: \(parsed.type)")
             return closePolicy(&session, "message is a JSON \(parsed.type), not an object", now: now)
         }
         guard let cid = object["cid"]?.int64Value else {
             let why = object["cid"] == nil ? "no cid" : "cid is not an integer"
-            record(client: client, user: session.user, now: now, message: object, error: why)
+            record(client: client, user: session.user, now: now, message: object, size: text.count, error: why)
             return closePolicy(&session, why, now: now)
         }
         do {
             let message = try ClientMessage(json: object)
-            record(client: client, user: session.user, now: now, message: object, error: nil)
+            record(client: client, user: session.user, now: now, message: object, size: text.count, error: nil)
             return session.handle(message, now: now, context: &context)
         } catch {
-            record(client: client, user: session.user, now: now, message: object, error: error.description)
+            record(client: client, user: session.user, now: now, message: object, size: text.count, error: error.description)
             return session.handleInvalid(object, cid: cid, error: error, now: now, context: &context)
         }
     }
@@ -86,7 +86,7 @@ public struct SimServer {
     public mutating func receiveBinary(client: String, byteCount: Int, now: Int64) -> [SimAction] {
         guard var session = sessions[client] else { return [] }
         defer { sessions[client] = session }
-        record(client: client, user: session.user, now: now, raw: [], error: "binary frame of \(byteCount) bytes")
+        record(client: client, user: session.user, now: now, raw: [], size: 0, error: "binary frame of \(byteCount) bytes")
         guard session.state != .closed, session.effectiveFaults(context).halfOpen != true else { return [] }
         session.markClosed()
         return [SimAction(client: client, output: .close(code: 1003, reason: "binary frames are not supported"), at: now)]
@@ -98,24 +98,26 @@ public struct SimServer {
         return [SimAction(client: session.id, output: .close(code: 1008, reason: why.truncatedUTF8(123)), at: now)]
     }
 
-    private mutating func record(client: String, user: String?, now: Int64, message: JSONObject? = nil, raw: [UInt8]? = nil, error: String?) {
+    private mutating func record(client: String, user: String?, now: Int64, message: JSONObject? = nil, raw: [UInt8]? = nil,
+                                 size: Int, error: String?) {
         append(SimReceivedEntry(seq: 0, at: now, client: client, user: user, message: message,
-                                raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error))
+                                raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error), size: size)
     }
 
-    private mutating func append(_ e: SimReceivedEntry) {
+    private mutating func append(_ e: SimReceivedEntry, size: Int) {
         var entry = e
         seq += 1
         entry.seq = seq
-        received.append(entry)
+        received.append(entry, size: size)
         onReceived?(entry)
     }
 
     /// Records a public API call received over HTTP (client id `http`).
     public mutating func recordHTTP(_ r: SimHTTPRouter.Record, now: Int64) {
         let user = r.message?["user_ext_id"]?.stringValue ?? r.message?["ext_user_id"]?.stringValue
+        let size = r.message.map { $0.serialized().count } ?? r.raw?.utf8.count ?? 0
         append(SimReceivedEntry(seq: 0, at: now, client: "http", user: user, message: r.message,
-                                raw: r.message == nil ? (r.raw ?? "") : nil, error: r.error, http: r.http))
+                                raw: r.message == nil ? (r.raw ?? "") : nil, error: r.error, http: r.http), size: size)
     }
 
     // MARK: - Time

@@ -13,7 +13,7 @@ public struct SimContext: Sendable {
 
     public init(config: SimConfig, random: SimRandom = SimRandom()) {
         self.config = config
-        pending = SimPendingEngagements(maxPerUser: config.maxPendingPerUser)
+        pending = SimPendingEngagements(maxPerUser: config.maxPendingPerUser, maxBytes: config.maxPendingBytes)
         pushes = SimPushGenerator(templateBytes: config.templateBytes)
         self.random = random
     }

@@ -32,15 +32,20 @@ public struct SimConfig: Sendable, Equatable {
     public var echoRequestUUID: Bool
     /// How many received messages the `received` control op can return (oldest dropped first).
     public var maxReceived: Int
+    /// How many bytes of received messages the `received` log keeps (oldest dropped first).
+    public var maxReceivedBytes: Int
     /// How many engagements are kept pending per user (oldest dropped first).
     public var maxPendingPerUser: Int
+    /// How many bytes of pending engagements are kept in total (oldest dropped first).
+    public var maxPendingBytes: Int
 
     public init(
         labelKey: String? = nil, brandKey: String? = nil, hashSalt: String? = nil,
         pingIntervalMs: Int64 = 30_000, pongTimeoutMs: Int64 = 10_000,
         emitEveryMs: Int64? = nil, emitKinds: [SimPushKind] = [.engagement], templateBytes: Int = 2048,
         httpBaseURL: String = "http://127.0.0.1:8081", fcmSenderID: String = "000000000000",
-        echoRequestUUID: Bool = true, maxReceived: Int = 100_000, maxPendingPerUser: Int = 1000
+        echoRequestUUID: Bool = true, maxReceived: Int = 100_000, maxReceivedBytes: Int = 256 << 20,
+        maxPendingPerUser: Int = 1000, maxPendingBytes: Int = 256 << 20
     ) {
         self.labelKey = labelKey
         self.brandKey = brandKey
@@ -54,7 +59,9 @@ public struct SimConfig: Sendable, Equatable {
         self.fcmSenderID = fcmSenderID
         self.echoRequestUUID = echoRequestUUID
         self.maxReceived = maxReceived
+        self.maxReceivedBytes = maxReceivedBytes
         self.maxPendingPerUser = maxPendingPerUser
+        self.maxPendingBytes = maxPendingBytes
     }
 }
 

@@ -35,6 +35,16 @@ func control(_ h: inout Harness, _ line: String, now: Int64 = t0) throws -> (JSO
         #expect(all.map(\.client) == [anon, a, b])
     }
 
+    @Test func bulkEmitCanLeaveTheBodiesOut() throws {
+        var h = Harness(SimConfig(templateBytes: 10_000))
+        let c = h.ready(user: "a")
+        let (r, acts) = try control(&h, #"{"op":"emit","kind":"engagement","count":50,"bodies":false}"#)
+        #expect(r.int("sent") == 50 && acts.count == 50)
+        let first = try #require(r["deliveries"]?.arrayValue?.first?.objectValue)
+        #expect(first.keys == ["client", "cid", "uuid", "engagement_uid"] && first.str("client") == c && first.int("cid") == 110)
+        #expect(r.serialized().count < 10_000)
+    }
+
     @Test func emitEngagementToAnOfflineUserQueuesItPending() throws {
         var h = Harness()
         let (r, a) = try control(&h, #"{"op":"emit","kind":"engagement","user":"carol"}"#)

@@ -160,3 +160,32 @@ import SmarticoProtocol
         #expect(h.sim.tick(now: t0 + 1_000_000).isEmpty)
     }
 }
+
+@Suite struct BoundsTests {
+    @Test func pendingIsBoundedInBytesAcrossUsers() {
+        var p = SimPendingEngagements(maxPerUser: 100, maxBytes: 1000)
+        let body = String(repeating: "x", count: 300)
+        for k in 0..<3 { p.add(["engagement_uid": .string("a\(k)"), "t": .string(body)], user: "a") }
+        #expect(p.byteCount <= 1000 && p.pending(for: "a").count == 3)
+        p.add(["engagement_uid": "a3", "t": .string(body)], user: "a")
+        #expect(p.pending(for: "a").map { $0.str("engagement_uid") } == ["a1", "a2", "a3"])
+        p.add(["engagement_uid": "b0", "t": .string(body)], user: "b")
+        #expect(p.byteCount <= 1000 && p.pending(for: "b").count == 1 && p.pending(for: "a").count == 2)
+        #expect(p.remove(uid: "b0", user: "b") && p.byUser["b"] == nil)
+        let sum = p.byUser.values.flatMap { $0 }.map { $0.serialized().count }.reduce(0, +)
+        #expect(sum == p.byteCount)
+    }
+
+    @Test func receivedLogIsBoundedInBytes() {
+        var log = SimReceivedLog(capacity: 100, maxBytes: 1000)
+        for k in 1...10 { log.append(SimReceivedEntry(seq: Int64(k), at: 0, client: "c1", message: ["cid": 1]), size: 300) }
+        #expect(log.byteCount <= 1000 && log.entries.map(\.seq) == [8, 9, 10])
+        // One entry larger than the budget is still kept (the newest always is).
+        log.append(SimReceivedEntry(seq: 11, at: 0, client: "c1", message: ["cid": 1]), size: 5000)
+        #expect(log.entries.map(\.seq) == [11])
+        // The ring keeps order when it wraps and trims.
+        var ring = SimReceivedLog(capacity: 3, maxBytes: 250)
+        for k in 1...5 { ring.append(SimReceivedEntry(seq: Int64(k), at: 0, client: "c1", message: ["cid": 1]), size: 100) }
+        #expect(ring.entries.map(\.seq) == [4, 5])
+    }
+}
