@@ -154,3 +154,17 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
         }
     }
 }
+
+@Suite struct ClockTests {
+    @Test func runtimeClockIsNearTheWallClockAndNeverGoesBack() {
+        let a = SimRuntime.wallClockMilliseconds()
+        let wall = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(abs(a - wall) < 5_000)
+        var last = a
+        for _ in 0..<1000 {
+            let t = SimRuntime.wallClockMilliseconds()
+            #expect(t >= last)
+            last = t
+        }
+    }
+}

@@ -101,10 +101,18 @@ public actor SimRuntime {
         }
     }
 
-    /// Milliseconds since the Unix epoch (`CLOCK_REALTIME`).
+    /// Milliseconds since the Unix epoch that never jump: the wall clock read once at first use,
+    /// advanced by the monotonic clock. `ts` values look like Smartico's, and keepalive and delays
+    /// are immune to wall-clock steps (NTP, manual changes) while the simulator runs.
     @Sendable public static func wallClockMilliseconds() -> Int64 {
+        steadyBase.wall + (milliseconds(CLOCK_MONOTONIC) - steadyBase.monotonic)
+    }
+
+    private static let steadyBase = (wall: milliseconds(CLOCK_REALTIME), monotonic: milliseconds(CLOCK_MONOTONIC))
+
+    private static func milliseconds(_ clock: clockid_t) -> Int64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        clock_gettime(clock, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
