@@ -60,10 +60,20 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The simulator's logic (sans-I/O sessions, control protocol, HTTP pages) and its I/O wiring,
+        // a library so it can be tested; the executable only calls it.
+        .target(
+            name: "SmarticoSim",
+            dependencies: [
+                "Transport", "SmarticoProtocol", "COpenSSL",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "smartico-sim",
             dependencies: [
-                "Transport", "SmarticoProtocol",
+                "SmarticoSim", "Transport", "SmarticoProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -84,6 +94,12 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon"], swiftSettings: strict),
+        .testTarget(
+            name: "SmarticoSimTests",
+            dependencies: ["SmarticoSim", "SmarticoProtocol", "Transport"],
+            exclude: ["peers"],  // the independent Python client, run as a subprocess (found with #filePath)
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

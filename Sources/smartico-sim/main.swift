@@ -1,7 +1,4 @@
-import ArgumentParser
+// smartico-sim: everything lives in the SmarticoSim library (tested there); this only runs it.
+import SmarticoSim
 
-struct Main: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "smartico-sim")
-    func run() throws { print("smartico-sim: not built yet") }
-}
-Main.main()
+SimCommand.main()

@@ -1,0 +1,66 @@
+import Synchronization
+import Transport
+
+/// Everything of a running simulator except the WebSocket listener: the HTTP pages, the
+/// runtime (core, timers, `--record`) and the control socket, started in that order on one loop
+/// (the HTTP port makes the base URL the answers point at).
+///
+/// The WebSocket listener, once Transport's server glue exists, is started after this and hands
+/// each upgraded connection to `runtime` (see docs/simulator.md, "Server wiring").
+public struct SimServices: Sendable {
+    public let loop: EventLoop
+    public let http: SimHTTPServer
+    public let runtime: SimRuntime
+    public let control: SimControlServer?
+    /// `http://HOST:PORT` (IPv6 hosts in brackets), no trailing slash.
+    public let httpBaseURL: String
+
+    /// Starts HTTP, the runtime and the control socket for `command`'s options.
+    public static func start(_ command: SimCommand, on loop: EventLoop,
+                             clock: @escaping @Sendable () -> Int64 = SimRuntime.wallClockMilliseconds) async throws -> SimServices {
+        // The runtime exists only once the HTTP port is known; public API calls that arrive in
+        // between (none can: nobody knows the port yet) would be dropped.
+        let runtimeBox = RuntimeBox()
+        let http = try await SimHTTPServer.start(host: command.host, port: command.httpPort, on: loop) { record in
+            runtimeBox.runtime?.assumeIsolated { $0.recordHTTP(record) }
+        }
+        let hostPart = command.host.contains(":") ? "[\(command.host)]" : command.host
+        let base = "http://\(hostPart):\(http.port)"
+        do {
+            let config = try command.makeConfig(httpBaseURL: base)
+            let runtime = try SimRuntime(config: config, loop: loop, recordPath: command.record, clock: clock)
+            await runtime.start()
+            runtimeBox.set(runtime)
+            var control: SimControlServer?
+            if let path = command.control {
+                do {
+                    control = try await SimControlServer.start(path: path, on: loop) { [weak runtime] line in
+                        guard let runtime else { return Array(#"{"ok":false,"error":"shutting down"}"#.utf8) + [0x0A] }
+                        return runtime.assumeIsolated { $0.control(line: line) }
+                    }
+                } catch {
+                    await runtime.stop()
+                    throw error
+                }
+            }
+            return SimServices(loop: loop, http: http, runtime: runtime, control: control, httpBaseURL: base)
+        } catch {
+            await http.close()
+            throw error
+        }
+    }
+
+    /// Stops listening, stops the runtime's timers and closes the record file.
+    public func stop() async {
+        await control?.close()
+        await http.close()
+        await runtime.stop()
+    }
+}
+
+/// The runtime, set once after the HTTP server started (read on the loop thread).
+final class RuntimeBox: Sendable {
+    private let storage = Mutex<SimRuntime?>(nil)
+    var runtime: SimRuntime? { storage.withLock { $0 } }
+    func set(_ r: SimRuntime) { storage.withLock { $0 = r } }
+}

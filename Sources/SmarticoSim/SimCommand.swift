@@ -1,0 +1,177 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A duration on the command line: `500ms`, `30s`, `1.5s`, `2m`, or a bare number of seconds.
+public struct SimDurationArgument: ExpressibleByArgument, Sendable, Equatable {
+    public var milliseconds: Int64
+
+    public init(milliseconds: Int64) { self.milliseconds = milliseconds }
+
+    public init?(argument: String) {
+        let s = argument.trimmed(" ")
+        let (number, factor): (Substring, Double)
+        if s.hasSuffix("ms") { (number, factor) = (s.dropLast(2), 1) }
+        else if s.hasSuffix("s") { (number, factor) = (s.dropLast(1), 1000) }
+        else if s.hasSuffix("m") { (number, factor) = (s.dropLast(1), 60_000) }
+        else { (number, factor) = (Substring(s), 1000) }
+        guard let v = Double(number), v.isFinite, v >= 0, v * factor <= 86_400_000 * 366 else { return nil }
+        milliseconds = Int64((v * factor).rounded())
+    }
+
+    public var defaultValueDescription: String {
+        milliseconds % 1000 == 0 ? "\(milliseconds / 1000)s" : "\(milliseconds)ms"
+    }
+}
+
+extension String {
+    func trimmed(_ set: Character) -> String {
+        var s = Substring(self)
+        while s.first == set { s = s.dropFirst() }
+        while s.last == set { s = s.dropLast() }
+        return String(s)
+    }
+}
+
+/// `smartico-sim`'s command line. The executable calls `SimCommand.main()`.
+public struct SimCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "smartico-sim",
+        abstract: "A local stand-in for Smartico's WebSocket server, for demos, tests and benchmarks.",
+        discussion: """
+            Speaks the server side of the Smartico protocol (INIT, IDENTIFY, LOGIN, LOGOUT, events, push \
+            tokens, keepalive, pushes) on ws://HOST:PORT/websocket/services (wss:// with --tls-cert/--tls-key), \
+            and serves the wrapper pages and avatars its answers point at on http://HOST:HTTP-PORT/.
+
+            Standard output: line 1 is the WebSocket port (so scripts can start it without races), line 2 \
+            the WebSocket URL, line 3 the HTTP base URL. Logs go to standard error.
+
+            Examples:
+              smartico-sim --port 8765
+              smartico-sim --port 0 --control /tmp/sim.sock --record /tmp/sim.ndjson
+              smartico-sim --hash-salt s3cret --label-key LABEL-KEY-2 --brand-key c24a284e
+              smartico-sim --emit-every 2s --emit-kinds engagement,show_spin
+              smartico-sim --emit-every 100ms --template-bytes 50000 --no-echo-uuid
+              smartico-sim --ping-interval 5s --pong-timeout 2s
+              echo '{"op":"clients"}' | socat - UNIX-CONNECT:/tmp/sim.sock
+
+            See docs/simulator.md for the control protocol, fault modes and the record format.
+            """)
+
+    @Option(help: "Address to listen on (an IP literal).")
+    public var host = "127.0.0.1"
+
+    @Option(help: "WebSocket port; 0 picks a free one. The port is printed as the first line of standard output.")
+    public var port = 0
+
+    @Option(help: ArgumentHelp("PEM certificate chain: serve wss:// (needs --tls-key).", valueName: "file"))
+    public var tlsCert: String?
+
+    @Option(help: ArgumentHelp("PEM private key for --tls-cert.", valueName: "file"))
+    public var tlsKey: String?
+
+    @Option(help: ArgumentHelp("""
+        Label key (with its -N environment suffix) used in native_app_gf_url/native_app_popup_url. When set, \
+        INIT must carry it (with or without the suffix) or gets errCode 100001. Default: accept any key.
+        """, valueName: "key"))
+    public var labelKey: String?
+
+    @Option(help: ArgumentHelp("Brand key used in the wrapper URLs (default: INIT's brand_key).", valueName: "key"))
+    public var brandKey: String?
+
+    @Option(help: ArgumentHelp("""
+        Check IDENTIFY hashes like Smartico: md5(lower(ext_user_id:SALT:validity_ms)):validity_ms; \
+        wrong, missing or expired (validity_ms < now) → errCode 100000. Default: accept any hash.
+        """, valueName: "salt"))
+    public var hashSalt: String?
+
+    @Option(help: ArgumentHelp("Send a PING this often (500ms, 30s, 2m; 0 disables).", valueName: "duration"))
+    public var pingInterval = SimDurationArgument(milliseconds: 30_000)
+
+    @Option(help: ArgumentHelp("Drop (close 1001) a client that has not answered a PING within this.", valueName: "duration"))
+    public var pongTimeout = SimDurationArgument(milliseconds: 10_000)
+
+    @Option(help: ArgumentHelp("Push to every identified client this often (default: never).", valueName: "duration"))
+    public var emitEvery: SimDurationArgument?
+
+    @Option(help: ArgumentHelp("Comma-separated push kinds for --emit-every, used in turn: \(SimPushKind.namesList).",
+                               valueName: "kinds"))
+    public var emitKinds = "engagement"
+
+    @Option(help: ArgumentHelp("Size of a generated engagement's template_html, in bytes.", valueName: "n"))
+    public var templateBytes = 2048
+
+    @Option(help: ArgumentHelp("Control socket (NDJSON over a Unix socket): emit, fault, received, clients, pending.",
+                               valueName: "path"))
+    public var control: String?
+
+    @Option(help: ArgumentHelp("Append every received message to this file as NDJSON ({seq,at,client,user,message|raw,error}).",
+                               valueName: "file"))
+    public var record: String?
+
+    @Option(help: "HTTP port for the wrapper pages and avatars; 0 picks a free one.")
+    public var httpPort = 0
+
+    @Option(help: ArgumentHelp("FCM_SENDER_ID in INIT's settings.", valueName: "id"))
+    public var fcmSenderID = "000000000000"
+
+    @Flag(help: "Give responses fresh uuids instead of echoing the request's (exercises oldest-pending matching).")
+    public var noEchoUUID = false
+
+    public init() {}
+
+    /// The parsed push kinds.
+    public func parsedKinds() throws -> [SimPushKind] {
+        var kinds: [SimPushKind] = []
+        for name in emitKinds.split(separator: ",") {
+            let n = String(name).trimmed(" ")
+            guard let k = SimPushKind(name: n) else {
+                throw ValidationError("--emit-kinds: unknown kind \"\(n)\"; kinds: \(SimPushKind.namesList)")
+            }
+            kinds.append(k)
+        }
+        if kinds.isEmpty { throw ValidationError("--emit-kinds: give at least one kind: \(SimPushKind.namesList)") }
+        return kinds
+    }
+
+    public func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535, got \(port)") }
+        guard (0...65535).contains(httpPort) else { throw ValidationError("--http-port must be 0…65535, got \(httpPort)") }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        guard (0...(64 << 20)).contains(templateBytes) else {
+            throw ValidationError("--template-bytes must be 0…\(64 << 20), got \(templateBytes)")
+        }
+        if let e = emitEvery, e.milliseconds <= 0 { throw ValidationError("--emit-every must be more than 0") }
+        if pingInterval.milliseconds > 0, pongTimeout.milliseconds <= 0 {
+            throw ValidationError("--pong-timeout must be more than 0 when pings are on")
+        }
+        _ = try parsedKinds()
+    }
+
+    /// The configuration for a given HTTP base URL (known once the HTTP port is bound).
+    public func makeConfig(httpBaseURL: String) throws -> SimConfig {
+        SimConfig(labelKey: labelKey, brandKey: brandKey, hashSalt: hashSalt,
+                  pingIntervalMs: pingInterval.milliseconds, pongTimeoutMs: pongTimeout.milliseconds,
+                  emitEveryMs: emitEvery?.milliseconds, emitKinds: try parsedKinds(), templateBytes: templateBytes,
+                  httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID, echoRequestUUID: !noEchoUUID)
+    }
+
+    public func run() throws {
+        _ = try makeConfig(httpBaseURL: "http://\(host):\(httpPort)")
+        // The WebSocket server (frame codec, handshake, deflate, server glue) is being finished in
+        // Transport; until it lands there is nothing to accept connections with. See docs/simulator.md
+        // ("Server wiring") for how SimRuntime, SimHTTPServer and SimControlServer plug into it.
+        var stderr = StandardError()
+        print("smartico-sim: the WebSocket server glue is not built yet (Transport's WebSocket half has not landed); "
+              + "options are valid, nothing was started", to: &stderr)
+        throw ExitCode(1)
+    }
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        var s = string
+        s.withUTF8 { b in _ = Glibc.write(2, b.baseAddress, b.count) }
+    }
+}

@@ -1,0 +1,153 @@
+import SmarticoProtocol
+
+/// Builds the server pushes (without `ts`/`uuid`, which the session stamps when sending).
+///
+/// 110 follows 002 §1.10's example field by field; 105, 108 and 707 follow the notes. The bodies
+/// of 504, 706, 708 and 808 are not documented anywhere: the simulator sends plausible fields
+/// (named in docs/simulator.md) and a client must treat them as opaque.
+public struct SimPushGenerator: Sendable {
+    /// Size of `template_html` in bytes.
+    public var templateBytes: Int
+    private var engagementCounter: Int64 = 0
+    private var pendingMessageCounter: Int64 = 0
+    private var propsCounter: Int64 = 0
+    private var deepLinkCounter = 0
+
+    public init(templateBytes: Int) { self.templateBytes = max(0, templateBytes) }
+
+    /// Deep links used by generated 105s, in turn.
+    public static let deepLinks = ["dp:gf_missions", "dp:gf_levels", "dp:gf_store", "dp:cashier", "dp:gf_saw&id=5&standalone=true"]
+
+    /// A push of `kind`; `uuid` gives fresh `engagement_uid`s.
+    public mutating func make(_ kind: SimPushKind, random: inout SimRandom) -> JSONObject {
+        switch kind {
+        case .engagement:
+            engagementCounter += 1
+            return Self.engagement(uid: random.uuid(), engagementID: 236_356_782 + engagementCounter, templateBytes: templateBytes)
+        case .deepLink:
+            let dp = Self.deepLinks[deepLinkCounter % Self.deepLinks.count]
+            deepLinkCounter += 1
+            return ExecuteDeepLinkEvent(engagementUID: random.uuid(), dp: dp).json
+        case .props:
+            propsCounter += 1
+            return PublicPropertiesChangedEvent(props: [
+                "ach_points_balance": .number(3570 + 10 * propsCounter),
+                "ach_points_ever": .number(3605 + 10 * propsCounter),
+                "ach_level_current": "Level E",
+            ]).json
+        case .reloadAchievements:
+            return ["cid": .number(ClassID.reloadAchievementsEvent.rawValue)]
+        case .spinsCount:
+            return ["saw_template_id": 5, "spin_count": 3, "cid": .number(ClassID.sawSpinsCountPush.rawValue)]
+        case .showSpin:
+            pendingMessageCounter += 1
+            return SawShowSpinPush(sawTemplateID: 5, pendingMessageID: 9_000_000 + pendingMessageCounter, sawGameTypeID: 1).json
+        case .prizeDropWin:
+            pendingMessageCounter += 1
+            return [
+                "saw_template_id": 7, "pending_message_id": .number(9_000_000 + pendingMessageCounter),
+                "prize_name": "10 free spins", "cid": .number(ClassID.sawPrizeDropWinPush.rawValue),
+            ]
+        case .jackpotWin:
+            return [
+                "jp_template_id": 12, "winning_amount": 1000, "jp_currency": "EUR",
+                "jp_public_meta": ["name": "Simulated jackpot"], "cid": .number(ClassID.jackpotWinPush.rawValue),
+            ]
+        }
+    }
+
+    /// A 110 with the fields of 002's example, in its order.
+    public static func engagement(uid: String, engagementID: Int64, templateBytes: Int) -> JSONObject {
+        var o = JSONObject()
+        o["engagement_uid"] = .string(uid)
+        o["activityType"] = .number(ActivityType.popup.rawValue)
+        o["engagement_id"] = .number(engagementID)
+        o["root_audience_id"] = 31068
+        o["audience_id"] = 31068
+        o["resource_id"] = 5843
+        o["resource_variation_id"] = 5843
+        o["template_html"] = .string(templateHTML(bytes: templateBytes, engagementID: engagementID))
+        o["template_engine"] = 1
+        o["params"] = ["title": "Simulated popup", "button_dp": "dp:gf_levels"]
+        o["source_product_id"] = 0
+        o["cid"] = .number(ClassID.clientEngagementEvent.rawValue)
+        return o
+    }
+
+    /// Popup HTML of exactly `bytes` UTF-8 bytes (ASCII): a small popup padded inside an HTML
+    /// comment; below the popup's own size, a prefix of it.
+    public static func templateHTML(bytes: Int, engagementID: Int64) -> String {
+        let head = #"<div class="sim-popup" data-engagement-id="\#(engagementID)"><h1>Simulated popup</h1><a href="dp:gf_levels">Levels</a><!--"#
+        let tail = "--></div>"
+        let minimum = head.utf8.count + tail.utf8.count
+        if bytes < minimum { return String((head + tail).prefix(max(0, bytes))) }
+        return head + String(repeating: "x", count: bytes - minimum) + tail
+    }
+}
+
+/// Engagements (110) sent to a user and not yet reported with 103/104/106, per user, in order.
+/// Bounded: beyond `maxPerUser` a user's oldest is dropped, and beyond `maxBytes` in total
+/// (serialized sizes) the oldest of the user being added to, then of other users, are dropped.
+public struct SimPendingEngagements: Sendable {
+    public private(set) var byUser: [String: [JSONObject]] = [:]
+    private var sizes: [String: [Int]] = [:]
+    public var maxPerUser: Int
+    public var maxBytes: Int
+    public private(set) var byteCount = 0
+
+    public init(maxPerUser: Int, maxBytes: Int = 256 << 20) {
+        self.maxPerUser = max(1, maxPerUser)
+        self.maxBytes = max(1, maxBytes)
+    }
+
+    /// Adds (or replaces, same `engagement_uid`) an engagement for `user`.
+    public mutating func add(_ engagement: JSONObject, user: String) {
+        guard let uid = engagement["engagement_uid"]?.stringValue else { return }
+        let size = engagement.serialized().count
+        var list = byUser[user] ?? []
+        var listSizes = sizes[user] ?? []
+        if let i = list.firstIndex(where: { $0["engagement_uid"]?.stringValue == uid }) {
+            byteCount += size - listSizes[i]
+            list[i] = engagement
+            listSizes[i] = size
+        } else {
+            list.append(engagement)
+            listSizes.append(size)
+            byteCount += size
+            while list.count > maxPerUser {
+                list.removeFirst()
+                byteCount -= listSizes.removeFirst()
+            }
+        }
+        while byteCount > maxBytes, list.count > 1 {
+            list.removeFirst()
+            byteCount -= listSizes.removeFirst()
+        }
+        byUser[user] = list
+        sizes[user] = listSizes
+        while byteCount > maxBytes, let other = byUser.keys.first(where: { $0 != user }) {
+            _ = removeAt(0, user: other)
+        }
+    }
+
+    private mutating func removeAt(_ i: Int, user: String) -> JSONObject {
+        var list = byUser[user]!
+        var listSizes = sizes[user]!
+        let removed = list.remove(at: i)
+        byteCount -= listSizes.remove(at: i)
+        byUser[user] = list.isEmpty ? nil : list
+        sizes[user] = listSizes.isEmpty ? nil : listSizes
+        return removed
+    }
+
+    /// Removes the engagement `uid` of `user`; true when it was pending.
+    @discardableResult
+    public mutating func remove(uid: String, user: String) -> Bool {
+        guard let i = byUser[user]?.firstIndex(where: { $0["engagement_uid"]?.stringValue == uid }) else { return false }
+        _ = removeAt(i, user: user)
+        return true
+    }
+
+    /// The engagements still pending for `user`, oldest first.
+    public func pending(for user: String) -> [JSONObject] { byUser[user] ?? [] }
+}

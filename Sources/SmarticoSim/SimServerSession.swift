@@ -1,0 +1,404 @@
+import SmarticoProtocol
+
+/// State shared by every connection of one simulator: configuration, global faults, pending
+/// engagements per user, the push generator and the random source.
+public struct SimContext: Sendable {
+    public var config: SimConfig
+    public var globalFaults = SimFaultModes()
+    public var pending: SimPendingEngagements
+    public var pushes: SimPushGenerator
+    public var random: SimRandom
+    /// Fault actions armed for "the next message with this cid from any client" (fire once).
+    public var armed: [SimArmedFault] = []
+
+    public init(config: SimConfig, random: SimRandom = SimRandom()) {
+        self.config = config
+        pending = SimPendingEngagements(maxPerUser: config.maxPendingPerUser, maxBytes: config.maxPendingBytes)
+        pushes = SimPushGenerator(templateBytes: config.templateBytes)
+        self.random = random
+    }
+}
+
+/// The server side of one client connection, sans I/O: decoded client messages and `now` in,
+/// `SimAction`s out. Keepalive is driven by `tick(now:context:)`.
+///
+/// Lifecycle: `awaitingInit` → (INIT accepted) `ready` → `closed` (after any close output).
+/// In `ready` the connection may be identified (`user`), and LOGOUT makes it anonymous again.
+public struct SimServerSession: Sendable {
+    public enum State: String, Sendable, Equatable {
+        case awaitingInit = "awaiting_init"
+        case ready
+        case closed
+    }
+
+    /// `c1`, `c2`, …
+    public let id: String
+    /// The peer's address as text (`127.0.0.1:50312`).
+    public let remote: String
+    /// The peer's IP (INIT_SESSION_RESPONSE `payload.ip`).
+    public let remoteIP: String
+    public let connectedAt: Int64
+    public private(set) var state: State = .awaitingInit
+    /// INIT's `session_id`.
+    public private(set) var sessionID: String?
+    /// INIT's `label_key` and `brand_key`.
+    public private(set) var labelKey: String?
+    public private(set) var brandKey: String?
+    /// The identified user (`ext_user_id` of the accepted IDENTIFY).
+    public private(set) var user: String?
+    /// The last push token from IDENTIFY or 1003.
+    public private(set) var pushToken: String?
+    /// Fault modes of this client (override the global ones).
+    public var faults = SimFaultModes()
+    /// Fault actions waiting for a message with a given cid.
+    public var armed: [SimArmedFault] = []
+    /// When the next server PING is due (nil: server pings disabled).
+    public private(set) var nextPingAt: Int64?
+    /// When the client is dropped unless a PONG arrives (nil: no PING outstanding).
+    public private(set) var pongDeadline: Int64?
+    /// Server PINGs sent and PONGs received (diagnostics).
+    public private(set) var pingsSent = 0
+    public private(set) var pongsReceived = 0
+
+    public init(id: String, remote: String, remoteIP: String? = nil, now: Int64, config: SimConfig) {
+        self.id = id
+        self.remote = remote
+        self.remoteIP = remoteIP ?? Self.ip(of: remote)
+        connectedAt = now
+        nextPingAt = config.pingIntervalMs > 0 ? now + config.pingIntervalMs : nil
+    }
+
+    static func ip(of remote: String) -> String {
+        if remote.hasPrefix("["), let end = remote.firstIndex(of: "]") {
+            return String(remote[remote.index(after: remote.startIndex)..<end])
+        }
+        if let colon = remote.lastIndex(of: ":"), remote.firstIndex(of: ":") == colon { return String(remote[..<colon]) }
+        return remote
+    }
+
+    /// The fault modes in force for this client (its own over the global ones).
+    public func effectiveFaults(_ context: SimContext) -> SimFaultModes { faults.over(context.globalFaults) }
+
+    private func isHalfOpen(_ context: SimContext) -> Bool { effectiveFaults(context).halfOpen == true }
+
+    // MARK: - Input
+
+    /// Handles one decoded client message.
+    public mutating func handle(_ message: ClientMessage, now: Int64, context: inout SimContext) -> [SimAction] {
+        guard state != .closed, !isHalfOpen(context) else { return [] }
+        let request = message.json
+        let cid = message.cid.rawValue
+        if let fault = takeArmed(cid: cid, context: &context) { return perform(fault, now: now) }
+
+        switch message {
+        case .ping:
+            return [answer(Pong().json, to: nil, now: now, context: &context)]
+        case .pong:
+            pongsReceived += 1
+            pongDeadline = nil
+            return []
+        case .initSession(let initRequest):
+            return handleInit(initRequest, now: now, context: &context)
+        default:
+            break
+        }
+        guard state == .ready else {
+            guard let responseCID = Self.answerCID(forRequest: cid) else { return [] }
+            return [error(responseCID, SimErrorCode.notInitialized,
+                          "session not initialised: send INIT_SESSION_REQUEST (cid 3) first", to: request, now: now, context: &context)]
+        }
+
+        switch message {
+        case .identifyUser(let identify):
+            return handleIdentify(identify, now: now, context: &context)
+        case .login:
+            return [answer(ResponseMessage(cid: .loginResponse).json, to: request, now: now, context: &context)]
+        case .logout:
+            user = nil
+            return [answer(ResponseMessage(cid: .logoutResponse).json, to: request, now: now, context: &context)]
+        case .event:
+            return [answer(ResponseMessage(cid: .eventResponse).json, to: request, now: now, context: &context)]
+        case .registerPushToken(let r):
+            pushToken = r.token
+            return [answer(ResponseMessage(cid: .registerPushTokenResponse).json, to: request, now: now, context: &context)]
+        case .engagementReport(let report):
+            if let user { context.pending.remove(uid: report.engagementUID, user: user) }
+            return []
+        case .sawAcknowledgeSpin:
+            return []
+        case .other(let c, let json):
+            return handleOther(c.rawValue, json, now: now, context: &context)
+        case .ping, .pong, .initSession:
+            return []
+        }
+    }
+
+    /// Handles a message with an integer `cid` that `ClientMessage` refused (`error` names the field).
+    public mutating func handleInvalid(_ json: JSONObject, cid: Int64, error: ProtocolError, now: Int64,
+                                       context: inout SimContext) -> [SimAction] {
+        guard state != .closed, !isHalfOpen(context) else { return [] }
+        if let fault = takeArmed(cid: cid, context: &context) { return perform(fault, now: now) }
+        if cid == ClassID.initSessionRequest.rawValue, Self.isSessionIDProblem(error) {
+            let answer = self.error(ClassID.initSessionResponse.rawValue, SimErrorCode.emptySessionID,
+                                    "session_id must be a non-empty string: \(error)", to: json, now: now, context: &context)
+            let at = answer.at
+            state = .closed
+            return [answer, SimAction(client: id, output: .close(code: 1008, reason: "empty session_id"), at: at)]
+        }
+        guard let responseCID = Self.answerCID(forRequest: cid) else { return [] }
+        if state != .ready, cid != ClassID.initSessionRequest.rawValue {
+            return [self.error(responseCID, SimErrorCode.notInitialized,
+                               "session not initialised: send INIT_SESSION_REQUEST (cid 3) first", to: json, now: now, context: &context)]
+        }
+        return [self.error(responseCID, SimErrorCode.invalidMessage, error.description, to: json, now: now, context: &context)]
+    }
+
+    static func isSessionIDProblem(_ error: ProtocolError) -> Bool {
+        switch error {
+        case .missingField(_, let path), .invalidFieldValue(_, let path, _): path == "session_id"
+        case .wrongFieldType(_, let path, _, _): path == "session_id"
+        default: false
+        }
+    }
+
+    /// The cid of the answer to a client message, or nil when nobody answers it (PING/PONG are
+    /// handled apart; reports, 711 and 77777 are fire-and-forget). Unknown cids are answered by
+    /// 99999 UNSUPPORTED_COMMAND.
+    static func answerCID(forRequest cid: Int64) -> Int64? {
+        switch ClassID(cid) {
+        case .ping, .pong, .engagementImpression, .engagementAction, .engagementFailed, .sawAcknowledgeSpinPush, .clientDebug:
+            return nil
+        case .initSessionRequest, .identifyUserRequest, .login, .logout, .event, .registerPushTokenRequest:
+            return ClassID(cid).responseClassID?.rawValue
+        default:
+            return Self.samples[cid] != nil ? cid + 1 : ClassID.unsupportedCommand.rawValue
+        }
+    }
+
+    private mutating func handleInit(_ request: InitSessionRequest, now: Int64, context: inout SimContext) -> [SimAction] {
+        let json = request.json
+        guard state == .awaitingInit else {
+            return [error(ClassID.initSessionResponse.rawValue, SimErrorCode.alreadyDone,
+                          "session already initialised on this connection (session_id \(sessionID ?? "")); open a new connection",
+                          to: json, now: now, context: &context)]
+        }
+        if let configured = context.config.labelKey,
+           request.labelKey != configured, request.labelKey != SmarticoEnvironment(labelKey: configured).labelKeyForInit {
+            return [error(ClassID.initSessionResponse.rawValue, SimErrorCode.wrongCustomer,
+                          "unknown label_key \"\(request.labelKey.truncatedUTF8(64))\"", to: json, now: now, context: &context)]
+        }
+        let modes = effectiveFaults(context)
+        if let code = modes.rejectInit {
+            return [error(ClassID.initSessionResponse.rawValue, code, modes.rejectInitMessage ?? "INIT rejected (fault mode)",
+                          to: json, now: now, context: &context)]
+        }
+        state = .ready
+        sessionID = request.sessionID
+        labelKey = context.config.labelKey ?? request.labelKey
+        brandKey = context.config.brandKey ?? request.brandKey
+        let sessionHint = String(request.sessionID.prefix(4))
+        let response = InitSessionResponse(
+            products: [.gamification, 0, 5],
+            payload: ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP), "sessionId": .string(sessionHint)],
+            settings: ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
+                       "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/")])
+        return [answer(response.json, to: json, now: now, context: &context)]
+    }
+
+    private mutating func handleIdentify(_ request: IdentifyUserRequest, now: Int64, context: inout SimContext) -> [SimAction] {
+        let json = request.json
+        let responseCID = ClassID.identifyUserResponse.rawValue
+        if let user {
+            return [error(responseCID, SimErrorCode.alreadyDone,
+                          "already identified as \"\(user.truncatedUTF8(64))\" on this connection: close it and reconnect to identify again",
+                          to: json, now: now, context: &context)]
+        }
+        let modes = effectiveFaults(context)
+        if let code = modes.rejectIdentify {
+            return [error(responseCID, code, modes.rejectIdentifyMessage ?? "IDENTIFY rejected (fault mode)", to: json, now: now, context: &context)]
+        }
+        if let salt = context.config.hashSalt,
+           case .failure(let why) = SimHash.check(request.hash, extUserID: request.extUserID, salt: salt, now: now) {
+            return [error(responseCID, SimErrorCode.invalidHash, why.description, to: json, now: now, context: &context)]
+        }
+        let extUserID = request.extUserID
+        user = extUserID
+        if let token = request.token { pushToken = token }
+        let response = IdentifyUserResponse(
+            props: Self.props(for: extUserID), publicUsername: extUserID, avatarID: Self.avatarID(for: extUserID),
+            gamificationURL: wrapperURL("wrapper-gf.html", user: extUserID, context: context),
+            popupURL: wrapperURL("wrapper-popup.html", user: extUserID, context: context))
+        let first = answer(response.json, to: json, now: now, context: &context)
+        var actions = [first]
+        // The real server re-delivers the engagements still pending for this user.
+        for engagement in context.pending.pending(for: extUserID) {
+            actions.append(SimAction(client: id, output: .text(stamp(engagement, uuid: nil, now: now, context: &context)), at: first.at))
+        }
+        return actions
+    }
+
+    /// `<http base>/<page>?label_key=…&brand_key=…&user_ext_id=…` (002 §1.6).
+    func wrapperURL(_ page: String, user: String, context: SimContext) -> String {
+        var url = "\(context.config.httpBaseURL)/\(page)?label_key=\(WrapperURL.percentEncode(labelKey ?? ""))"
+        if let brandKey { url += "&brand_key=\(WrapperURL.percentEncode(brandKey))" }
+        url += "&user_ext_id=\(WrapperURL.percentEncode(user))"
+        return url
+    }
+
+    /// A stable numeric avatar id per user (like 002's "3902924573654987").
+    public static func avatarID(for user: String) -> String {
+        String(UInt64(SimHash.md5Hex(user).prefix(13), radix: 16) ?? 0)
+    }
+
+    static func props(for user: String) -> JSONObject {
+        ["ach_points_ever": 3605, "ach_points_balance": 3570, "ach_level_current": "Level E",
+         "core_is_test_account": .bool(user.hasPrefix("test")), "core_public_username": .string(user)]
+    }
+
+    // MARK: - Request/response samples
+
+    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels, 513 → 514 inbox.
+    static let samples: [Int64: (needsUser: Bool, body: JSONObject)] = [
+        13: (false, [
+            "lang_code": "EN",
+            "translations": ["gf_levels": "Levels", "gf_missions": "Missions", "gf_store": "Store", "gf_close": "Close"],
+        ]),
+        500: (true, [
+            "levels": [
+                ["level_id": 1, "level_public_meta": ["name": "Level A", "description": "Welcome"], "required_points": 0],
+                ["level_id": 2, "level_public_meta": ["name": "Level B", "description": "Regular"], "required_points": 1000],
+                ["level_id": 3, "level_public_meta": ["name": "Level E", "description": "Expert"], "required_points": 3000],
+            ],
+        ]),
+        513: (true, [
+            "inboxMessages": [
+                ["msg_id": 1001, "read": false, "favorite": false,
+                 "message_public_meta": ["title": "Welcome to the simulator", "preview_body": "This inbox is sample data.",
+                                         "action": "dp:gf_levels"]],
+                ["msg_id": 1002, "read": true, "favorite": false,
+                 "message_public_meta": ["title": "Your weekly missions", "preview_body": "Three new missions.",
+                                         "action": "dp:gf_missions"]],
+            ],
+            "unread_count": 1,
+        ]),
+    ]
+
+    private mutating func handleOther(_ cid: Int64, _ request: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
+        guard let responseCID = Self.answerCID(forRequest: cid) else { return [] }
+        if let (needsUser, body) = Self.samples[cid] {
+            if needsUser, user == nil {
+                return [error(responseCID, SimErrorCode.notIdentified,
+                              "cid \(cid) needs an identified user: send IDENTIFY_USER_REQUEST (cid 5) first", to: request, now: now, context: &context)]
+            }
+            var o = body
+            o["errCode"] = 0
+            o["errMsg"] = .null
+            o["cid"] = .number(responseCID)
+            return [answer(o, to: request, now: now, context: &context)]
+        }
+        let name = ClassID(cid).name.map { " (\($0))" } ?? ""
+        let o: JSONObject = ["errCode": .number(SimErrorCode.unsupportedCommand),
+                             "errMsg": .string("unsupported command: cid \(cid)\(name)"),
+                             "request_cid": .number(cid), "cid": .number(ClassID.unsupportedCommand.rawValue)]
+        return [answer(o, to: request, now: now, context: &context)]
+    }
+
+    // MARK: - Output helpers
+
+    private mutating func error(_ responseCID: Int64, _ code: Int64, _ message: String, to request: JSONObject,
+                                now: Int64, context: inout SimContext) -> SimAction {
+        let o: JSONObject = ["errCode": .number(code), "errMsg": .string(message), "cid": .number(responseCID)]
+        return answer(o, to: request, now: now, context: &context)
+    }
+
+    /// An answer: `ts`, the request's `uuid` (when echoing) or a fresh one, sent after the delay fault.
+    private mutating func answer(_ body: JSONObject, to request: JSONObject?, now: Int64, context: inout SimContext) -> SimAction {
+        let modes = effectiveFaults(context)
+        let echo = modes.echoUUID ?? context.config.echoRequestUUID
+        let uuid = echo ? request?["uuid"]?.stringValue : nil
+        let bytes = stamp(body, uuid: uuid, now: now, context: &context)
+        return SimAction(client: id, output: .text(bytes), at: now + max(0, modes.delayMs ?? 0))
+    }
+
+    /// `body` with `ts` = now and `uuid` (given or fresh), serialized.
+    private func stamp(_ body: JSONObject, uuid: String?, now: Int64, context: inout SimContext) -> [UInt8] {
+        var o = body
+        o["ts"] = .number(now)
+        o["uuid"] = .string(uuid ?? context.random.uuid())
+        return o.serialized()
+    }
+
+    /// This client's armed fault for `cid`, else a global one (each fires once).
+    private mutating func takeArmed(cid: Int64, context: inout SimContext) -> SimFaultAction? {
+        if let i = armed.firstIndex(where: { $0.cid == cid }) { return armed.remove(at: i).action }
+        if let i = context.armed.firstIndex(where: { $0.cid == cid }) { return context.armed.remove(at: i).action }
+        return nil
+    }
+
+    /// Performs a fault action now.
+    public mutating func perform(_ action: SimFaultAction, now: Int64) -> [SimAction] {
+        guard state != .closed else { return [] }
+        if action.closes { state = .closed }
+        return [SimAction(client: id, output: action.output, at: now)]
+    }
+
+    // MARK: - Pushes and keepalive
+
+    /// Sends a server push (stamped with `ts` and a fresh `uuid` unless it has them). A 110 to an
+    /// identified client becomes pending for its user until a 103/104/106 reports it.
+    public mutating func push(_ message: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
+        guard state != .closed, !isHalfOpen(context) else { return [] }
+        var o = message
+        if o["ts"] == nil { o["ts"] = .number(now) }
+        if o["uuid"] == nil { o["uuid"] = .string(context.random.uuid()) }
+        if o["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue, let user {
+            context.pending.add(o, user: user)
+        }
+        return [SimAction(client: id, output: .text(o.serialized()), at: now)]
+    }
+
+    /// Keepalive: a PING when due; a close (1001) when a PING went unanswered for the pong timeout.
+    public mutating func tick(now: Int64, context: inout SimContext) -> [SimAction] {
+        guard state != .closed, !isHalfOpen(context) else { return [] }
+        if let deadline = pongDeadline, now >= deadline {
+            state = .closed
+            return [SimAction(client: id, output: .close(code: 1001, reason: "no PONG within \(context.config.pongTimeoutMs) ms"), at: now)]
+        }
+        guard let due = nextPingAt, now >= due else { return [] }
+        let interval = context.config.pingIntervalMs
+        nextPingAt = interval > 0 ? now + interval : nil
+        if pongDeadline == nil { pongDeadline = now + max(0, context.config.pongTimeoutMs) }
+        pingsSent += 1
+        return [SimAction(client: id, output: .text(stamp(Ping().json, uuid: nil, now: now, context: &context)), at: now)]
+    }
+
+    /// The earliest time `tick` has something to do (nil: nothing scheduled).
+    public func nextDeadline(_ context: SimContext) -> Int64? {
+        guard state != .closed, !isHalfOpen(context) else { return nil }
+        switch (nextPingAt, pongDeadline) {
+        case (let a?, let b?): return min(a, b)
+        case (let a?, nil): return a
+        case (nil, let b?): return b
+        case (nil, nil): return nil
+        }
+    }
+
+    /// Marks the connection closed (the I/O layer saw it end).
+    public mutating func markClosed() { state = .closed }
+
+    /// The entry of the `clients` control op.
+    public func summary(_ context: SimContext) -> JSONObject {
+        var o: JSONObject = ["id": .string(id), "state": .string(state.rawValue), "remote": .string(remote),
+                             "connected_at": .number(connectedAt)]
+        o["session_id"] = sessionID.map(JSONValue.string) ?? .null
+        o["user"] = user.map(JSONValue.string) ?? .null
+        o["label_key"] = labelKey.map(JSONValue.string) ?? .null
+        o["brand_key"] = brandKey.map(JSONValue.string) ?? .null
+        o["push_token"] = pushToken.map(JSONValue.string) ?? .null
+        o["pings_sent"] = .number(pingsSent)
+        o["pongs_received"] = .number(pongsReceived)
+        if !faults.isEmpty { o["faults"] = .object(SimControl.faultsJSON(faults)) }
+        if !armed.isEmpty { o["armed"] = .array(armed.map { .object(SimControl.armedJSON($0)) }) }
+        return o
+    }
+}

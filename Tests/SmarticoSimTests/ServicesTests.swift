@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+import Transport
+import SmarticoProtocol
+@testable import SmarticoSim
+
+@Suite struct ServicesTests {
+    @Test func httpRuntimeAndControlSocketWorkTogetherOverRealSockets() async throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let command = try SimCommand.parse([
+            "--control", dir.path + "/sim.sock", "--record", dir.path + "/rec.ndjson", "--ping-interval", "0",
+            "--label-key", "d78934f3-1d8b-461b-9e8f-287aae43c860-2",
+        ])
+        try await withLoop { loop in
+            let services = try await SimServices.start(command, on: loop)
+            #expect(services.httpBaseURL == "http://127.0.0.1:\(services.http.port)")
+            let sock = dir.path + "/sim.sock"
+            #expect(await unixExchange(path: sock, #"{"op":"clients"}"# + "\n") == #"{"ok":true,"clients":[]}"# + "\n")
+
+            // A connection as the WebSocket glue will hand it over.
+            let conn = FakeConnection()
+            let id = await services.runtime.accepted(conn)
+            await services.runtime.received(client: id, text: Msg.initSession(label: "d78934f3-1d8b-461b-9e8f-287aae43c860").serialized())
+            await services.runtime.received(client: id, text: Msg.identify("alice").serialized())
+            let six = try #require(conn.all.last.flatMap { try? JSONValue(parsing: $0) }?.objectValue)
+            let gf = try #require(six.str("native_app_gf_url"))
+            #expect(gf.hasPrefix(services.httpBaseURL + "/wrapper-gf.html?label_key=d78934f3-1d8b-461b-9e8f-287aae43c860-2"))
+
+            // The URL the answer points at is served.
+            let target = String(gf.dropFirst(services.httpBaseURL.count))
+            let page = await tcpExchange(port: services.http.port, "GET \(target) HTTP/1.1\r\n\r\n")
+            #expect(page.hasPrefix("HTTP/1.1 200 OK") && page.contains("<code>alice</code>"))
+
+            // Control over the real socket reaches the connection.
+            let clients = await unixExchange(path: sock, #"{"op":"clients"}"# + "\n")
+            #expect(clients.contains(#""user":"alice""#))
+            let emitted = await unixExchange(path: sock, #"{"op":"emit","kind":"engagement","to":"alice"}"# + "\n")
+            #expect(emitted.hasPrefix(#"{"ok":true,"sent":1"#))
+            #expect(conn.all.last?.contains(#""cid":110"#) == true)
+            let received = await unixExchange(path: sock, #"{"op":"received","cid":5}"# + "\n")
+            #expect(received.contains(#""ext_user_id":"alice""#))
+            // A push report to the public API endpoint is recorded with client "http".
+            let report = PushEngagementReport(kind: .delivered, userExtID: "alice", engagementUID: "e-9", messageID: 3)
+            let api = await tcpExchange(port: services.http.port,
+                                        "GET /services/public?\(report.query(apiKey: "k", brandKey: "b", uuid: "u", ts: 1)) HTTP/1.1\r\n\r\n")
+            #expect(api.hasPrefix("HTTP/1.1 200 OK"))
+            let http = await unixExchange(path: sock, #"{"op":"received","client":"http"}"# + "\n")
+            #expect(http.contains(#""event_type":"engagement_delivered""#) && http.contains(#""user":"alice""#))
+            await services.stop()
+            #expect(access(sock, F_OK) != 0)
+        }
+        let record = try String(contentsOfFile: dir.path + "/rec.ndjson", encoding: .utf8)
+        #expect(record.split(separator: "\n").count == 3)
+    }
+
+    @Test func anUnusableControlPathFailsWithItsName() async throws {
+        let command = try SimCommand.parse(["--control", "/nonexistent-dir/sim.sock"])
+        try await withLoop { loop in
+            do {
+                _ = try await SimServices.start(command, on: loop)
+                Issue.record("started with an impossible control path")
+            } catch {
+                #expect("\(error)".contains("/nonexistent-dir/sim.sock"))
+            }
+        }
+    }
+}
