@@ -35,7 +35,11 @@ import Testing
             argv: ["/bin/sh", "-c", "sleep 30 & echo $! > \(pidFile); wait"], user: "u", timeoutMs: 400)
         let elapsed = Date().timeIntervalSince(start)
         #expect(r == .failed(.timedOut(program: "/bin/sh", timeoutMs: 400)))
-        #expect(elapsed >= 0.35 && elapsed < 5)
+        // Not a timing test: the lower bound shows the timeout was waited for, and finishing
+        // well before the 30 s `sleep` shows it was killed. The upper bound is loose because a
+        // shared 2-core machine running the suite in parallel can delay process start-up
+        // (seen: 18 s under a load average of 6).
+        #expect(elapsed >= 0.35 && elapsed < 25)
         let pidText = try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let pid = try #require(Int32(pidText))
         // Dead (gone, or a zombie waiting for its new parent to reap it), within a bounded wait.
