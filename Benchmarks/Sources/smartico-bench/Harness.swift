@@ -93,6 +93,7 @@ func compare(_ subject: Timed, _ reference: Timed?, rounds: Int, batchNanos: UIn
 enum Unit {
     case gigabytesPerSecond(bytesPerOp: Int)
     case megabytesPerSecond(bytesPerOp: Int)
+    case framesAndMegabytesPerSecond(bytesPerOp: Int, framesPerOp: Int)
     case opsPerSecond
     case nanoseconds
 
@@ -100,6 +101,10 @@ enum Unit {
         switch self {
         case .gigabytesPerSecond(let b): return fmt(Double(b) / nsPerOp, 2) + " GB/s"
         case .megabytesPerSecond(let b): return fmt(Double(b) / nsPerOp * 1000, 1) + " MB/s"
+        case .framesAndMegabytesPerSecond(let b, let f):
+            let perSecond = Double(f) / nsPerOp * 1e9
+            let frames = perSecond >= 1e6 ? fmt(perSecond / 1e6, 2) + " M" : (perSecond >= 1e3 ? fmt(perSecond / 1e3, 1) + " k" : fmt(perSecond, 0) + " ")
+            return frames + " frames/s, " + fmt(Double(b) / nsPerOp * 1000, 0) + " MB/s"
         case .opsPerSecond: return fmt(1e9 / nsPerOp / 1000, 1) + " k/s"
         case .nanoseconds: return fmt(nsPerOp, 1) + " ns"
         }

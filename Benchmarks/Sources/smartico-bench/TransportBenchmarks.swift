@@ -83,7 +83,7 @@ func frameDecodeBenchmarks(_ report: Report) {
         let label = size >= 1 << 20 ? "\(size >> 20) MiB" : (size >= 1024 ? "\(size >> 10) KiB" : "\(size) B")
         let goal = size <= 16 ? 3.0 : 10.0
         report.add("frame decode, \(label) masked frames (\(count) per pass)",
-                   unit: .megabytesPerSecond(bytesPerOp: wire.count),
+                   unit: .framesAndMegabytesPerSecond(bytesPerOp: wire.count, framesPerOp: count),
                    subject: ours, referenceName: "SwiftNIO WebSocketFrameDecoder", reference: nio, goal: goal)
     }
 }
