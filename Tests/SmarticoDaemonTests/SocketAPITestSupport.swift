@@ -56,7 +56,7 @@ func seqOfEventLine(_ line: [UInt8]) -> Int64? {
 final class SocketTestClient: Sendable {
     struct State {
         var partial: [UInt8] = []
-        /// Every complete line (kept only with `keepLines`).
+        /// Every complete line (only the first 16 without `keepLines`).
         var lines: [[UInt8]] = []
         var lineCount = 0
         /// Seqs of the event lines, in arrival order (not `overflow`).
@@ -112,7 +112,7 @@ final class SocketTestClient: Sendable {
                 } else if let seq = seqOfEventLine(line) {
                     s.eventSeqs.append(seq)
                 }
-                if keepLines { s.lines.append(line) }
+                if keepLines || s.lines.count < 16 { s.lines.append(line) }
             }
             if start < bytes.count { s.partial.append(contentsOf: bytes[start...]) }
         }

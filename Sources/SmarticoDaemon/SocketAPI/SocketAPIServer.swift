@@ -624,8 +624,10 @@ public final class SocketAPIServer: CustomStringConvertible,
         drop(peer)
     }
 
-    /// Stops serving the peer: what is queued is still sent, then it is closed (at the latest after
-    /// `lingerMs`).
+    /// Stops serving the peer: what is queued is still sent, then the output is shut down (the peer
+    /// sees EOF after the last line) and it is closed when the peer closes, at the latest after
+    /// `lingerMs`. Input is read and discarded meanwhile: closing a Unix socket with unread input
+    /// resets it, and the peer would lose the last line.
     private func drop(_ peer: Peer) {
         guard peer.isOpen, !peer.dropping else { return }
         peer.dropping = true
@@ -635,7 +637,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         flush(peer)
         guard peer.isOpen else { return }
-        peer.connection.closeAfterFlush()
+        peer.connection.shutdownOutput()
+        peer.connection.resumeReading()
         guard peer.isOpen else { return }
         peer.lingerTimer = loop.scheduleTimer(after: .milliseconds(configuration.lingerMs)) { [weak peer] in
             peer?.connection.close()
