@@ -226,3 +226,112 @@ struct SocketAPIServerTests {
         }
     }
 }
+
+@Suite("Socket API overflow notice and replay")
+struct SocketAPIReplayTests {
+    @Test func theOverflowNoticeArrivesAfterTheLastEventSent() async throws {
+        let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 100, lingerMs: 20_000))
+        defer { Task { await rig.stop() } }
+        let stuck = try await rig.connect(read: false)
+        try await stuck.send(#"{"id":1,"op":"subscribe"}"# + "\n")
+        try await waitUntil("the subscriber") { rig.server.subscriberCount == 1 }
+        let pad = String(repeating: "p", count: 1000)
+        for seq in 1...3000 {
+            rig.server.publish(DaemonEvent(name: "message", data: ["pad": .string(pad)], journaled: true), seq: Int64(seq), tsMs: 7)
+        }
+        try await waitUntil("the overflow") { rig.server.subscriberCount == 0 }
+        try await rig.clientLoop.submit { stuck.connection.start() }
+        try await waitUntil("EOF after the notice") { stuck.isClosed }
+        let seqs = stuck.eventSeqs
+        #expect(seqs.count > 0 && seqs.count < 3000)
+        #expect(seqs == Array(1...Int64(seqs.count)))
+        let notices = stuck.state.withLock { $0.overflowLines }
+        #expect(notices.count == 1)
+        let notice = try JSONValue(parsing: try #require(notices.first))
+        #expect(notice["data"]?["dropped_after_seq"]?.int64Value == seqs.last)
+        #expect(notice["seq"]?.int64Value == seqs.last)
+        #expect(try stuck.json().last?["event"] == "overflow")
+    }
+
+    @Test func reconnectingWithSinceReplaysWithoutGapOrDuplicateWhileEventsFlow() async throws {
+        let dir = try makeSocketTempDir()
+        let store = try await SmarticoStore.open(directory: dir + "/state")
+        let rig = try await SocketTestRig.start(store: store, dir: dir)
+        defer { Task { await rig.stop(); await store.close() } }
+        try await journalAndPublish(50, store: store, server: rig.server)
+        let first = try await rig.connect()
+        let subscribed = try await first.call(#"{"id":1,"op":"subscribe"}"#, id: 1)
+        #expect(subscribed["result"] == ["last_seq": 50])
+        try await journalAndPublish(30, store: store, server: rig.server, from: 50)
+        try await waitUntil("30 live events") { first.eventSeqs.count == 30 }
+        #expect(first.eventSeqs == Array(51...80))
+        let events = try first.events()
+        #expect(events.first?.serializedString() == #"{"event":"message","seq":51,"ts":1700000000050,"data":{"i":50}}"#)
+        await first.close()
+        // Missed while away.
+        try await journalAndPublish(400, store: store, server: rig.server, from: 80)
+        // Keep publishing (journal first, then publish, as the driver does) while the peer replays.
+        let publisher = Task {
+            for round in 0..<20 {
+                try await journalAndPublish(25, store: store, server: rig.server, from: 480 + round * 25)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        let second = try await rig.connect(keepLines: false)
+        let again = try await second.call(#"{"id":2,"op":"subscribe","since":80}"#, id: 2)
+        #expect(again["ok"] == true)
+        try await publisher.value
+        try await waitUntil("every event up to 980") { second.eventSeqs.last == 980 }
+        #expect(second.eventSeqs == Array(81...980))
+        // A type filter applies to the replay too; live-only events carry the last journaled seq.
+        try await journalAndPublish(3, name: "engagement", store: store, server: rig.server, from: 1000)
+        let filtered = try await rig.connect()
+        _ = try await filtered.call(#"{"id":3,"op":"subscribe","since":0,"types":["engagement","session"]}"#, id: 3)
+        try await waitUntil("the three engagements") { filtered.eventSeqs.count == 3 }
+        #expect(filtered.eventSeqs == [981, 982, 983])
+        rig.server.publish(DaemonEvent(name: "session", data: ["state": "ready"], journaled: false), seq: nil, tsMs: 9)
+        rig.server.publish(DaemonEvent(name: "props", data: [:], journaled: false), seq: nil, tsMs: 9)
+        try await waitUntil("the session event") { filtered.eventSeqs.count == 4 }
+        #expect(try filtered.events().last?["seq"] == 983)
+        #expect(try filtered.events().last?["event"] == "session")
+    }
+
+    @Test func aDurableSubscriberResumesAfterARestart() async throws {
+        let dir = try makeSocketTempDir()
+        let statePath = dir + "/state"
+        let store = try await SmarticoStore.open(directory: statePath)
+        let rig = try await SocketTestRig.start(store: store, dir: dir)
+        try await journalAndPublish(10, store: store, server: rig.server)
+        var client = try await rig.connect()
+        // A new name starts now (seq 10) and is remembered at once.
+        let sub = try await client.call(#"{"id":1,"op":"subscribe","durable":"kiosk"}"#, id: 1)
+        #expect(sub["result"] == ["last_seq": 10])
+        try await journalAndPublish(10, store: store, server: rig.server, from: 10)
+        try await waitUntil("ten events") { client.eventSeqs.count == 10 }
+        #expect(client.eventSeqs == Array(11...20))
+        let acked = try await client.call(#"{"id":2,"op":"ack","seq":15}"#, id: 2)
+        #expect(acked["result"] == ["cursor": 15])
+        let backwards = try await client.call(#"{"id":3,"op":"ack","seq":12}"#, id: 3)
+        #expect(backwards["result"] == ["cursor": 15])
+        let beyond = try await client.call(#"{"id":4,"op":"ack","seq":999}"#, id: 4)
+        #expect(beyond["error"]?["code"] == "bad_request")
+        #expect(beyond["error"]?["message"]?.stringValue?.contains("beyond the last seq 20") == true)
+        await client.close()
+        await rig.stop(removeDir: false)
+        await store.close()
+
+        // Restart: the store is reopened and a new server started on the same path.
+        let reopened = try await SmarticoStore.open(directory: statePath)
+        let restarted = try await SocketTestRig.start(store: reopened, dir: dir)
+        defer { Task { await restarted.stop(); await reopened.close() } }
+        try await journalAndPublish(5, store: reopened, server: restarted.server, from: 20)
+        client = try await restarted.connect()
+        let resumed = try await client.call(#"{"id":5,"op":"subscribe","durable":"kiosk"}"#, id: 5)
+        #expect(resumed["result"] == ["last_seq": 25])
+        try await waitUntil("the unacknowledged events") { client.eventSeqs.count == 10 }
+        #expect(client.eventSeqs == Array(16...25))
+        try await journalAndPublish(1, store: reopened, server: restarted.server, from: 25)
+        try await waitUntil("the live one") { client.eventSeqs.count == 11 }
+        #expect(client.eventSeqs.last == 26)
+    }
+}
