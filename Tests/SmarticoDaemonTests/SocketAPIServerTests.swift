@@ -335,3 +335,38 @@ struct SocketAPIReplayTests {
         #expect(client.eventSeqs.last == 26)
     }
 }
+
+@Suite("Socket API socket file")
+struct SocketAPIFileTests {
+    @Test func theSocketFileGetsItsModeAndGroup() async throws {
+        let dir = try makeSocketTempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let loop = try EventLoop(name: "sapi-file")
+        defer { loop.shutdownAndJoinLater() }
+        // My own primary group, by name (getgrnam_r) and by number.
+        let groupName = try #require(getgrgid(getgid()).map { String(cString: $0.pointee.gr_name) })
+        for (index, group) in [groupName, String(getgid())].enumerated() {
+            let path = dir + "/g\(index).sock"
+            let server = SocketAPIServer(loop: loop, configuration: .init(), store: nil)
+            try await server.start(.path(path, mode: 0o640, group: group), handler: FakeSocketHandler())
+            var info = stat()
+            #expect(stat(path, &info) == 0)
+            #expect(info.st_mode & 0o777 == 0o640)
+            #expect(info.st_gid == getgid())
+            await server.close()
+            #expect(access(path, F_OK) != 0, "close() removes the socket file")
+        }
+        let server = SocketAPIServer(loop: loop, configuration: .init(), store: nil)
+        await #expect(throws: SocketAPIServerError.unknownGroup("no-such-group-smarticod")) {
+            try await server.start(.path(dir + "/x.sock", group: "no-such-group-smarticod"), handler: FakeSocketHandler())
+        }
+        await #expect(throws: SocketAPIServerError.self) {
+            try await server.start(.path(dir + "/missing/dir/x.sock"), handler: FakeSocketHandler())
+        }
+    }
+}
+
+extension EventLoop {
+    /// Shuts the loop down from a detached task (a `defer` cannot await).
+    func shutdownAndJoinLater() { Task { await self.shutdown() } }
+}

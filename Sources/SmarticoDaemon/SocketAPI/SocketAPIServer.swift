@@ -128,6 +128,11 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// Open connections. Any thread.
     public var connectionCount: Int { connections.load(ordering: .relaxed) }
 
+    /// The `hello` result: `{"api": 1, "version", "state"}`.
+    public static func helloResult(version: String, state: SessionState) -> JSONValue {
+        ["api": 1, "version": .string(version), "state": .string(state.rawValue)]
+    }
+
     // MARK: Starting and stopping
 
     /// Starts listening and serving. `handler` answers everything but `subscribe`/`unsubscribe`/`ack`
