@@ -203,7 +203,7 @@ struct SocketAPIServerTests {
                 rig.server.publish(DaemonEvent(name: "message", data: ["n": .number(seq), "pad": "0123456789abcdef"], journaled: true), seq: seq, tsMs: 5)
             }
             let target = Int(seq)
-            try await waitUntil("readers at \(target)", timeout: .seconds(60)) { readers.allSatisfy { $0.eventSeqs.count >= target } }
+            try await waitUntil("readers at \(target)", timeout: .seconds(60)) { readers.allSatisfy { $0.eventCount >= target } }
         }
         try await waitUntil("the stuck peer dropped") { rig.server.subscriberCount == 2 && rig.server.connectionCount == 2 }
         for reader in readers {

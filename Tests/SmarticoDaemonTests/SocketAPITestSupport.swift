@@ -32,16 +32,20 @@ func waitUntil(
     }
 }
 
-/// The seq of an event line (`{"event":…,"seq":N,…`), found without a full parse.
-func seqOfEventLine(_ line: [UInt8]) -> Int64? {
-    let key = Array("\"seq\":".utf8)
-    guard line.starts(with: Array("{\"event\":".utf8)), line.count > key.count else { return nil }
-    var i = 0
-    while i + key.count <= line.count {
-        if line[i] == key[0] && Array(line[i..<(i + key.count)]) == key {
-            var j = i + key.count
+private let eventPrefix = Array("{\"event\":".utf8)
+private let overflowPrefix = Array("{\"event\":\"overflow\"".utf8)
+private let seqKey = Array("\"seq\":".utf8)
+
+/// The seq of an event line (`{"event":…,"seq":N,…`), found without a full parse or allocation.
+func seqOfEventLine<C: Collection<UInt8>>(_ line: C) -> Int64? where C.Index == Int {
+    guard line.starts(with: eventPrefix) else { return nil }
+    var i = line.startIndex
+    let last = line.endIndex - seqKey.count
+    while i <= last {
+        if line[i] == 0x22 && line[i + 1] == 0x73 && line[(i..<(i + seqKey.count))].elementsEqual(seqKey) {
+            var j = i + seqKey.count
             var value: Int64 = 0
-            while j < line.count, line[j] >= 0x30, line[j] <= 0x39 {
+            while j < line.endIndex, line[j] >= 0x30, line[j] <= 0x39 {
                 value = value * 10 + Int64(line[j] - 0x30)
                 j += 1
             }
@@ -101,21 +105,32 @@ final class SocketTestClient: Sendable {
     private func received(_ bytes: UnsafeRawBufferPointer) {
         state.withLock { s in
             var start = 0
-            for i in 0..<bytes.count where bytes[i] == 0x0A {
-                var line = s.partial
-                line.append(contentsOf: bytes[start..<i])
-                s.partial = []
-                start = i + 1
-                s.lineCount += 1
-                if line.starts(with: Array("{\"event\":\"overflow\"".utf8)) {
-                    s.overflowLines.append(line)
-                } else if let seq = seqOfEventLine(line) {
-                    s.eventSeqs.append(seq)
+            while start < bytes.count {
+                guard let newline = bytes[start...].firstIndex(of: 0x0A) else {
+                    s.partial.append(contentsOf: bytes[start...])
+                    return
                 }
-                if keepLines || s.lines.count < 16 { s.lines.append(line) }
+                if s.partial.isEmpty {
+                    account(UnsafeRawBufferPointer(rebasing: bytes[start..<newline]), &s)
+                } else {
+                    s.partial.append(contentsOf: bytes[start..<newline])
+                    let line = s.partial
+                    s.partial = []
+                    line.withUnsafeBytes { account($0, &s) }
+                }
+                start = newline + 1
             }
-            if start < bytes.count { s.partial.append(contentsOf: bytes[start...]) }
         }
+    }
+
+    private func account(_ line: UnsafeRawBufferPointer, _ s: inout State) {
+        s.lineCount += 1
+        if line.starts(with: overflowPrefix) {
+            s.overflowLines.append(Array(line))
+        } else if let seq = seqOfEventLine(line) {
+            s.eventSeqs.append(seq)
+        }
+        if keepLines || s.lines.count < 16 { s.lines.append(Array(line)) }
     }
 
     /// Sends text as is (add the `\n` yourself).
@@ -132,6 +147,8 @@ final class SocketTestClient: Sendable {
     var lineCount: Int { state.withLock { $0.lineCount } }
     var isClosed: Bool { state.withLock { $0.closed } }
     var eventSeqs: [Int64] { state.withLock { $0.eventSeqs } }
+    /// The number of event lines (cheap: no copy of `eventSeqs`).
+    var eventCount: Int { state.withLock { $0.eventSeqs.count } }
 
     /// Parsed lines.
     func json() throws -> [JSONValue] { try lines.map { try JSONValue(parsing: $0) } }
