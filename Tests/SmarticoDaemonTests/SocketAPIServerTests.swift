@@ -370,3 +370,21 @@ extension EventLoop {
     /// Shuts the loop down from a detached task (a `defer` cannot await).
     func shutdownAndJoinLater() { Task { await self.shutdown() } }
 }
+
+@Suite("Socket API long replay")
+struct SocketAPILongReplayTests {
+    /// A replay longer than the queue bound reaches a reading peer whole: pages wait for the peer.
+    @Test func aReplayLongerThanTheQueueIsPacedNotDropped() async throws {
+        let dir = try makeSocketTempDir()
+        let store = try await SmarticoStore.open(directory: dir + "/state")
+        let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 200), store: store, dir: dir)
+        defer { Task { await rig.stop(); await store.close() } }
+        try await journalAndPublish(3000, store: store, server: rig.server)
+        let client = try await rig.connect(keepLines: false)
+        _ = try await client.call(#"{"id":1,"op":"subscribe","since":0}"#, id: 1)
+        try await waitUntil("3000 replayed events") { client.eventCount == 3000 }
+        #expect(client.eventSeqs == Array(1...3000))
+        #expect(!client.isClosed)
+        #expect(client.state.withLock { $0.overflowLines.isEmpty })
+    }
+}

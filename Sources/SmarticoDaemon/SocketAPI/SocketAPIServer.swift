@@ -524,10 +524,12 @@ public final class SocketAPIServer: CustomStringConvertible,
             subscription.replayedThrough = max(subscription.replayedThrough, event.seq)
         }
         if events.count >= limit {
-            // More to come: keep the peer's queue at most half full.
-            if peer.queuedEvents + peer.outEvents > configuration.maxQueueEvents / 2 {
+            // More to come: keep the peer's queue at most half full. Write the page now, so the
+            // decision sees what the kernel took (an empty queue never reports `onWritable`).
+            flush(peer)
+            guard peer.isOpen else { return }
+            if peer.connection.queuedByteCount > 0 && peer.queuedEvents > configuration.maxQueueEvents / 2 {
                 subscription.replayWaitingForDrain = true
-                flush()
             } else {
                 fetchReplayPage(peer, subscription)
             }
