@@ -1,0 +1,67 @@
+import Synchronization
+import SmarticoProtocol
+import Transport
+
+/// What the socket server asks of the rest of the daemon (the session driver): answer `hello`,
+/// `status`, the session ops and `push_report`.
+///
+/// ``handle(_:from:reply:)`` is called **on the server's loop thread, synchronously, in the order the
+/// requests arrived** (across all connections), so a driver that feeds them into one FIFO (e.g.
+/// `AsyncStream.Continuation.yield`) keeps their order. It must not block: hand the work off and
+/// answer later through `reply`, from any thread.
+public protocol SocketAPIHandler: AnyObject, Sendable {
+    func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply)
+}
+
+/// The answer slot of one request. Answer exactly once with ``succeed(_:)`` or ``fail(_:)``, from any
+/// thread; later answers are ignored. A reply released without an answer answers `internal`, so a
+/// peer is never left waiting forever by a lost request.
+public final class SocketAPIReply: Sendable {
+    private let answered = Atomic<Bool>(false)
+    private let deliver: @Sendable (Result<JSONValue, SocketAPIError>) -> Void
+
+    init(deliver: @escaping @Sendable (Result<JSONValue, SocketAPIError>) -> Void) {
+        self.deliver = deliver
+    }
+
+    /// Answers `{"ok": true, "result": result}`.
+    public func succeed(_ result: JSONValue) { answer(.success(result)) }
+
+    /// Answers `{"ok": false, "error": …}`.
+    public func fail(_ error: SocketAPIError) { answer(.failure(error)) }
+
+    /// Answers with a session machine's result.
+    public func complete(_ result: Result<JSONValue, SessionReplyError>) {
+        answer(result.mapError { SocketAPIError($0) })
+    }
+
+    public func answer(_ result: Result<JSONValue, SocketAPIError>) {
+        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            return
+        }
+        deliver(result)
+    }
+
+    /// True once answered.
+    public var isAnswered: Bool { answered.load(ordering: .acquiring) }
+
+    deinit {
+        if !answered.load(ordering: .acquiring) {
+            deliver(.failure(SocketAPIError(.internal, "the daemon dropped this request without an answer")))
+        }
+    }
+}
+
+/// A handler made of an async closure (tests, tools). Each call runs in its own `Task`, so calls may
+/// start out of arrival order: the session driver should implement ``SocketAPIHandler`` itself.
+public final class SocketAPIClosureHandler: SocketAPIHandler {
+    private let body: @Sendable (SocketAPICall, SocketPeer) async -> Result<JSONValue, SocketAPIError>
+
+    public init(_ body: @escaping @Sendable (SocketAPICall, SocketPeer) async -> Result<JSONValue, SocketAPIError>) {
+        self.body = body
+    }
+
+    public func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {
+        Task { [body] in reply.answer(await body(call, peer)) }
+    }
+}

@@ -1,0 +1,169 @@
+import SmarticoProtocol
+
+/// The error codes of the local socket API (socket-api.md). `not_implemented` is only used by
+/// `push_report` until the HTTP API exists.
+public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
+    case badJSON = "bad_json"
+    case badRequest = "bad_request"
+    case unknownOp = "unknown_op"
+    case lineTooLong = "line_too_long"
+    case notPermitted = "not_permitted"
+    case notReady = "not_ready"
+    case serverError = "server_error"
+    case timeout
+    case queueFull = "queue_full"
+    case `internal`
+    case notImplemented = "not_implemented"
+}
+
+/// An error answer: written as `{"code", "message"}` plus `errCode`/`errMsg` when set (`server_error`).
+public struct SocketAPIError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: SocketAPIErrorCode
+    /// Human text that names the field and what is wrong with it.
+    public var message: String
+    public var errCode: Int64?
+    public var errMsg: String?
+
+    public init(_ code: SocketAPIErrorCode, _ message: String, errCode: Int64? = nil, errMsg: String? = nil) {
+        self.code = code
+        self.message = message
+        self.errCode = errCode
+        self.errMsg = errMsg
+    }
+
+    /// The socket error for an answer of the session machine.
+    public init(_ reply: SessionReplyError) {
+        self.init(SocketAPIErrorCode(rawValue: reply.code.rawValue) ?? .internal, reply.message,
+                  errCode: reply.errCode, errMsg: reply.errMsg)
+    }
+
+    public var description: String { "\(code.rawValue): \(message)" }
+
+    /// The `error` object of a response.
+    public var json: JSONValue {
+        var object: JSONObject = ["code": .string(code.rawValue), "message": .string(message)]
+        if let errCode { object.append(key: "errCode", value: .number(errCode)) }
+        if let errMsg { object.append(key: "errMsg", value: .string(errMsg)) }
+        return .object(object)
+    }
+
+    static func badRequest(_ message: String) -> SocketAPIError { SocketAPIError(.badRequest, message) }
+}
+
+/// The ops of socket-api.md.
+public enum SocketOp: String, Sendable, Equatable, CaseIterable {
+    case hello, status, subscribe, unsubscribe, ack, identify, logout, login
+    case pushToken = "push_token"
+    case language, event, report
+    case minigameAck = "minigame_ack"
+    case pushReport = "push_report"
+    case send, request, bridge
+
+    /// Ops any peer may use; the others need a peer in `socket.control_uids`/`control_gids` when
+    /// those lists are set.
+    public var isReadOnly: Bool {
+        switch self {
+        case .hello, .status, .subscribe, .unsubscribe, .ack: true
+        default: false
+        }
+    }
+}
+
+/// `subscribe` arguments.
+public struct SubscribeRequest: Sendable, Equatable {
+    /// Event names to deliver; nil: all.
+    public var types: Set<String>?
+    /// Replay journaled events with a larger seq first.
+    public var since: JournalSeq?
+    /// Durable subscription name: resume after its acknowledged cursor; `ack` moves it.
+    public var durable: String?
+
+    public init(types: Set<String>? = nil, since: JournalSeq? = nil, durable: String? = nil) {
+        self.types = types
+        self.since = since
+        self.durable = durable
+    }
+}
+
+/// `push_report` arguments (Smartico's public HTTP API, 002 §5).
+public struct PushReportRequest: Sendable, Equatable {
+    public enum Kind: String, Sendable, CaseIterable { case delivered, impression, action, failed }
+    public var kind: Kind
+    public var engagementUID: String
+    public var messageID: String
+    public var action: String?
+    /// nil: the identified user.
+    public var userExtID: String?
+
+    public init(kind: Kind, engagementUID: String, messageID: String, action: String? = nil, userExtID: String? = nil) {
+        self.kind = kind
+        self.engagementUID = engagementUID
+        self.messageID = messageID
+        self.action = action
+        self.userExtID = userExtID
+    }
+}
+
+/// A parsed, validated request (what a line becomes).
+public enum SocketRequest: Sendable, Equatable {
+    case hello
+    case status
+    case subscribe(SubscribeRequest)
+    case unsubscribe
+    case ack(seq: JournalSeq)
+    case pushReport(PushReportRequest)
+    /// `identify`, `logout`, `login`, `push_token`, `language`, `event`, `report`, `minigame_ack`,
+    /// `send`, `request`, `bridge`: handed to the session as they are.
+    case session(SessionRequest)
+
+    public var op: SocketOp {
+        switch self {
+        case .hello: .hello
+        case .status: .status
+        case .subscribe: .subscribe
+        case .unsubscribe: .unsubscribe
+        case .ack: .ack
+        case .pushReport: .pushReport
+        case .session(let request):
+            switch request {
+            case .identify: .identify
+            case .logout: .logout
+            case .login: .login
+            case .pushToken: .pushToken
+            case .language: .language
+            case .event: .event
+            case .report: .report
+            case .minigameAck: .minigameAck
+            case .send: .send
+            case .request: .request
+            case .bridge: .bridge
+            }
+        }
+    }
+}
+
+/// What the server hands to its ``SocketAPIHandler``: every op except `subscribe`, `unsubscribe`
+/// and `ack`, which the server handles itself.
+public enum SocketAPICall: Sendable, Equatable {
+    /// Answer `{"api": 1, "version", "state"}`.
+    case hello
+    /// Answer the status object (``SocketAPIServer/subscriberCount`` gives `subscribers`).
+    case status
+    case session(SessionRequest)
+    case pushReport(PushReportRequest)
+}
+
+/// Who sent a request.
+public struct SocketPeer: Sendable, Equatable, CustomStringConvertible {
+    /// Unique per server lifetime.
+    public var connectionNumber: UInt64
+    public var pid: Int32?
+    public var uid: UInt32?
+    public var gid: UInt32?
+    /// False when control lists are set and this peer is in neither.
+    public var mayControl: Bool
+
+    public var description: String {
+        "peer#\(connectionNumber)" + (pid.map { " pid \($0)" } ?? "") + (uid.map { " uid \($0)" } ?? "")
+    }
+}
