@@ -40,8 +40,9 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
             let b = await runtime.accepted(slow)
             await runtime.received(client: a, text: Msg.initSession().serialized())
             #expect(fast.all.count == 1 && fast.all[0].contains("\"cid\":4"))
-            // Delay b's answers by 150 ms: a is answered at once meanwhile.
-            let ok = await runtime.control(line: Array(#"{"op":"fault","kind":"delay","ms":150,"client":"\#(b)"}"#.utf8))
+            // Delay b's answers by 1 s: a is answered at once meanwhile. (Long enough that a
+            // loaded machine cannot let the delay pass between two awaits of this test.)
+            let ok = await runtime.control(line: Array(#"{"op":"fault","kind":"delay","ms":1000,"client":"\#(b)"}"#.utf8))
             #expect(String(decoding: ok, as: UTF8.self).contains("\"ok\":true"))
             let start = ContinuousClock.now
             await runtime.received(client: b, text: Msg.initSession().serialized())
@@ -49,7 +50,7 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
             #expect(slow.all.isEmpty)
             #expect(fast.all.count == 2 && fast.all[1].contains("\"cid\":2"))
             try await waitFor("the delayed answer") { !slow.all.isEmpty }
-            #expect(ContinuousClock.now - start >= .milliseconds(140))
+            #expect(ContinuousClock.now - start >= .milliseconds(990))
             #expect(slow.all[0].contains("\"cid\":4"))
             // Faults reach the connection: a malformed frame, then a close with a code.
             _ = await runtime.control(line: Array(#"{"op":"fault","kind":"malformed_frame","client":"\#(a)"}"#.utf8))
