@@ -9,10 +9,15 @@ import SmarticoProtocol
 final class FakeConnection: SimClientConnection, @unchecked Sendable {
     // Touched on the loop thread by the runtime and read by the test through `events` (a Mutex).
     let events = Mutex<[String]>([])
+    /// When each entry of `events` arrived (taken by the runtime's thread, not by the test).
+    let arrivals = Mutex<[ContinuousClock.Instant]>([])
     var queued = 0
     var remoteDescription: String { "127.0.0.1:40000" }
     var queuedByteCount: Int { queued }
-    func sendText(_ bytes: [UInt8]) { events.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+    func sendText(_ bytes: [UInt8]) {
+        arrivals.withLock { $0.append(.now) }
+        events.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) }
+    }
     func sendRaw(_ bytes: [UInt8]) { events.withLock { $0.append("raw:\(bytes)") } }
     func close(code: UInt16, reason: String) { events.withLock { $0.append("close:\(code):\(reason)") } }
     func abort() { events.withLock { $0.append("abort") } }
@@ -47,10 +52,13 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
             let start = ContinuousClock.now
             await runtime.received(client: b, text: Msg.initSession().serialized())
             await runtime.received(client: a, text: Msg.simple(1).serialized())
-            #expect(slow.all.isEmpty)
+            // a's answer is written synchronously while b's waits on a loop timer.
             #expect(fast.all.count == 2 && fast.all[1].contains("\"cid\":2"))
             try await waitFor("the delayed answer") { !slow.all.isEmpty }
-            #expect(ContinuousClock.now - start >= .milliseconds(990))
+            // Times are taken when the runtime wrote each answer, so a loaded machine
+            // delaying this test cannot make the check pass or fail.
+            let slowAt = try #require(slow.arrivals.withLock { $0.first })
+            #expect(slowAt - start >= .milliseconds(990))
             #expect(slow.all[0].contains("\"cid\":4"))
             // Faults reach the connection: a malformed frame, then a close with a code.
             _ = await runtime.control(line: Array(#"{"op":"fault","kind":"malformed_frame","client":"\#(a)"}"#.utf8))
