@@ -48,14 +48,22 @@ struct IntegrationServerTests {
         defer { serverLoop.shutdownAndJoinDetached() }
         try await withLoop { loop in
             let server = try await startWebSocketEchoServer(on: serverLoop, deflate: false)
+            let handshakeErrors = Shared<[String]>([])
+            try await serverLoop.submit { server.onHandshakeError = { e in handshakeErrors.update { $0.append(e) } } }
             var options = WebSocketConnectOptions()
             options.deflate = nil
+            options.connectTimeout = .seconds(30)
             let count = 1000
             let echoed = Shared(0)
             var connections: [WebSocketConnection] = []
             for i in 0..<count {
-                let c = try await WebSocketClient.connect(url: "ws://127.0.0.1:\(server.port)/\(i)", options: options, on: loop)
-                connections.append(c)
+                do {
+                    let c = try await WebSocketClient.connect(url: "ws://127.0.0.1:\(server.port)/\(i)", options: options, on: loop)
+                    connections.append(c)
+                } catch {
+                    Issue.record("connection \(i): \(error); server handshake errors: \(handshakeErrors.value)")
+                    throw error
+                }
             }
             let all = connections
             try await loop.submit {
