@@ -29,7 +29,8 @@ struct IntegrationProbeTests {
         let output = Shared<[UInt8]?>(nil)
         let fd = pipe.fileHandleForReading.fileDescriptor
         Thread {
-            let bytes = readToEnd(fd: fd)
+            // The pipe stays alive (its descriptor open) until EOF.
+            let bytes = withExtendedLifetime(pipe) { readToEnd(fd: fd) }
             process.waitUntilExit()
             output.update { $0 = bytes }
         }.start()
