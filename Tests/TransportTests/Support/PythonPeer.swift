@@ -47,10 +47,10 @@ final class PythonPeer: Sendable {
         let output = Pipe()
         let input = Pipe()
         process.standardOutput = output
-        // Not the test process's own stdout/stderr: a peer left behind must not hold `swift test`'s pipe.
-        let log = TestDirectory.tempPath("peer-\(script)-\(UUID().uuidString.prefix(8)).log")
-        FileManager.default.createFile(atPath: log, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: log)
+        // Not the test process's own stderr (a peer left behind must not hold `swift test`'s pipe), and
+        // not a FileHandle of our own either (Foundation would close its descriptor behind the handle's
+        // back, and the handle would close the number again later: someone else's socket by then).
+        process.standardError = output
         // The peers exit when their stdin reaches EOF: when this process dies, they die too.
         process.standardInput = input
         try process.run()
@@ -74,8 +74,8 @@ final class PythonPeer: Sendable {
         }
         guard let first = lines.value.first, let port = Int(first) else {
             process.terminate()
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            throw Missing(detail: "\(script) exited without printing a port; its stderr: \(text.suffix(2000))")
+            let text = lines.value.joined(separator: "\n")
+            throw Missing(detail: "\(script) exited without printing a port; its output: \(text.suffix(2000))")
         }
         return PythonPeer(port: port, lines: lines, process: process, input: input)
     }
