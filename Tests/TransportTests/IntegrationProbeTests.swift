@@ -25,7 +25,7 @@ struct IntegrationProbeTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        try process.run()
+        try process.runSerialized()
         let output = Shared<[UInt8]?>(nil)
         let fd = pipe.fileHandleForReading.fileDescriptor
         Thread {

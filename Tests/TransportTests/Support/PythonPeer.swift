@@ -53,7 +53,7 @@ final class PythonPeer: Sendable {
         process.standardError = output
         // The peers exit when their stdin reaches EOF: when this process dies, they die too.
         process.standardInput = input
-        try process.run()
+        try process.runSerialized()
         let lines = Shared<[String]>([])
         let ended = Shared(false)
         let fd = output.fileHandleForReading.fileDescriptor
