@@ -137,7 +137,7 @@ actor TestCertificateAuthority {
             let output = Pipe()
             process.standardOutput = output
             process.standardError = output
-            try process.run()
+            try process.runSerialized()
             let bytes = readToEnd(fd: output.fileHandleForReading.fileDescriptor)
             process.waitUntilExit()
             return (process.terminationStatus, bytes)

@@ -11,6 +11,8 @@ struct TestDirectory {
         return TestDirectory(path: path)
     }
     func remove() { try? FileManager.default.removeItem(atPath: path) }
+    /// A path in the temp directory (not created).
+    static func tempPath(_ name: String) -> String { NSTemporaryDirectory() + "/" + name }
 }
 
 struct TimedOut: Error, CustomStringConvertible {
@@ -102,5 +104,16 @@ func readToEnd(fd: Int32) -> [UInt8] {
         let chunk = readSome(fd: fd)
         if chunk.isEmpty { return all }
         all += chunk
+    }
+}
+
+/// Serializes `Process.run()` across the test process: concurrent launches from several threads crashed
+/// inside Foundation's `Process.run` (a memmove on a bad pointer) in a full parallel run.
+let processLaunchLock = Mutex(())
+
+extension Process {
+    /// `run()` under ``processLaunchLock``.
+    func runSerialized() throws {
+        try processLaunchLock.withLock { _ in try run() }
     }
 }
