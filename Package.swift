@@ -86,7 +86,12 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "TransportTests", dependencies: ["Transport"], swiftSettings: strict),
+        .testTarget(
+            name: "TransportTests",
+            dependencies: ["Transport"],
+            exclude: ["peers"],  // Python test peers, run as subprocesses
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SmarticoProtocolTests",
             dependencies: ["SmarticoProtocol"],

@@ -13,9 +13,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
+        // Plain C references (a TCP ping-pong over loopback).
+        .target(name: "CBench"),
         .executableTarget(
             name: "smartico-bench",
             dependencies: [
+                "CBench",
                 .product(name: "Transport", package: "smarticod"),
                 .product(name: "SmarticoProtocol", package: "smarticod"),
                 .product(name: "NIOCore", package: "swift-nio"),
