@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+@testable import Transport
+
+/// Through an HTTP CONNECT proxy (a Python one the test starts), and the HTTP client.
+@Suite("Integration: proxy and HTTP client")
+struct IntegrationProxyHTTPTests {
+    @Test("wss through a CONNECT proxy, with and without credentials", arguments: [false, true])
+    func throughProxy(credentials: Bool) async throws {
+        try await withLoop { loop in
+            let fixture = try await TLSFixture.make()
+            defer { fixture.remove() }
+            let server = try await startWebSocketEchoServer(on: loop, tls: fixture.serverContext)
+            let proxy = try await PythonPeer.start("connect_proxy.py", credentials ? ["--user", "dev ice", "--password", "s3:cr@t"] : [])
+            defer { proxy.stop() }
+            var options = WebSocketConnectOptions()
+            options.tls = fixture.clientConfiguration
+            let url = credentials ? "http://dev%20ice:s3%3Acr%40t@127.0.0.1:\(proxy.port)" : "http://127.0.0.1:\(proxy.port)/"
+            options.proxy = try HTTPProxy(url: url)
+            let connection = try await WebSocketClient.connect(url: "wss://localhost:\(server.port)/", options: options, on: loop)
+            #expect(connection.trace?.entries.map(\.step) == [.dns, .tcp, .proxy, .tls, .upgrade])
+            #expect(connection.trace?.connectedAddress?.port == proxy.port)
+            #expect(proxy.lines.value.contains("tunnel localhost:\(server.port)"))
+            let inbox = EventInbox(connection)
+            try await connection.sendAsync(text: "through the tunnel")
+            #expect(try await inbox.nextMessage() == .text("through the tunnel"))
+            try await connection.closeAsync()
+            #expect(try await inbox.closed().code == .normalClosure)
+            await server.closeAsync()
+        }
+    }
+
+    @Test("a proxy answering 407: the error names the proxy and its status line", arguments: [false, true])
+    func proxyRefuses(withCredentials: Bool) async throws {
+        try await withLoop { loop in
+            let proxy = try await PythonPeer.start("connect_proxy.py", withCredentials ? ["--refuse-all"] : ["--user", "u", "--password", "p"])
+            defer { proxy.stop() }
+            var options = WebSocketConnectOptions()
+            options.proxy = try HTTPProxy(url: withCredentials ? "http://u:wrong@127.0.0.1:\(proxy.port)" : "http://127.0.0.1:\(proxy.port)")
+            do throws(ConnectError) {
+                _ = try await WebSocketClient.connect(url: "ws://example.invalid:80/", options: options, on: loop)
+                Issue.record("connected through a refusing proxy")
+            } catch {
+                #expect(error.step == .proxy)
+                guard case .proxy(.refused(let name, let target, let line, _)) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(name == "127.0.0.1:\(proxy.port)")
+                #expect(target == "example.invalid:80")
+                #expect(line == "HTTP/1.1 407 Proxy Authentication Required")
+                #expect(error.description.contains("proxy 127.0.0.1:\(proxy.port)"))
+                #expect(error.description.contains("407"))
+                #expect(!error.description.contains("wrong"))  // the password never shows
+            }
+        }
+    }
+
+    @Test("proxy URLs and the environment rules")
+    func proxyParsing() throws {
+        let p = try HTTPProxy(url: "http://user:p%40ss@proxy.example:3128/")
+        #expect(p.host == "proxy.example" && p.port == 3128 && p.username == "user" && p.password == "p@ss")
+        #expect(p.description == "http://user:(masked)@proxy.example:3128")
+        #expect(p.authorizationHeaderValue == "Basic dXNlcjpwQHNz")
+        #expect(throws: HTTPProxyError.self) { try HTTPProxy(url: "https://proxy:1") }
+        #expect(throws: HTTPProxyError.self) { try HTTPProxy(url: "proxy:1") }
+        let env = ["https_proxy": "proxy:8080", "http_proxy": "http://plain:3128", "no_proxy": "localhost,.internal.example"]
+        #expect(try HTTPProxy.fromEnvironment(env, host: "api.smartico.ai", secure: true) == HTTPProxy(host: "proxy", port: 8080))
+        #expect(try HTTPProxy.fromEnvironment(env, host: "api.smartico.ai", secure: false) == HTTPProxy(host: "plain", port: 3128))
+        #expect(try HTTPProxy.fromEnvironment(env, host: "a.internal.example", secure: true) == nil)
+        #expect(try HTTPProxy.fromEnvironment(env, host: "localhost", secure: true) == nil)
+        #expect(try HTTPProxy.fromEnvironment(["HTTP_PROXY": "http://x:1"], host: "h", secure: false) == nil)
+        #expect(try HTTPProxy.fromEnvironment(["no_proxy": "*", "https_proxy": "p:1"], host: "h", secure: true) == nil)
+    }
+
+    @Test("HTTPClient: Content-Length, chunked and close-delimited responses, plain and TLS", arguments: [false, true])
+    func httpClient(tls: Bool) async throws {
+        try await withLoop { loop in
+            let fixture = tls ? try await TLSFixture.make() : nil
+            defer { fixture?.remove() }
+            var args: [String] = []
+            if let fixture { args = ["--cert", fixture.server.chainPath, "--key", fixture.server.keyPath] }
+            let server = try await PythonPeer.start("http_server.py", args)
+            defer { server.stop() }
+            var options = HTTPClientOptions()
+            options.timeout = .seconds(20)
+            if let fixture { options.tls = fixture.clientConfiguration }
+            let base = "\(tls ? "https" : "http")://localhost:\(server.port)"
+            let length = try await HTTPClient.send(HTTPClientRequest(url: base + "/length"), options: options, on: loop)
+            #expect(length.status == 200)
+            #expect(length.text == "hello, length")
+            #expect((length.trace.tls != nil) == tls)
+            let chunked = try await HTTPClient.send(HTTPClientRequest(url: base + "/chunked"), options: options, on: loop)
+            #expect(chunked.text == "hello, chunked")
+            let closeDelimited = try await HTTPClient.send(HTTPClientRequest(url: base + "/close"), options: options, on: loop)
+            #expect(closeDelimited.text == "hello, close")
+            var headers = HTTPHeaders()
+            headers.add(name: "X-Test", value: "42")
+            let posted = try await HTTPClient.send(
+                HTTPClientRequest(method: "POST", url: base + "/echo", headers: headers, body: Array("{\"a\":1}".utf8)),
+                options: options, on: loop)
+            #expect(posted.status == 201)
+            #expect(posted.headers["X-Echo"] == "yes")
+            #expect(posted.text == "POST 42 {\"a\":1}")
+            var small = options
+            small.maxResponseSize = 1000
+            do throws(ConnectError) {
+                _ = try await HTTPClient.send(HTTPClientRequest(url: base + "/big"), options: small, on: loop)
+                Issue.record("a 1 MiB body passed a 1000-byte limit")
+            } catch {
+                #expect(error.step == .http)
+                guard case .http(.responseTooLarge(limit: 1000)) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+            }
+        }
+    }
+
+    @Test("HTTPClient through the proxy")
+    func httpThroughProxy() async throws {
+        try await withLoop { loop in
+            let server = try await PythonPeer.start("http_server.py")
+            defer { server.stop() }
+            let proxy = try await PythonPeer.start("connect_proxy.py")
+            defer { proxy.stop() }
+            var options = HTTPClientOptions()
+            options.proxy = HTTPProxy(host: "127.0.0.1", port: proxy.port)
+            let r = try await HTTPClient.send(HTTPClientRequest(url: "http://127.0.0.1:\(server.port)/length"), options: options, on: loop)
+            #expect(r.text == "hello, length")
+            #expect(r.trace.entries.map(\.step) == [.dns, .tcp, .proxy, .http])
+        }
+    }
+}
+
+/// An idle open connection costs no wake-up.
+@Suite("Integration: idle cost")
+struct IntegrationIdleTests {
+    @Test("an idle open WebSocket makes no loop wake-ups")
+    func idle() async throws {
+        let serverLoop = try EventLoop(name: "idle-server")
+        defer { serverLoop.shutdownAndJoinDetached() }
+        try await withLoop("idle-client") { loop in
+            let server = try await startWebSocketEchoServer(on: serverLoop)
+            let connection = try await WebSocketClient.connect(url: "ws://127.0.0.1:\(server.port)/", on: loop)
+            let inbox = EventInbox(connection)
+            try await connection.sendAsync(text: "warm up")
+            #expect(try await inbox.nextMessage() == .text("warm up"))
+            let timers = try await loop.submit { loop.scheduledTimerCount }
+            try await Task.sleep(for: .milliseconds(100))  // let the last wake-ups of the exchange pass
+            let before = loop.wakeUpCount
+            try await Task.sleep(for: .seconds(3))
+            let after = loop.wakeUpCount
+            #expect(timers == 0)
+            #expect(after == before, "the client loop woke up \(after - before) times in 3 s while idle")
+            try await connection.closeAsync()
+            #expect(try await inbox.closed().code == .normalClosure)
+            await server.closeAsync()
+        }
+    }
+}
+
+extension EventLoop {
+    /// Shuts down without blocking the caller's (cooperative) thread.
+    func shutdownAndJoinDetached() {
+        let loop = self
+        Thread { loop.shutdownAndJoin() }.start()
+    }
+}
