@@ -37,6 +37,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 FAILURES = []
+SALT = None  # --salt: the simulator checks hashes, so IDENTIFY must carry a valid one
 
 
 def step(name, ok, **details):
@@ -126,11 +127,20 @@ def control(path, request):
     return json.loads(data)
 
 
-async def ready(url, user=None, hash_=None):
+def valid_hash(user):
+    """A hash the simulator accepts: valid for 10 minutes with --salt, none without."""
+    return smartico_hash(user, SALT, now_ms() + 600_000) if SALT else None
+
+
+def identify(user, hash_="valid"):
+    return {"cid": 5, "ext_user_id": user, "hash": valid_hash(user) if hash_ == "valid" else hash_}
+
+
+async def ready(url, user=None, hash_="valid"):
     c = await open_client(url)
     _, r = await c.request(init_message(), 4)
     if user is not None:
-        _, r = await c.request({"cid": 5, "ext_user_id": user, "hash": hash_}, 6)
+        _, r = await c.request(identify(user, hash_), 6)
     return c, r
 
 
@@ -142,7 +152,7 @@ async def lifecycle(args):
     step("init.settings", "FCM_SENDER_ID" in settings and settings.get("DYNAMIC_IMAGE_DOMAIN", "").startswith("http"),
          settings=settings)
     step("init.payload", all(k in r.get("payload", {}) for k in ("country", "city", "ip", "s")))
-    sent, r = await c.request({"cid": 5, "ext_user_id": "py-user", "hash": None}, 6)
+    sent, r = await c.request(identify("py-user"), 6)
     step("identify", r.get("errCode") == 0 and r.get("public_username") == "py-user"
          and "user_ext_id=py-user" in r.get("native_app_gf_url", "") and "wrapper-popup" in r.get("native_app_popup_url", ""))
     step("identify.ts", isinstance(r.get("ts"), int) and abs(r["ts"] - now_ms()) < 60_000)
@@ -304,10 +314,10 @@ async def faults(args):
     _, a = await c.request(init_message(), 4)
     step("fault.clear", a.get("errCode") == 0)
     r = ctl(kind="reject_identify", client=me)
-    _, a = await c.request({"cid": 5, "ext_user_id": "py-faults", "hash": None}, 6)
+    _, a = await c.request(identify("py-faults"), 6)
     step("fault.reject_identify", a.get("errCode") == 100000)
     ctl(kind="clear", client=me)
-    _, a = await c.request({"cid": 5, "ext_user_id": "py-faults", "hash": None}, 6)
+    _, a = await c.request(identify("py-faults"), 6)
     step("fault.reject_identify.cleared", a.get("errCode") == 0)
 
     ctl(kind="delay", ms=600, client=me)
@@ -363,7 +373,7 @@ async def faults(args):
     r = ctl(kind="close_abruptly", on_cid=5, client=my_client_id(args))
     await c.send({"cid": 9, "eventType": "x", "payload": {}})
     await c.recv(10)
-    await c.send({"cid": 5, "ext_user_id": "py-armed", "hash": None})
+    await c.send(identify("py-armed"))
     rcvd, _ = await expect_close(c)
     step("fault.armed_on_cid", r.get("armed_on_cid") == 5 and rcvd is None)
 
@@ -380,6 +390,8 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     args = p.parse_args()
+    global SALT
+    SALT = args.salt
     try:
         asyncio.run(asyncio.wait_for(SCENARIOS[args.scenario](args), 60))
     except Exception as e:  # a scenario that cannot finish is a failure with its reason
