@@ -353,7 +353,8 @@ public final class WebSocketConnection: CustomStringConvertible,
         closeTimer = nil
         flushGuard?.invalidate()
         flushGuard = nil
-        if case .failed(let e) = reason, pendingError == nil, proto.state != .closed {
+        // After a complete close handshake a missing TLS close_notify or a reset is not worth an error.
+        if case .failed(let e) = reason, pendingError == nil, proto.state == .open || proto.state == .closeSent {
             pendingError = .transport(e.description)
         }
         perform(proto.transportClosed())

@@ -58,16 +58,10 @@ final class PythonPeer: Sendable {
         let ended = Shared(false)
         let fd = output.fileHandleForReading.fileDescriptor
         let reader = Thread {
-            var pending: [UInt8] = []
-            while true {
-                let chunk = readSome(fd: fd)
-                if chunk.isEmpty { break }
-                pending += chunk
-                while let nl = pending.firstIndex(of: 10) {
-                    let line = String(decoding: pending[..<nl], as: UTF8.self)
-                    pending.removeSubrange(...nl)
-                    lines.update { $0.append(line) }
-                }
+            // Keep the pipe (and so `fd`) open until EOF: were it released first, the number could be
+            // reused by another test's socket and this thread would steal that socket's bytes.
+            withExtendedLifetime(output) {
+                readLines(fd: fd, into: lines)
             }
             ended.update { $0 = true }
         }
@@ -104,3 +98,18 @@ final class PythonPeer: Sendable {
     }
 }
 
+
+/// Reads `fd` to EOF, appending each line to `lines`.
+private func readLines(fd: Int32, into lines: Shared<[String]>) {
+    var pending: [UInt8] = []
+    while true {
+        let chunk = readSome(fd: fd)
+        if chunk.isEmpty { break }
+        pending += chunk
+        while let nl = pending.firstIndex(of: 10) {
+            let line = String(decoding: pending[..<nl], as: UTF8.self)
+            pending.removeSubrange(...nl)
+            lines.update { $0.append(line) }
+        }
+    }
+}
