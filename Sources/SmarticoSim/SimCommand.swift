@@ -236,8 +236,12 @@ public struct SimRunning: Sendable {
     public static func start(_ command: SimCommand, on loop: EventLoop) async throws -> SimRunning {
         var tls: TLSContext?
         if let cert = command.tlsCert, let key = command.tlsKey {
-            tls = try await TLSContext.load(server: TLSServerConfiguration(certificateChainFile: cert, privateKeyFile: key),
-                                            pool: loop.blockingPool)
+            do {
+                tls = try await TLSContext.load(server: TLSServerConfiguration(certificateChainFile: cert, privateKeyFile: key),
+                                                pool: loop.blockingPool)
+            } catch {
+                throw SimStartError.tls(cert: cert, key: key, reason: "\(error)")
+            }
         }
         let services = try await SimServices.start(command, on: loop)
         do {
@@ -246,7 +250,7 @@ public struct SimRunning: Sendable {
             return SimRunning(services: services, listener: listener)
         } catch {
             await services.stop()
-            throw error
+            throw SimStartError.webSocketListener(host: command.host, port: command.port, reason: "\(error)")
         }
     }
 
@@ -254,6 +258,22 @@ public struct SimRunning: Sendable {
     public func stop() async {
         await listener.close()
         await services.stop()
+    }
+}
+
+/// Why the simulator could not start (the HTTP and control errors name their own address or path).
+public enum SimStartError: Error, Sendable, CustomStringConvertible {
+    case tls(cert: String, key: String, reason: String)
+    case webSocketListener(host: String, port: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .tls(let cert, let key, let reason):
+            "--tls-cert \(cert) / --tls-key \(key) unusable: \(reason)"
+        case .webSocketListener(let host, let port, let reason):
+            "cannot listen for WebSocket clients on --host \(host) --port \(port): \(reason)"
+                + (port != 0 ? " (another --port, or 0 to pick a free one)" : "")
+        }
     }
 }
 

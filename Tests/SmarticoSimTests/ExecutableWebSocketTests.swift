@@ -109,6 +109,15 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
         #expect(await sim.stop() == 0)
     }
 
+    @Test func aPortInUseExits1NamingTheOption() async throws {
+        let first = try await SimSubprocess.start(["--port", "0", "--ping-interval", "0"])
+        let second = try await ExecutableTests.run(["--port", String(first.port)])
+        #expect(second.status == 1)
+        #expect(second.stdout.isEmpty)
+        #expect(second.stderr.contains("cannot listen for WebSocket clients on --host 127.0.0.1 --port \(first.port)"), "\(second.stderr)")
+        #expect(await first.stop() == 0)
+    }
+
     @Test func servesWSSWithTheGivenCertificate() async throws {
         let dir = try TempDir()
         defer { dir.remove() }
