@@ -1,4 +1,6 @@
 import ArgumentParser
+import Synchronization
+import Transport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,7 +37,7 @@ extension String {
 }
 
 /// `smartico-sim`'s command line. The executable calls `SimCommand.main()`.
-public struct SimCommand: ParsableCommand {
+public struct SimCommand: ParsableCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "smartico-sim",
         abstract: "A local stand-in for Smartico's WebSocket server, for demos, tests and benchmarks.",
@@ -157,15 +159,152 @@ public struct SimCommand: ParsableCommand {
                   httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID, echoRequestUUID: !noEchoUUID)
     }
 
+    /// Runs the simulator until SIGINT or SIGTERM (then exits 0). Standard output: the WebSocket
+    /// port, the WebSocket URL, the HTTP base URL, one per line, written and flushed once listening.
     public func run() throws {
         _ = try makeConfig(httpBaseURL: "http://\(host):\(httpPort)")
-        // The WebSocket server (frame codec, handshake, deflate, server glue) is being finished in
-        // Transport; until it lands there is nothing to accept connections with. See docs/simulator.md
-        // ("Server wiring") for how SimRuntime, SimHTTPServer and SimControlServer plug into it.
         var stderr = StandardError()
-        print("smartico-sim: the WebSocket server glue is not built yet (Transport's WebSocket half has not landed); "
-              + "options are valid, nothing was started", to: &stderr)
-        throw ExitCode(1)
+        // Block the stop signals before any thread exists (threads inherit the mask), then take them
+        // with sigwait on this (main, non-pool) thread.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+
+        let loop: EventLoop
+        do { loop = try EventLoop(name: "smartico-sim") } catch {
+            print("smartico-sim: cannot start the event loop: \(error)", to: &stderr)
+            throw ExitCode(1)
+        }
+        let command = self
+        let started = SimBlockingResult<SimRunning>()
+        Task {
+            do {
+                started.set(.success(try await SimRunning.start(command, on: loop)))
+            } catch {
+                started.set(.failure(error))
+            }
+        }
+        let running: SimRunning
+        switch started.wait() {
+        case .success(let r): running = r
+        case .failure(let error):
+            print("smartico-sim: \(error)", to: &stderr)
+            throw ExitCode(1)
+        }
+        let hostPart = host.contains(":") ? "[\(host)]" : host
+        let scheme = tlsCert == nil ? "ws" : "wss"
+        let lines = "\(running.listener.port)\n\(scheme)://\(hostPart):\(running.listener.port)\(SimUpgrade.path)\n"
+            + "\(running.services.httpBaseURL)\n"
+        SimCommand.writeAll(1, Array(lines.utf8))  // unbuffered: the lines are out when this returns
+        print("smartico-sim: listening on \(scheme)://\(hostPart):\(running.listener.port)\(SimUpgrade.path), "
+              + "pages on \(running.services.httpBaseURL)"
+              + (control.map { ", control socket \($0)" } ?? "") + "; SIGINT/SIGTERM stop", to: &stderr)
+
+        var signal: Int32 = 0
+        while sigwait(&stopSignals, &signal) != 0 {}
+        print("smartico-sim: signal \(signal), stopping", to: &stderr)
+        let stopped = SimBlockingResult<Void>()
+        Task {
+            await running.stop()
+            stopped.set(.success(()))
+        }
+        _ = stopped.wait()
+        loop.shutdownAndJoin()
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { b in
+            var off = 0
+            while off < b.count {
+                let n = Glibc.write(fd, b.baseAddress! + off, b.count - off)
+                if n < 0 { if errno == EINTR { continue }; return }
+                off += n
+            }
+        }
+    }
+}
+
+/// The whole simulator once started: `SimServices` then the WebSocket listener.
+public struct SimRunning: Sendable {
+    public let services: SimServices
+    public let listener: SimWebSocketListener
+
+    /// Starts HTTP, the runtime, the control socket, then the WebSocket listener (TLS with
+    /// `--tls-cert/--tls-key`), as `command` says.
+    public static func start(_ command: SimCommand, on loop: EventLoop) async throws -> SimRunning {
+        var tls: TLSContext?
+        if let cert = command.tlsCert, let key = command.tlsKey {
+            do {
+                tls = try await TLSContext.load(server: TLSServerConfiguration(certificateChainFile: cert, privateKeyFile: key),
+                                                pool: loop.blockingPool)
+            } catch {
+                throw SimStartError.tls(cert: cert, key: key, reason: "\(error)")
+            }
+        }
+        let services = try await SimServices.start(command, on: loop)
+        do {
+            let listener = try await SimWebSocketListener.start(host: command.host, port: command.port, tls: tls,
+                                                                runtime: services.runtime)
+            return SimRunning(services: services, listener: listener)
+        } catch {
+            await services.stop()
+            throw SimStartError.webSocketListener(host: command.host, port: command.port, reason: "\(error)")
+        }
+    }
+
+    /// Stops listening (WebSocket, HTTP, control) and the runtime.
+    public func stop() async {
+        await listener.close()
+        await services.stop()
+    }
+}
+
+/// Why the simulator could not start (the HTTP and control errors name their own address or path).
+public enum SimStartError: Error, Sendable, CustomStringConvertible {
+    case tls(cert: String, key: String, reason: String)
+    case webSocketListener(host: String, port: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .tls(let cert, let key, let reason):
+            "--tls-cert \(cert) / --tls-key \(key) unusable: \(reason)"
+        case .webSocketListener(let host, let port, let reason):
+            "cannot listen for WebSocket clients on --host \(host) --port \(port): \(reason)"
+                + (port != 0 ? " (another --port, or 0 to pick a free one)" : "")
+        }
+    }
+}
+
+/// A result handed from a task to a plain (non-pool) thread that waits for it.
+final class SimBlockingResult<T: Sendable>:
+    // The result is under a Mutex; the POSIX semaphore is made for use from several threads and its
+    // pointer never changes between init and deinit.
+    @unchecked Sendable
+{
+    private let state = Mutex<Result<T, any Error>?>(nil)
+    private let semaphore: UnsafeMutablePointer<sem_t>
+
+    init() {
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
+    }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    func set(_ r: Result<T, any Error>) {
+        state.withLock { $0 = r }
+        sem_post(semaphore)
+    }
+
+    /// Blocks the calling thread (never a cooperative pool thread) until `set`.
+    func wait() -> Result<T, any Error> {
+        while sem_wait(semaphore) != 0 {}
+        return state.withLock { $0! }
     }
 }
 

@@ -73,20 +73,12 @@ import Testing
         #expect(t.status == 64 && t.stderr.contains("--tls-cert and --tls-key go together"))
     }
 
-    /// Until Transport's WebSocket server glue lands the executable says so and exits 1.
-    /// When it lands, replace this with the end-to-end test below.
-    @Test func saysHonestlyThatTheWebSocketGlueIsMissing() async throws {
-        let r = try await Self.run(["--port", "0"])
-        #expect(r.status == 1)
-        #expect(r.stdout.isEmpty)
-        #expect(r.stderr.contains("WebSocket server glue is not built yet"))
-    }
-
     /// End to end with the independent Python client (Tests/SmarticoSimTests/peers/sim_client.py):
     /// the simulator as a subprocess, its port read from stdout line 1, each scenario a subprocess.
-    @Test(.disabled("until Transport's WebSocket server glue lands: smartico-sim exits 1 without it"))
-    func pythonClientScenarios() async throws {
-        let python = try #require(ProcessInfo.processInfo.environment["SMARTICO_TEST_PYTHON"], "run through scripts/test.sh")
+    @Test func pythonClientScenarios() async throws {
+        let python = try #require(ProcessInfo.processInfo.environment["SMARTICO_TEST_PYTHON"],
+            "SMARTICO_TEST_PYTHON is not set: the Python websockets client needs its venv; run scripts/test.sh, or `source scripts/deps.sh; setup_python_venv` then swift test")
+        try #require(FileManager.default.isExecutableFile(atPath: python), "SMARTICO_TEST_PYTHON=\(python) is not an executable")
         let dir = try TempDir()
         defer { dir.remove() }
         let control = dir.path + "/sim.sock"
@@ -117,7 +109,7 @@ import Testing
         let port = try #require(Int(firstLine), "first stdout line \(firstLine.debugDescription) is not a port")
         let url = "ws://127.0.0.1:\(port)/websocket/services?master&domain=sim.test&version=1.0.0"
         let script = Self.packageRoot.appendingPathComponent("Tests/SmarticoSimTests/peers/sim_client.py").path
-        for scenario in ["lifecycle", "hash", "pending", "keepalive", "badinput"] {
+        for scenario in ["lifecycle", "hash", "pending", "keepalive", "badinput", "pushes", "faults"] {
             let p = Process()
             p.executableURL = URL(fileURLWithPath: python)
             p.arguments = [script, "--url", url, "--control", control, "--salt", "s3cret", scenario]

@@ -5,8 +5,8 @@ import Transport
 /// runtime (core, timers, `--record`) and the control socket, started in that order on one loop
 /// (the HTTP port makes the base URL the answers point at).
 ///
-/// The WebSocket listener, once Transport's server glue exists, is started after this and hands
-/// each upgraded connection to `runtime` (see docs/simulator.md, "Server wiring").
+/// The WebSocket listener (`SimWebSocketListener`) is started after this and hands each upgraded
+/// connection to `runtime`; `SimRunning` does both (see docs/simulator.md, "Server wiring").
 public struct SimServices: Sendable {
     public let loop: EventLoop
     public let http: SimHTTPServer

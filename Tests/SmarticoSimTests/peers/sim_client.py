@@ -18,6 +18,10 @@ Scenarios:
               IDENTIFY, again after a reconnect, and not after the client reported it (103)
   keepalive   answers server PINGs with PONGs (new uuid) for a few seconds; stays connected
   badinput    not-JSON → close 1007; empty session_id → errCode 4 and close 1008
+  pushes      (needs --control) every push kind emitted to this client arrives with its cid and
+              fields; a message given whole arrives as given; control clients/received see us
+  faults      (needs --control) reject_init, reject_identify, delay, uuid_echo, half_open, clear,
+              close, close_abruptly, malformed_json, malformed_frame, and an action armed on a cid
 """
 
 import argparse
@@ -33,6 +37,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 FAILURES = []
+SALT = None  # --salt: the simulator checks hashes, so IDENTIFY must carry a valid one
 
 
 def step(name, ok, **details):
@@ -122,11 +127,20 @@ def control(path, request):
     return json.loads(data)
 
 
-async def ready(url, user=None, hash_=None):
+def valid_hash(user):
+    """A hash the simulator accepts: valid for 10 minutes with --salt, none without."""
+    return smartico_hash(user, SALT, now_ms() + 600_000) if SALT else None
+
+
+def identify(user, hash_="valid"):
+    return {"cid": 5, "ext_user_id": user, "hash": valid_hash(user) if hash_ == "valid" else hash_}
+
+
+async def ready(url, user=None, hash_="valid"):
     c = await open_client(url)
     _, r = await c.request(init_message(), 4)
     if user is not None:
-        _, r = await c.request({"cid": 5, "ext_user_id": user, "hash": hash_}, 6)
+        _, r = await c.request(identify(user, hash_), 6)
     return c, r
 
 
@@ -138,7 +152,7 @@ async def lifecycle(args):
     step("init.settings", "FCM_SENDER_ID" in settings and settings.get("DYNAMIC_IMAGE_DOMAIN", "").startswith("http"),
          settings=settings)
     step("init.payload", all(k in r.get("payload", {}) for k in ("country", "city", "ip", "s")))
-    sent, r = await c.request({"cid": 5, "ext_user_id": "py-user", "hash": None}, 6)
+    sent, r = await c.request(identify("py-user"), 6)
     step("identify", r.get("errCode") == 0 and r.get("public_username") == "py-user"
          and "user_ext_id=py-user" in r.get("native_app_gf_url", "") and "wrapper-popup" in r.get("native_app_popup_url", ""))
     step("identify.ts", isinstance(r.get("ts"), int) and abs(r["ts"] - now_ms()) < 60_000)
@@ -234,7 +248,137 @@ async def badinput(args):
         step("badinput.empty_session_id.closed", e.rcvd is not None and e.rcvd.code == 1008)
 
 
-SCENARIOS = {"lifecycle": lifecycle, "hash": hash_scenario, "pending": pending, "keepalive": keepalive,
+def my_client_id(args):
+    """The newest connection's id (scenarios run one at a time against a simulator)."""
+    clients = control(args.control, {"op": "clients"}).get("clients", [])
+    return clients[-1]["id"] if clients else None
+
+
+PUSH_KINDS = [("engagement", 110, ("engagement_uid", "template_html", "activityType")),
+              ("deeplink", 105, ("engagement_uid", "payload")),
+              ("props", 108, ("props",)),
+              ("reload_achievements", 504, ()),
+              ("spins_count", 706, ("saw_template_id", "spin_count")),
+              ("show_spin", 707, ("saw_template_id", "pending_message_id", "saw_game_type_id")),
+              ("prize_drop_win", 708, ("saw_template_id", "pending_message_id")),
+              ("jp_win", 808, ("jp_template_id", "winning_amount"))]
+
+
+async def pushes(args):
+    if not args.control:
+        step("pushes.control_given", False)
+        return
+    user = f"py-push-{uuid.uuid4().hex[:6]}"
+    c, _ = await ready(args.url, user)
+    me = my_client_id(args)
+    listed = control(args.control, {"op": "clients"}).get("clients", [])
+    step("control.clients", any(x.get("id") == me and x.get("user") == user and x.get("state") == "ready" for x in listed))
+    for kind, cid, fields in PUSH_KINDS:
+        r = control(args.control, {"op": "emit", "kind": kind, "client": me})
+        m = await c.recv(cid)
+        step(f"push.{kind}", r.get("ok") and r.get("sent") == 1 and all(f in m for f in fields)
+             and isinstance(m.get("ts"), int) and isinstance(m.get("uuid"), str), got=sorted(m))
+    r = control(args.control, {"op": "emit", "message": {"cid": 108, "props": {"ach_points_balance": 5}}, "client": me})
+    m = await c.recv(108)
+    step("push.message", r.get("ok") and m.get("props") == {"ach_points_balance": 5} and "uuid" in m)
+    await c.send({"cid": 9, "eventType": "py_marker", "payload": {}})
+    await c.recv(10)
+    got = control(args.control, {"op": "received", "client": me, "cid": 9}).get("messages", [])
+    step("control.received", any(e.get("message", {}).get("eventType") == "py_marker" and e.get("user") == user for e in got))
+    bad = control(args.control, {"op": "emit", "kind": "nope"})
+    step("control.error", bad.get("ok") is False and "nope" in bad.get("error", ""), error=bad.get("error"))
+    await c.ws.close()
+
+
+async def expect_close(c, timeout=5.0):
+    """Reads until the connection ends; returns (close frame received or None, close frame we sent or None)."""
+    try:
+        while True:
+            await asyncio.wait_for(c.ws.recv(), timeout)
+    except ConnectionClosed as e:
+        return e.rcvd, e.sent
+
+
+async def faults(args):
+    if not args.control:
+        step("faults.control_given", False)
+        return
+    ctl = lambda **r: control(args.control, {"op": "fault", **r})
+
+    c = await open_client(args.url)
+    me = my_client_id(args)
+    r = ctl(kind="reject_init", errCode=7, errMsg="maintenance", client=me)
+    _, a = await c.request(init_message(), 4)
+    step("fault.reject_init", r.get("ok") and a.get("errCode") == 7 and a.get("errMsg") == "maintenance")
+    ctl(kind="clear", client=me)
+    _, a = await c.request(init_message(), 4)
+    step("fault.clear", a.get("errCode") == 0)
+    r = ctl(kind="reject_identify", client=me)
+    _, a = await c.request(identify("py-faults"), 6)
+    step("fault.reject_identify", a.get("errCode") == 100000)
+    ctl(kind="clear", client=me)
+    _, a = await c.request(identify("py-faults"), 6)
+    step("fault.reject_identify.cleared", a.get("errCode") == 0)
+
+    ctl(kind="delay", ms=600, client=me)
+    t0 = time.monotonic()
+    sent, a = await c.request({"cid": 9, "eventType": "x", "payload": {}}, 10)
+    waited = time.monotonic() - t0
+    step("fault.delay", a.get("uuid") == sent["uuid"] and waited >= 0.5, waited=round(waited, 3))
+    ctl(kind="delay", ms=0, client=me)
+
+    ctl(kind="uuid_echo", enabled=False, client=me)
+    sent, a = await c.request({"cid": 9, "eventType": "x", "payload": {}}, 10)
+    step("fault.uuid_echo", a.get("uuid") != sent["uuid"])
+    ctl(kind="clear", client=me)
+
+    ctl(kind="half_open", client=me)
+    await c.send({"cid": 1})
+    try:
+        await c.recv(2, timeout=0.8)
+        step("fault.half_open", False)
+    except TimeoutError:
+        step("fault.half_open", True)
+    ctl(kind="clear", client=me)
+    await c.send({"cid": 1})
+    await c.recv(2)
+    step("fault.half_open.cleared", True)
+
+    r = ctl(kind="malformed_json", client=me)
+    raw = await asyncio.wait_for(c.ws.recv(), 5)
+    try:
+        json.loads(raw)
+        step("fault.malformed_json", False)
+    except ValueError:
+        step("fault.malformed_json", r.get("ok") and r.get("applied_to") == [me])
+
+    r = ctl(kind="close", code=4000, reason="bye", client=me)
+    rcvd, _ = await expect_close(c)
+    step("fault.close", rcvd is not None and rcvd.code == 4000 and rcvd.reason == "bye")
+
+    c, _ = await ready(args.url)
+    ctl(kind="close_abruptly", client=my_client_id(args))
+    rcvd, _ = await expect_close(c)
+    step("fault.close_abruptly", rcvd is None)
+
+    c, _ = await ready(args.url)
+    ctl(kind="malformed_frame", client=my_client_id(args))
+    rcvd, sent = await expect_close(c)
+    # The bytes 83 00 make a client fail with 1002 (sent by us); a server that cannot write raw bytes
+    # closes with 1002 itself (received), naming the fault.
+    code = (sent.code if sent else None) or (rcvd.code if rcvd else None)
+    step("fault.malformed_frame", code == 1002, sent=str(sent), rcvd=str(rcvd))
+
+    c, _ = await ready(args.url)
+    r = ctl(kind="close_abruptly", on_cid=5, client=my_client_id(args))
+    await c.send({"cid": 9, "eventType": "x", "payload": {}})
+    await c.recv(10)
+    await c.send(identify("py-armed"))
+    rcvd, _ = await expect_close(c)
+    step("fault.armed_on_cid", r.get("armed_on_cid") == 5 and rcvd is None)
+
+
+SCENARIOS = {"pushes": pushes, "faults": faults, "lifecycle": lifecycle, "hash": hash_scenario, "pending": pending, "keepalive": keepalive,
              "badinput": badinput}
 
 
@@ -246,6 +390,8 @@ def main():
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("scenario", choices=sorted(SCENARIOS))
     args = p.parse_args()
+    global SALT
+    SALT = args.salt
     try:
         asyncio.run(asyncio.wait_for(SCENARIOS[args.scenario](args), 60))
     except Exception as e:  # a scenario that cannot finish is a failure with its reason
