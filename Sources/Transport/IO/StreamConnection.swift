@@ -45,7 +45,7 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     public var onInputEnded: (() -> Void)?
 
     private var fd: Int32
-    private let tls: TLSEngine?
+    private var tls: TLSEngine?
     private let queue = WriteQueue()
     private var pendingPlaintext: [UInt8] = []
     private var isOpen = true
@@ -237,6 +237,36 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         loop.preconditionInEventLoop()
         guard isOpen else { return nil }
         return ioSocketName(fd: fd, peer: false)
+    }
+
+    /// Client side: starts TLS over this so far plaintext connection (after an HTTP CONNECT through a
+    /// proxy, for instance), verifying `serverName`. `completion` is called once on the loop thread: nil
+    /// when the handshake completed, or the error (the connection is then closed and `onClose` is called
+    /// too). Bytes written meanwhile wait for the handshake. The connection must be plaintext, with
+    /// nothing queued; pair it with a timer that calls ``close()`` for a deadline.
+    public func startTLS(
+        context: TLSContext, serverName: String, completion: @escaping (SocketError?) -> Void
+    ) {
+        loop.preconditionInEventLoop()
+        guard isOpen else {
+            completion(.tls(.handshakeFailed(name: serverName, reason: "connection closed before the TLS handshake")))
+            return
+        }
+        guard tls == nil, queue.isEmpty else {
+            completion(.invalidArgument("startTLS on \(peerName): the connection already runs TLS or has bytes queued"))
+            return
+        }
+        let engine: TLSEngine
+        do throws(TLSError) {
+            engine = try TLSEngine(clientContext: context, serverName: serverName)
+        } catch {
+            completion(.tls(error))
+            return
+        }
+        tls = engine
+        handshakeWaiter = completion
+        updateInterest()  // reading is on while the handshake runs, even when paused
+        processTLS()  // sends the ClientHello
     }
 
     /// Server side: fails the connection unless its TLS handshake completes within `timeout`.

@@ -277,6 +277,9 @@ final class MessageDeflater {
         if out.count - start >= 4 && out[out.count - 4 ..< out.count].elementsEqual([0, 0, 0xFF, 0xFF]) {
             out.removeLast(4)
         }
+        // An empty message right after a flush makes zlib produce nothing; an empty payload would
+        // inflate as a broken stored block. RFC 7692 §7.2.3.6: send a single 0x00 byte instead.
+        if out.count == start { out.append(0) }
         if noContextTakeover { deflateReset(strm) }
     }
 

@@ -11,6 +11,8 @@ struct TestDirectory {
         return TestDirectory(path: path)
     }
     func remove() { try? FileManager.default.removeItem(atPath: path) }
+    /// A path in the temp directory (not created).
+    static func tempPath(_ name: String) -> String { NSTemporaryDirectory() + "/" + name }
 }
 
 struct TimedOut: Error, CustomStringConvertible {
