@@ -86,9 +86,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Helpers shared by the test targets (they all link into one test process).
+        .target(name: "SmarticoTestSupport", path: "Tests/SmarticoTestSupport", swiftSettings: strict),
         .testTarget(
             name: "TransportTests",
-            dependencies: ["Transport"],
+            dependencies: ["Transport", "SmarticoTestSupport"],
             exclude: ["peers"],  // Python test peers, run as subprocesses
             swiftSettings: strict
         ),
@@ -98,10 +100,10 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
-        .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon"], swiftSettings: strict),
+        .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon", "SmarticoTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SmarticoSimTests",
-            dependencies: ["SmarticoSim", "SmarticoProtocol", "Transport"],
+            dependencies: ["SmarticoSim", "SmarticoProtocol", "Transport", "SmarticoTestSupport"],
             exclude: ["peers"],  // the independent Python client, run as a subprocess (found with #filePath)
             swiftSettings: strict
         ),

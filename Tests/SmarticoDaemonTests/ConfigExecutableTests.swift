@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SmarticoTestSupport
 @testable import SmarticoDaemon
 
 /// `smarticod --check-config` run for real, as a subprocess.
@@ -52,7 +53,7 @@ struct ConfigExecutableTests {
                     stderr: String(decoding: err, as: UTF8.self)))
             }
             do {
-                try process.run()
+                try process.runSerialized()
             } catch {
                 continuation.resume(throwing: error)
                 return

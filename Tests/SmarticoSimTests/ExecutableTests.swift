@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SmarticoTestSupport
 @testable import SmarticoSim
 
 /// `smartico-sim` run for real, as a subprocess.
@@ -47,7 +48,7 @@ import Testing
                 continuation.resume(returning: Run(status: p.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
                                                    stderr: String(decoding: err, as: UTF8.self)))
             }
-            do { try process.run() } catch {
+            do { try process.runSerialized() } catch {
                 continuation.resume(throwing: error)
                 return
             }
@@ -89,7 +90,7 @@ import Testing
         let out = Pipe()
         sim.standardOutput = out
         sim.standardError = FileHandle.nullDevice
-        try sim.run()
+        try sim.runSerialized()
         defer { if sim.isRunning { sim.terminate() }; sim.waitUntilExit() }
         // Line 1 is the port; read it on a plain thread (a blocking read), bounded by the kill below.
         let killer = DispatchWorkItem { if sim.isRunning { sim.terminate() } }
@@ -116,7 +117,7 @@ import Testing
             let pout = Pipe()
             p.standardOutput = pout
             p.standardError = pout
-            try p.run()
+            try p.runSerialized()
             let guardKill = DispatchWorkItem { if p.isRunning { p.terminate() } }
             DispatchQueue.global().asyncAfter(deadline: .now() + 90, execute: guardKill)
             let text: String = await withCheckedContinuation { cont in

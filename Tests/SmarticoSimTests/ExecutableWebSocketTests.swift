@@ -1,6 +1,7 @@
 import Foundation
 import SmarticoProtocol
 import Testing
+import SmarticoTestSupport
 import Transport
 @testable import SmarticoSim
 
@@ -29,7 +30,7 @@ final class SimSubprocess: @unchecked Sendable {  // Process is used from the te
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice
         p.standardInput = FileHandle.nullDevice
-        try p.run()
+        try p.runSerialized()
         let killer = DispatchWorkItem { if p.isRunning { p.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: killer)
         // A blocking read on a plain thread (never the cooperative pool), bounded by the kill above.
@@ -222,7 +223,7 @@ func openssl(_ arguments: [String]) throws {
     p.arguments = arguments
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
-    try p.run()
+    try p.runSerialized()
     p.waitUntilExit()
     guard p.terminationStatus == 0 else {
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments.joined(separator: " ")) failed"])

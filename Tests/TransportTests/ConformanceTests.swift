@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SmarticoTestSupport
 
 /// Autobahn|Testsuite, the independent WebSocket conformance suite: its fuzzing server and
 /// `smartico-ws autobahn` as real subprocesses over loopback. Every case must be OK or
@@ -227,7 +228,7 @@ final class ConformanceProcess: Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["PYTHONUNBUFFERED"] = "1"
         process.environment = environment
-        try process.run()
+        try process.runSerialized()
         try? handle.close()
         return ConformanceProcess(process: process, logPath: log)
     }

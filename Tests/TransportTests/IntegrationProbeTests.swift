@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Transport
+import SmarticoTestSupport
 
 /// `smartico-ws probe` as a subprocess against the Python server over wss.
 @Suite("Integration: smartico-ws probe")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SmarticoTestSupport
 @testable import Transport
 
 /// A TLS echo server on 127.0.0.1:0; records how server-side connections ended.
@@ -371,7 +372,7 @@ func expectGreetingAndEcho(_ client: StreamConnection, loop: EventLoop) async th
         process.standardOutput = output
         process.standardError = output
         process.standardInput = input
-        try process.run()
+        try process.runSerialized()
         defer { if process.isRunning { process.terminate() } }
         let watchdog = Task {  // bounds every read below: a stuck s_server is killed, closing its output
             try await Task.sleep(for: .seconds(20))

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SmarticoTestSupport
 
 /// A Python program from `Tests/TransportTests/peers/` run as a subprocess (an independent peer: the
 /// `websockets` package, a CONNECT proxy, an HTTP server). It prints its port on the first line; later

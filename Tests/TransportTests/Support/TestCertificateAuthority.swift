@@ -1,5 +1,6 @@
 import Foundation
 import Transport
+import SmarticoTestSupport
 
 /// A throwaway certificate authority made with the `openssl` command in a fresh temp directory, for tests
 /// that need real TLS: a CA, server and client certificates (valid, expired, for other names).

@@ -107,13 +107,4 @@ func readToEnd(fd: Int32) -> [UInt8] {
     }
 }
 
-/// Serializes `Process.run()` across the test process: concurrent launches from several threads crashed
-/// inside Foundation's `Process.run` (a memmove on a bad pointer) in a full parallel run.
-let processLaunchLock = Mutex(())
 
-extension Process {
-    /// `run()` under ``processLaunchLock``.
-    func runSerialized() throws {
-        try processLaunchLock.withLock { _ in try run() }
-    }
-}
