@@ -91,7 +91,7 @@ import SmarticoTestSupport
         sim.standardOutput = out
         sim.standardError = FileHandle.nullDevice
         try sim.runSerialized()
-        defer { if sim.isRunning { sim.terminate() }; sim.waitUntilExit() }
+        defer { if sim.isRunning { sim.terminate() }; sim.waitForExit(timeout: .seconds(20)) }
         // Line 1 is the port; read it on a plain thread (a blocking read), bounded by the kill below.
         let killer = DispatchWorkItem { if sim.isRunning { sim.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: killer)
@@ -123,7 +123,7 @@ import SmarticoTestSupport
             let text: String = await withCheckedContinuation { cont in
                 Thread.detachNewThread {
                     let data = pout.fileHandleForReading.readDataToEndOfFile()
-                    p.waitUntilExit()
+                    p.waitForExit(timeout: .seconds(100))
                     cont.resume(returning: String(decoding: data, as: UTF8.self))
                 }
             }

@@ -60,10 +60,7 @@ final class SimSubprocess: @unchecked Sendable {  // Process is used from the te
         if p.isRunning { p.terminate() }
         return await withCheckedContinuation { cont in
             Thread.detachNewThread {
-                let deadline = Date().addingTimeInterval(20)
-                while p.isRunning && Date() < deadline { usleep(20_000) }
-                if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-                p.waitUntilExit()
+                p.waitForExit(timeout: .seconds(20))  // SIGKILL past 20 s
                 cont.resume(returning: p.terminationReason == .exit ? p.terminationStatus : -p.terminationStatus)
             }
         }
@@ -224,7 +221,7 @@ func openssl(_ arguments: [String]) throws {
     p.standardOutput = FileHandle.nullDevice
     p.standardError = FileHandle.nullDevice
     try p.runSerialized()
-    p.waitUntilExit()
+    p.waitForExit(timeout: .seconds(60))
     guard p.terminationStatus == 0 else {
         throw CocoaError(.executableLoad, userInfo: [NSLocalizedDescriptionKey: "openssl \(arguments.joined(separator: " ")) failed"])
     }

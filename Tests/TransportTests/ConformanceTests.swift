@@ -271,19 +271,10 @@ final class ConformanceProcess: Sendable {
     /// Waits for the process to exit (on a dedicated thread, never the cooperative pool); kills it
     /// at `deadline`. Returns its exit status, or nil if it had to be killed.
     func wait(until deadline: ContinuousClock.Instant) async -> Int32? {
-        let exited = Shared(false)
-        let process = self.process
-        Thread {
-            process.waitUntilExit()
-            exited.update { $0 = true }
-        }.start()
-        let clock = ContinuousClock()
-        while !exited.value {
-            if clock.now >= deadline {
-                stop()
-                return nil
-            }
-            try? await Task.sleep(for: .milliseconds(50))
+        let remaining = deadline - ContinuousClock().now
+        guard await process.exited(timeout: max(remaining, .zero), killOnTimeout: false) else {
+            stop()
+            return nil
         }
         return process.terminationStatus
     }
@@ -295,9 +286,7 @@ final class ConformanceProcess: Sendable {
         process.terminate()
         let process = self.process
         Thread {
-            for _ in 0 ..< 30 where process.isRunning { usleep(100_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
+            process.waitForExit(timeout: .seconds(3))  // SIGKILL past 3 s
         }.start()
     }
 

@@ -32,7 +32,7 @@ struct IntegrationProbeTests {
         Thread {
             // The pipe stays alive (its descriptor open) until EOF.
             let bytes = withExtendedLifetime(pipe) { readToEnd(fd: fd) }
-            process.waitUntilExit()
+            process.waitForExit()
             output.update { $0 = bytes }
         }.start()
         do {

@@ -95,7 +95,7 @@ final class PythonPeer: Sendable {
         try? input.fileHandleForWriting.close()
         if process.isRunning { process.terminate() }
         let process = self.process
-        Thread { process.waitUntilExit() }.start()
+        Thread { process.waitForExit(timeout: .seconds(10)) }.start()
     }
 }
 

@@ -140,7 +140,7 @@ actor TestCertificateAuthority {
             process.standardError = output
             try process.runSerialized()
             let bytes = readToEnd(fd: output.fileHandleForReading.fileDescriptor)
-            process.waitUntilExit()
+            process.waitForExit(timeout: .seconds(60))
             return (process.terminationStatus, bytes)
         }
         guard status == 0 else {
