@@ -98,7 +98,10 @@ import Testing
         try roundTrip(size: size, sender: .server, split: "random")
     }
 
-    @Test(arguments: sizes)
+    // Byte by byte up to 64 KiB (every header length and a payload spanning many calls); the
+    // 1 MiB frame byte by byte was a million one-byte arrays, 40 s of a debug run proving
+    // nothing the random splits of the same frame do not.
+    @Test(arguments: sizes.filter { $0 <= 65_536 })
     func roundTripByteByByte(size: Int) throws {
         try roundTrip(size: size, sender: .client, split: "bytes")
         try roundTrip(size: size, sender: .server, split: "bytes")
