@@ -137,6 +137,7 @@ final class DaemonConnection {
     func readLine(deadline: Deadline, waitingFor: String) throws(CtlError) -> [UInt8]? {
         while true {
             if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
+                if newline - start > maxLineBytes { throw .lineTooLong(path: path, limit: maxLineBytes) }
                 var line = Array(buffer[start..<newline])
                 if line.last == 0x0D { line.removeLast() }
                 start = newline + 1
