@@ -178,6 +178,7 @@ enum Format {
             if let r = d["reason"], !r.isNull { text += " reason=\(describe(r))" }
             if let a = d["attempt"], !a.isNull { text += " attempt=\(describe(a))" }
             if let ms = d["retry_in_ms"]?.int64Value { text += " retry_in=\(formatDuration(ms: ms))" }
+            if let m = d["message"], !m.isNull { text += " — \(describe(m, limit: 300))" }
             return text
         case "identified":
             var text = "ext_user_id=\(describe(d["ext_user_id"]))"
