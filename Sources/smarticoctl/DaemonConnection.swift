@@ -51,6 +51,8 @@ final class DaemonConnection {
     /// `buffer[start..<scanned]` holds no `\n`.
     private var scanned = 0
     private var sawEOF = false
+    /// The read buffer, reused for every `read`.
+    private var chunk = [UInt8](repeating: 0, count: 65536)
     /// The longest line accepted from the daemon (the `\n` not counted).
     let maxLineBytes: Int
 
@@ -119,6 +121,7 @@ final class DaemonConnection {
                 var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
                 let r = poll(&p, 1, deadline.pollTimeoutMs)
                 if r == 0 { throw .timedOut(path: path, seconds: deadline.seconds, waitingFor: "sending \(what)") }
+                if r < 0 && errno != EINTR { throw .ioFailed(path: path, operation: "poll while sending \(what)", errno: errno) }
                 continue
             }
             if e == EPIPE || e == ECONNRESET { throw .closed(path: path, waitingFor: "sending \(what)") }
@@ -142,7 +145,11 @@ final class DaemonConnection {
                 if line.last == 0x0D { line.removeLast() }
                 start = newline + 1
                 scanned = start
-                if start > 65536 && start * 2 > buffer.count {
+                if start == buffer.count {
+                    buffer.removeAll(keepingCapacity: true)
+                    start = 0
+                    scanned = 0
+                } else if start > 65536 && start * 2 > buffer.count {
                     buffer.removeSubrange(0..<start)
                     scanned -= start
                     start = 0
@@ -163,7 +170,6 @@ final class DaemonConnection {
 
     /// One `read` into the buffer, waiting for readability until `deadline`.
     private func fill(deadline: Deadline, waitingFor: String) throws(CtlError) {
-        var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
             if n > 0 {

@@ -104,7 +104,8 @@ enum Format {
         case "push_report":
             return [r["queued"]?.boolValue == true ? "push report queued" : describe(r)]
         case "request":
-            return [describe(r["message"], limit: Int.max)]
+            // Compact JSON as the daemon sent it (one line: JSON escapes newlines), for jq.
+            return [(r["message"] ?? .null).serializedString()]
         default:
             if r["with_identify"]?.boolValue == true {
                 return ["not identified yet: remembered, sent inside the next IDENTIFY"]

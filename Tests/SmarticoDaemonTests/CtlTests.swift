@@ -49,6 +49,10 @@ struct CtlTests {
             #expect(r.stderr.contains(message), "\(arguments): stderr \(r.stderr)")
             #expect(r.stdout.isEmpty, "\(arguments): stdout \(r.stdout)")
         }
+        let long = "/tmp/" + String(repeating: "s", count: 120)
+        let tooLong = try await runCtl(["status", "--socket", long])
+        #expect(tooLong.status == 2, "\(tooLong)")
+        #expect(tooLong.stderr.contains("the socket path \(long) is 125 bytes long; a Unix socket path has at most 107"), "\(tooLong.stderr)")
     }
 
     @Test func anUnreachableDaemonExits69NamingTheSocketAndErrno() async throws {
