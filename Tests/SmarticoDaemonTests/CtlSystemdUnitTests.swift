@@ -9,6 +9,10 @@ import SmarticoTestSupport
 let systemdAnalyzePath: String? = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze", "/usr/local/bin/systemd-analyze"]
     .first { FileManager.default.isExecutableFile(atPath: $0) }
 
+/// `systemd-sysusers`, when installed.
+let systemdSysusersPath: String? = ["/usr/bin/systemd-sysusers", "/bin/systemd-sysusers"]
+    .first { FileManager.default.isExecutableFile(atPath: $0) }
+
 @Suite("smarticoctl: systemd units")
 struct CtlSystemdUnitTests {
     static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -85,6 +89,30 @@ struct CtlSystemdUnitTests {
             environment: ["PATH": "/usr/bin:/bin", "SYSTEMD_LOG_COLOR": "0"])
         #expect(r.status == 0 && !r.signaled, "\(r)")
         #expect(r.stderr.isEmpty, "warnings: \(r.stderr)")
+    }
+
+    @Test(.enabled(if: systemdSysusersPath != nil, "systemd-sysusers is not installed here: the sysusers.d file was NOT applied"))
+    func theSysusersFileCreatesTheUserAndGroup() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sysusers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("etc"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let r = try await BuiltExecutable.run(
+            URL(fileURLWithPath: systemdSysusersPath!),
+            ["--root=\(root.path)", Self.unitDir.appendingPathComponent("smarticod.sysusers").path],
+            environment: ["PATH": "/usr/bin:/bin", "SYSTEMD_LOG_COLOR": "0"])
+        #expect(r.status == 0 && !r.signaled, "\(r)")
+        let passwd = try String(contentsOf: root.appendingPathComponent("etc/passwd"), encoding: .utf8)
+        let group = try String(contentsOf: root.appendingPathComponent("etc/group"), encoding: .utf8)
+        let user = try #require(passwd.split(separator: "\n").first { $0.hasPrefix("smarticod:") }, "\(passwd)")
+        let fields = user.split(separator: ":", omittingEmptySubsequences: false)
+        #expect(fields.count == 7)
+        #expect(fields[5] == "/var/lib/smarticod")
+        #expect(fields[6].hasSuffix("nologin"))
+        // A system account (below 1000 on Debian), and its primary group is the socket's group.
+        let uid = try #require(Int(fields[2]))
+        #expect(uid > 0 && uid < 1000)
+        let smarticodGroup = try #require(group.split(separator: "\n").first { $0.hasPrefix("smarticod:") }, "\(group)")
+        #expect(smarticodGroup.split(separator: ":", omittingEmptySubsequences: false)[2] == fields[3])
     }
 
     @Test(.enabled(if: systemdAnalyzePath != nil, "systemd-analyze is not installed here: the service's exposure was NOT rated"))
