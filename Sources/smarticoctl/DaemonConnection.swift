@@ -131,8 +131,14 @@ final class DaemonConnection {
 
     /// True when a complete line is already buffered (the next ``readLine(deadline:waitingFor:)``
     /// returns without waiting).
+    /// Linear overall: what it scans is not scanned again.
     var hasBufferedLine: Bool {
-        buffer[scanned..<buffer.count].contains(0x0A)
+        if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
+            scanned = newline  // buffer[start..<newline] holds no `\n`
+            return true
+        }
+        scanned = buffer.count
+        return false
     }
 
     /// The next line without its `\n` (a trailing `\r` removed too), `nil` when the daemon
