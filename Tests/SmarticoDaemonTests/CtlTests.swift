@@ -341,6 +341,26 @@ struct CtlTests {
         #expect(l.stderr.contains("smarticod sent a line longer than 1024 bytes on \(other.path) (raise --max-line-bytes)"), "\(l.stderr)")
     }
 
+    @Test func tailExits1OnOverflowAndOnARefusedSubscription() async throws {
+        let rig = try await CtlRig.start()
+        defer { Task { await rig.stop() } }
+        async let run = rig.ctl(["tail"])
+        try await rig.waitForSubscribers(1)
+        rig.server.publish(DaemonEvent(name: "overflow", data: ["dropped_after_seq": 41], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
+        let r = try await run
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stdoutLines == ["2023-11-14 22:13:20.000  overflow     this client was too slow: events after seq 41 were not sent (resume with --since 41)  [seq 0]"], "\(r.stdout)")
+        #expect(r.stderr.contains("tail refused: overflow: the daemon dropped this client for reading too slowly; continue with --since 41"), "\(r.stderr)")
+
+        // This server has no journal: `since` is refused (internal), exit 1; --json prints the answer.
+        let refused = try await rig.ctl(["tail", "--since", "3", "--json"])
+        #expect(refused.status == 1, "\(refused)")
+        let answer = try JSONValue(parsing: try #require(refused.stdoutLines.first))
+        #expect(answer["ok"] == false)
+        #expect(answer["error"]?["code"] == "internal")
+        #expect(refused.stderr.contains("subscribe refused: internal: "), "\(refused.stderr)")
+    }
+
     @Test func tailStopsAfterDuration() async throws {
         let rig = try await CtlRig.start()
         defer { Task { await rig.stop() } }
