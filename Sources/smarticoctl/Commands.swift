@@ -1,0 +1,358 @@
+import ArgumentParser
+import SmarticoDaemon
+import SmarticoProtocol
+
+/// `smarticoctl`: the command-line client of smarticod's local socket (daemon.md, socket-api.md).
+struct Smarticoctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "smarticoctl",
+        abstract: "Talk to smarticod over its local socket: status, events, user, messages.",
+        discussion: """
+            Every subcommand connects to the socket (--socket PATH, else $SMARTICOD_SOCKET, else \
+            \(DaemonConfig.Socket.defaultPath)), sends one request and prints the answer for \
+            people, or with --json the daemon's JSON line as received.
+
+            Exit codes: 0 success; 1 the daemon answered with an error (printed on stderr as \
+            code: message) or an answer that cannot be used; 2 usage error; 69 the daemon's socket \
+            is unreachable (missing, refused, permission denied, closed or silent past --timeout).
+
+            Examples:
+              smarticoctl status
+              smarticoctl tail --types engagement,minigame
+              smarticoctl identify user-42 --hash "$(my-hash-tool user-42)"
+              smarticoctl send '{"cid":103,"engagement_uid":"e-1","activityType":30}'
+              SMARTICOD_SOCKET=/tmp/dev.sock smarticoctl status --json | jq .result.state
+            """,
+        version: SmarticoVersion.string,
+        subcommands: [
+            Status.self, Hello.self, Tail.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self,
+            Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self,
+        ]
+    )
+
+    /// Accepted before the subcommand name too (`smarticoctl --socket P status`); the
+    /// subcommands read the same values through their own `@OptionGroup`.
+    @OptionGroup(visibility: .hidden) var options: GlobalOptions
+
+    /// No subcommand: a usage error (exit 2), not a silent success.
+    func run() throws {
+        throw ValidationError("a subcommand is required (status, tail, identify, …; see smarticoctl --help)")
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the session: state, server, user, counters, outbox, journal.",
+        discussion: """
+            Human output is an aligned summary; --json prints the daemon's answer line \
+            ({"id":1,"ok":true,"result":{…the status object…}}).
+
+            Examples:
+              smarticoctl status
+              smarticoctl status --json | jq -r .result.state
+              smarticoctl status --socket /tmp/smarticod-dev.sock
+            """)
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("status", options: options) }
+}
+
+struct Hello: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the daemon's version, socket API version and session state.",
+        discussion: """
+            Examples:
+              smarticoctl hello
+              smarticoctl hello --json
+            """)
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("hello", options: options) }
+}
+
+struct Identify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Log a user in (kept across reconnects and restarts).",
+        discussion: """
+            Waits for the server's answer to IDENTIFY and prints the user's public name, \
+            avatar, gamification and popup URLs and props. Without --hash the daemon runs \
+            user.hash_command; without that configured the daemon refuses (exit 1).
+
+            Examples:
+              smarticoctl identify user-42 --hash 5f1c…:1767225600000
+              smarticoctl identify user-42            # with user.hash_command configured
+            """)
+    @Argument(help: ArgumentHelp("The user's ext_user_id.", valueName: "user"))
+    var user: String
+    @Option(name: .long, help: ArgumentHelp("The IDENTIFY hash (md5(lower(user:salt:validity_ms)):validity_ms).", valueName: "hash"))
+    var hash: String?
+    @OptionGroup var options: GlobalOptions
+
+    func validate() throws {
+        if user.isEmpty { throw ValidationError("<user> must not be empty") }
+    }
+
+    func run() throws {
+        var args: JSONObject = ["ext_user_id": .string(user)]
+        if let hash { args.append(key: "hash", value: .string(hash)) }
+        try runOp("identify", args, options: options)
+    }
+}
+
+struct Logout: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forget the user and open a new anonymous session.",
+        discussion: """
+            Examples:
+              smarticoctl logout
+            """)
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("logout", options: options) }
+}
+
+struct Login: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start a new logical session now (send LOGIN, cid 7).",
+        discussion: """
+            Examples:
+              smarticoctl login
+            """)
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("login", options: options) }
+}
+
+struct PushToken: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push-token",
+        abstract: "Register the device's push token (cid 1003, or inside the next IDENTIFY).",
+        discussion: """
+            --status is the push permission status (0…4); --platform defaults to \
+            user.push.platform of the configuration.
+
+            Examples:
+              smarticoctl push-token fcm-token-abc --status 4
+              smarticoctl push-token fcm-token-abc --status 4 --platform 5 --app-package-id com.example.app
+            """)
+    @Argument(help: ArgumentHelp("The push token.", valueName: "token"))
+    var token: String
+    @Option(name: .long, help: ArgumentHelp("Push notification status, 0…4.", valueName: "n"))
+    var status: Int
+    @Option(name: .long, help: ArgumentHelp("Platform number.", valueName: "n"))
+    var platform: Int?
+    @Option(name: .customLong("app-package-id"), help: ArgumentHelp("Application package id.", valueName: "id"))
+    var appPackageID: String?
+    @OptionGroup var options: GlobalOptions
+
+    func validate() throws {
+        if token.isEmpty { throw ValidationError("<token> must not be empty") }
+        guard (0...4).contains(status) else { throw ValidationError("--status must be in 0...4, got \(status)") }
+    }
+
+    func run() throws {
+        var args: JSONObject = ["token": .string(token), "status": .number(status)]
+        if let platform { args.append(key: "platform", value: .number(platform)) }
+        if let appPackageID { args.append(key: "app_package_id", value: .string(appPackageID)) }
+        try runOp("push_token", args, options: options)
+    }
+}
+
+struct Language: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Change the user's language (cid 9, core_language_changed).",
+        discussion: """
+            Examples:
+              smarticoctl language de
+              smarticoctl language pt-br
+            """)
+    @Argument(help: ArgumentHelp("ISO 639-1 code or a custom code such as pt-br.", valueName: "code"))
+    var code: String
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("language", ["language": .string(code)], options: options) }
+}
+
+struct Event: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a client event (cid 9), queued durably while offline.",
+        discussion: """
+            Examples:
+              smarticoctl event page_view
+              smarticoctl event deposit '{"amount":10,"currency":"EUR"}'
+              echo '{"level":3}' | smarticoctl event level_up -
+            """)
+    @Argument(help: ArgumentHelp("The event type.", valueName: "type"))
+    var type: String
+    @Argument(help: ArgumentHelp("The payload: a JSON object, or - to read it from stdin.", valueName: "payload"))
+    var payload: String?
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        var args: JSONObject = ["event_type": .string(type)]
+        if let payload {
+            args.append(key: "payload", value: .object(try jsonObjectArgument(payload, name: "<payload>", limit: options.maxLineBytes)))
+        }
+        try runOp("event", args, options: options)
+    }
+}
+
+/// `report` kinds.
+enum ReportKind: String, ExpressibleByArgument, CaseIterable {
+    case impression, action, failed
+}
+
+struct Report: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Report an engagement's impression, action or failure (cid 103, 104, 106).",
+        discussion: """
+            Examples:
+              smarticoctl report impression 9f0c-…-e1
+              smarticoctl report action 9f0c-…-e1 --action dp:ok
+              smarticoctl report failed 9f0c-…-e1 --activity-type 20
+            """)
+    @Argument(help: ArgumentHelp("impression, action or failed.", valueName: "kind"))
+    var kind: ReportKind
+    @Argument(help: ArgumentHelp("The engagement's engagement_uid.", valueName: "engagement-uid"))
+    var engagementUID: String
+    @Option(name: .customLong("activity-type"), help: ArgumentHelp("The engagement's activityType (default 30, popup).", valueName: "n"))
+    var activityType: Int?
+    @Option(name: .long, help: ArgumentHelp("The action (a deep link such as dp:ok).", valueName: "action"))
+    var action: String?
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        var args: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
+        if let activityType { args.append(key: "activity_type", value: .number(activityType)) }
+        if let action { args.append(key: "action", value: .string(action)) }
+        try runOp("report", args, options: options)
+    }
+}
+
+struct MinigameAck: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "minigame-ack",
+        abstract: "Acknowledge a handled mini-game push (cid 711).",
+        discussion: """
+            Examples:
+              smarticoctl minigame-ack 1234 --pending-message-id 98765
+            """)
+    @Argument(help: ArgumentHelp("saw_template_id of the minigame event.", valueName: "saw-template-id"))
+    var sawTemplateID: Int64
+    @Option(name: .customLong("pending-message-id"), help: ArgumentHelp("pending_message_id of the push.", valueName: "n"))
+    var pendingMessageID: Int64?
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        var args: JSONObject = ["saw_template_id": .number(sawTemplateID)]
+        if let pendingMessageID { args.append(key: "pending_message_id", value: .number(pendingMessageID)) }
+        try runOp("minigame_ack", args, options: options)
+    }
+}
+
+/// `push-report` kinds.
+enum PushReportKind: String, ExpressibleByArgument, CaseIterable {
+    case delivered, impression, action, failed
+}
+
+struct PushReport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push-report",
+        abstract: "Report a push notification's lifecycle over Smartico's HTTP API.",
+        discussion: """
+            Examples:
+              smarticoctl push-report delivered 9f0c-…-e1 msg-778
+              smarticoctl push-report action 9f0c-…-e1 msg-778 --action dp:cashier
+            """)
+    @Argument(help: ArgumentHelp("delivered, impression, action or failed.", valueName: "kind"))
+    var kind: PushReportKind
+    @Argument(help: ArgumentHelp("The push's engagement_uid.", valueName: "engagement-uid"))
+    var engagementUID: String
+    @Argument(help: ArgumentHelp("The push's message id.", valueName: "message-id"))
+    var messageID: String
+    @Option(name: .long, help: ArgumentHelp("The action taken.", valueName: "action"))
+    var action: String?
+    @Option(name: .customLong("user-ext-id"), help: ArgumentHelp("The user (default: the identified one).", valueName: "user"))
+    var userExtID: String?
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        var args: JSONObject = [
+            "kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID), "message_id": .string(messageID),
+        ]
+        if let action { args.append(key: "action", value: .string(action)) }
+        if let userExtID { args.append(key: "user_ext_id", value: .string(userExtID)) }
+        try runOp("push_report", args, options: options)
+    }
+}
+
+struct Send: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Forward a message to the server, fire-and-forget (queued durably while offline).",
+        discussion: """
+            The message is a JSON object with an integer cid; ts and uuid are filled in when \
+            absent. Prints the uuid and whether it went out at once or waits in the outbox.
+
+            Examples:
+              smarticoctl send '{"cid":103,"engagement_uid":"e-1","activityType":30}'
+              smarticoctl send - < message.json
+            """)
+    @Argument(help: ArgumentHelp("A JSON object with an integer cid, or - to read it from stdin.", valueName: "json"))
+    var message: String
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
+        try runOp("send", ["message": .object(object)], options: options)
+    }
+}
+
+struct Request: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Send a message and print the server's answer (not stored while offline).",
+        discussion: """
+            Waits for the answer with cid --expect-cid (default: the request's answer cid, else \
+            cid + 1) for --timeout-ms (the daemon's default 30000). Prints the answer message as \
+            one JSON line. An answer with errCode ≠ 0 exits 1 (server_error).
+
+            Examples:
+              smarticoctl request '{"cid":500}'
+              smarticoctl request '{"cid":513}' --expect-cid 514 --timeout-ms 5000 | jq .
+            """)
+    @Argument(help: ArgumentHelp("A JSON object with an integer cid, or - to read it from stdin.", valueName: "json"))
+    var message: String
+    @Option(name: .customLong("expect-cid"), help: ArgumentHelp("The cid of the answer.", valueName: "cid"))
+    var expectCid: Int?
+    @Option(name: .customLong("timeout-ms"), help: ArgumentHelp("How long the daemon waits for the answer (1…3600000).", valueName: "ms"))
+    var timeoutMs: Int?
+    @OptionGroup var options: GlobalOptions
+
+    func validate() throws {
+        if let timeoutMs, !(1...3_600_000).contains(timeoutMs) { throw ValidationError("--timeout-ms must be in 1...3600000, got \(timeoutMs)") }
+        if let expectCid, expectCid < 0 { throw ValidationError("--expect-cid must be ≥ 0, got \(expectCid)") }
+    }
+
+    func run() throws {
+        let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
+        var args: JSONObject = ["message": .object(object)]
+        if let expectCid { args.append(key: "expect_cid", value: .number(expectCid)) }
+        if let timeoutMs { args.append(key: "timeout_ms", value: .number(timeoutMs)) }
+        try runOp("request", args, options: options, waitSeconds: Double(timeoutMs ?? 30000) / 1000 + 5)
+    }
+}
+
+struct Bridge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Act as the native side of the Native Bridge (a message with bcid).",
+        discussion: """
+            bcid 6 is sent like send; 7 updates the public props (props event); 4 classifies a \
+            deep link (deeplink event); 8 emits game_opening; 1, 2, 5 are emitted as bridge.
+
+            Examples:
+              smarticoctl bridge '{"bcid":4,"dp":"dp:gf_saw&id=12"}'
+              smarticoctl bridge '{"bcid":7,"level":3,"vip":true}'
+            """)
+    @Argument(help: ArgumentHelp("A JSON object with an integer bcid, or - to read it from stdin.", valueName: "json"))
+    var message: String
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
+        try runOp("bridge", ["message": .object(object)], options: options)
+    }
+}

@@ -1,0 +1,225 @@
+import SmarticoProtocol
+
+/// Human-readable renderings of the daemon's answers and events (socket-api.md). Every field is
+/// read defensively: a missing or differently typed field shows as `—`, never a crash, and fields
+/// added by a newer daemon are shown too.
+enum Format {
+    // MARK: status
+
+    /// The status object as aligned `name: value` lines.
+    static func status(_ s: JSONValue, now: Int64) -> [String] {
+        var rows: [(String, String)] = []
+        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers"]
+
+        var state = describe(s["state"])
+        if let since = s["since_ms"]?.int64Value, since > 0 {
+            state += " for \(formatDuration(ms: now - since)) (since \(localTime(ms: since)))"
+        }
+        rows.append(("state", state))
+
+        var server = describe(s["server"]?["url"])
+        if let at = s["server"]?["connected_at_ms"]?.int64Value {
+            server += ", connected at \(localTime(ms: at))"
+        } else {
+            server += ", not connected"
+        }
+        rows.append(("server", server))
+
+        if let id = s["session"]?["session_id"], !id.isNull {
+            var session = "id \(describe(id))"
+            if let products = s["session"]?["products"]?.arrayValue {
+                session += ", products " + products.map { describe($0) }.joined(separator: " ")
+            }
+            rows.append(("session", session))
+        } else {
+            rows.append(("session", "none"))
+        }
+
+        if let user = s["user"]?["ext_user_id"], !user.isNull {
+            var text = describe(user)
+            if let name = s["user"]?["public_username"], !name.isNull { text += " (\(describe(name)))" }
+            rows.append(("user", text))
+        } else {
+            rows.append(("user", "anonymous"))
+        }
+        if let props = s["user"]?["props"]?.objectValue, !props.isEmpty {
+            rows.append(("props", describe(.object(props), limit: 200)))
+        }
+
+        let c = s["counters"]
+        rows.append(("messages", "in \(describe(c?["messages_in"])), out \(describe(c?["messages_out"]))"))
+        rows.append(("keepalive", "pings \(describe(c?["pings"])), pongs \(describe(c?["pongs"]))"
+            + (s["last_ping_ms"]?.int64Value.map { ", last \(formatDuration(ms: now - $0)) ago (\(localTime(ms: $0)))" } ?? ", none yet")))
+        rows.append(("reconnects", describe(c?["reconnects"])))
+        if let counters = c?.objectValue {
+            for (key, value) in counters where !["messages_in", "messages_out", "pings", "pongs", "reconnects"].contains(key) {
+                rows.append((key, describe(value)))
+            }
+        }
+
+        let depth = s["outbox"]?["depth"]?.int64Value
+        var outbox = depth.map { $0 == 0 ? "empty" : "\($0) waiting" } ?? describe(s["outbox"]?["depth"])
+        if let oldest = s["outbox"]?["oldest_ms"]?.int64Value, depth != 0 {
+            outbox += ", oldest \(formatDuration(ms: now - oldest)) old (\(localTime(ms: oldest)))"
+        }
+        rows.append(("outbox", outbox))
+
+        let first = s["journal"]?["first_seq"]?.int64Value ?? 0
+        let last = s["journal"]?["last_seq"]?.int64Value
+        if let last {
+            rows.append(("journal", first == 0 && last == 0 ? "empty" : "seq \(first)…\(last)"))
+        } else {
+            rows.append(("journal", describe(s["journal"])))
+        }
+        rows.append(("subscribers", describe(s["subscribers"])))
+
+        if let object = s.objectValue {
+            for (key, value) in object where !known.contains(key) {
+                rows.append((key, describe(value, limit: 200)))
+            }
+        }
+        return aligned(rows)
+    }
+
+    // MARK: results
+
+    /// The result of an op in one or a few lines.
+    static func result(op: String, _ r: JSONValue) -> [String] {
+        switch op {
+        case "hello":
+            return ["smarticod \(describe(r["version"])), socket API \(describe(r["api"])), session \(describe(r["state"]))"]
+        case "identify":
+            var rows: [(String, String)] = [("identified", describe(r["ext_user_id"]))]
+            for key in ["public_username", "avatar_id", "avatar_url", "gf_url", "popup_url"] {
+                if let v = r[key], !v.isNull { rows.append((key, describe(v))) }
+            }
+            if let props = r["props"]?.objectValue, !props.isEmpty { rows.append(("props", describe(.object(props), limit: 200))) }
+            return aligned(rows)
+        case "logout":
+            return ["logged out; a new anonymous session opens"]
+        case "login":
+            if r["sent"]?.boolValue == true { return ["LOGIN sent"] }
+            if r["after_identify"]?.boolValue == true { return ["LOGIN will be sent after the next IDENTIFY"] }
+            return [describe(r)]
+        case "push_report":
+            return [r["queued"]?.boolValue == true ? "push report queued" : describe(r)]
+        case "request":
+            // Compact JSON as the daemon sent it (one line: JSON escapes newlines), for jq.
+            return [(r["message"] ?? .null).serializedString()]
+        default:
+            if r["with_identify"]?.boolValue == true {
+                return ["not identified yet: remembered, sent inside the next IDENTIFY"]
+            }
+            if let uuid = r["uuid"]?.stringValue {
+                return r["queued"]?.boolValue == true
+                    ? ["queued (uuid \(uuid)): stored, sent once the session is ready"]
+                    : ["sent (uuid \(uuid))"]
+            }
+            if let object = r.objectValue, object.isEmpty { return ["ok"] }
+            return [describe(r, limit: Int.max)]
+        }
+    }
+
+    /// An `ok: false` answer: `code: message`, plus the server's `errCode`/`errMsg`.
+    static func error(_ e: JSONValue?) -> (code: String, message: String) {
+        let code = e?["code"]?.stringValue ?? "unknown"
+        var message = describe(e?["message"], limit: 2000)
+        if let errCode = e?["errCode"], !errCode.isNull {
+            message += " (errCode \(describe(errCode))"
+            if let errMsg = e?["errMsg"], !errMsg.isNull { message += ", errMsg \(describe(errMsg))" }
+            message += ")"
+        }
+        return (code, message)
+    }
+
+    // MARK: events
+
+    /// The names of socket-api.md's events (what `tail --types` accepts).
+    static let eventNames = ["engagement", "minigame", "deeplink", "message", "session", "identified", "props",
+                             "game_opening", "bridge", "error", "overflow"]
+
+    /// The width of the type column of `tail`.
+    static let typeWidth = 12
+
+    /// One line for an event: local time, type, the essentials, `[seq N]`.
+    /// `previousProps` is the last `props` data seen (to show what changed); updated here.
+    static func event(_ e: JSONValue, previousProps: inout JSONObject?) -> String {
+        let name = e["event"]?.stringValue ?? "?"
+        let time = e["ts"]?.int64Value.map { localTime(ms: $0) } ?? "—"
+        let data = e["data"] ?? .null
+        let text = essentials(name, data, previousProps: &previousProps)
+        let column = oneLine(name, limit: 40)
+        let padded = column + String(repeating: " ", count: max(1, typeWidth - column.count + 1))
+        let seq = e["seq"].map { "  [seq \(describe($0))]" } ?? ""
+        return time + "  " + padded + text + seq
+    }
+
+    private static func essentials(_ name: String, _ d: JSONValue, previousProps: inout JSONObject?) -> String {
+        switch name {
+        case "engagement":
+            let m = d["message"]
+            var text = "uid=\(describe(m?["engagement_uid"])) activity_type=\(activity(m?["activityType"]))"
+            if let id = m?["engagement_id"] { text += " engagement_id=\(describe(id))" }
+            if let popup = d["popup_url"], !popup.isNull { text += " popup_url=\(describe(popup))" }
+            return text
+        case "minigame":
+            let url = d["url"].flatMap { $0.isNull ? nil : $0 }
+            return "saw_template_id=\(describe(d["saw_template_id"])) url=" + (url.map { describe($0, limit: 2000) } ?? "(no gamification URL known)")
+        case "deeplink":
+            var text = "\(describe(d["source"])) \(describe(d["kind"])) dp=\(describe(d["dp"]))"
+            if let uid = d["engagement_uid"], !uid.isNull { text += " engagement_uid=\(describe(uid))" }
+            if let url = d["url"], !url.isNull { text += " url=\(describe(url, limit: 2000))" }
+            return text
+        case "message":
+            var text = "cid=\(describe(d["message"]?["cid"]))"
+            if let n = d["name"], !n.isNull { text += " name=\(describe(n))" }
+            return text
+        case "session":
+            var text = "state=\(describe(d["state"]))"
+            if let r = d["reason"], !r.isNull { text += " reason=\(describe(r))" }
+            if let a = d["attempt"], !a.isNull { text += " attempt=\(describe(a))" }
+            if let ms = d["retry_in_ms"]?.int64Value { text += " retry_in=\(formatDuration(ms: ms))" }
+            if let m = d["message"], !m.isNull { text += " — \(describe(m, limit: 300))" }
+            return text
+        case "identified":
+            var text = "ext_user_id=\(describe(d["ext_user_id"]))"
+            if let n = d["public_username"], !n.isNull { text += " public_username=\(describe(n))" }
+            if let g = d["gf_url"], !g.isNull { text += " gf_url=\(describe(g))" }
+            return text
+        case "props":
+            guard let props = d.objectValue else { return describe(d) }
+            defer { previousProps = props }
+            if let before = previousProps {
+                var changed: [String] = []
+                for (key, value) in props where before[key] != value {
+                    changed.append("\(oneLine(key, limit: 60))=\(describe(value, limit: 80))")
+                }
+                if changed.isEmpty { return "unchanged (\(props.count) props)" }
+                return oneLine("changed " + changed.joined(separator: " "), limit: 400)
+            }
+            if props.isEmpty { return "none" }
+            return oneLine(props.map { "\($0.key)=\(describe($0.value, limit: 80))" }.joined(separator: " "), limit: 400)
+        case "game_opening", "bridge":
+            return "bcid=\(describe(d["bcid"])) " + describe(d, limit: 200)
+        case "error":
+            return "\(describe(d["code"])): \(describe(d["message"], limit: 1000))"
+        case "overflow":
+            let seq = describe(d["dropped_after_seq"])
+            return "this client was too slow: events after seq \(seq) were not sent (resume with --since \(seq))"
+        default:
+            return describe(d, limit: 200)
+        }
+    }
+
+    private static func activity(_ v: JSONValue?) -> String {
+        guard let n = v?.int64Value else { return describe(v) }
+        let name: String? = switch n {
+        case 20: "banner"
+        case 30: "popup"
+        case 31: "inbox"
+        case 40: "push"
+        default: nil
+        }
+        return name.map { "\(n)(\($0))" } ?? "\(n)"
+    }
+}
