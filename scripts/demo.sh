@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The product's main job on a fresh Debian/Ubuntu machine: builds smarticod and
-# runs what exists of it against the built-in simulator.
+# The product's main job on a fresh Debian/Ubuntu machine: builds smarticod and runs it
+# against the built-in simulator (smartico-sim), and shows what a local app would see.
 #
-# Today (see the issues): the protocol, the transport, the store, the session
-# machine, the socket API server and the simulator exist; the daemon's driver that
-# joins them is next. Until then this shows the parts that run on their own: the
-# configuration check, and the simulator probed by the diagnostic client.
+#   1. starts smartico-sim, which checks IDENTIFY hashes and pushes an engagement, a
+#      mini-game, a deep link and a props change in turn every 1.5 s;
+#   2. starts smarticod with a generated config (hash from user.hash_command);
+#   3. identifies a demo user with smarticoctl and follows the events with `smarticoctl tail`;
+#   4. restarts the simulator mid-way: the reconnect (backoff, INIT, IDENTIFY) shows in the tail;
+#   5. stops everything cleanly (SIGTERM; the daemon exits 0).
+#
+# Everything lives in a temporary directory removed at the end; nothing is installed
+# besides the system packages of scripts/deps.sh. DEMO_SECONDS sets the length (default 24).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -13,37 +18,90 @@ source scripts/deps.sh
 echo "==> building (release)"
 swift build -c release
 BIN="$(swift build -c release --show-bin-path)"
+SECONDS_TOTAL="${DEMO_SECONDS:-24}"
+
+work="$(mktemp -d /tmp/smarticod-demo.XXXXXX)"
+sim=""; daemon=""; tailer=""
+cleanup() {
+    for pid in $tailer $daemon $sim; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+SALT="demo-salt"
+start_sim() {  # $1: port (0 = any)
+    "$BIN/smartico-sim" --port "$1" --hash-salt "$SALT" --ping-interval 10s \
+        --emit-every 1500ms --emit-kinds engagement,show_spin,deeplink,props \
+        >"$work/sim.out" 2>>"$work/sim.log" &
+    sim=$!
+    for _ in $(seq 1 100); do [ "$(wc -l <"$work/sim.out")" -ge 3 ] && return 0; sleep 0.1; done
+    echo "smartico-sim did not start; its log:" >&2; cat "$work/sim.log" >&2; exit 1
+}
 
 echo
-echo "==> smarticod --version"
-"$BIN/smarticod" --version
-echo
-echo "==> smarticod --check-config config.example.json"
-"$BIN/smarticod" --config config.example.json --check-config
-echo
-echo "==> a broken configuration is refused with one line per problem (exit 78)"
-broken="$(mktemp)"
-trap 'rm -f "$broken"' EXIT
-cat > "$broken" <<'JSON'
-{"server": {"label_key": "not-a-key", "url": "http://example.com"}, "session": {"keepalive_s": 0}, "colour": "blue"}
-JSON
-set +e
-"$BIN/smarticod" --config "$broken" --check-config
-echo "(exit $?)"
-set -e
-echo
-echo "==> starting smartico-sim (the local Smartico server) on a free port"
-simout="$(mktemp)"
-"$BIN/smartico-sim" --port 0 --emit-every 2s >"$simout" 2>/dev/null &
-sim=$!
-trap 'kill $sim 2>/dev/null; rm -f "$broken" "$simout"' EXIT
-for _ in $(seq 1 100); do [ "$(wc -l <"$simout")" -ge 3 ] && break; sleep 0.1; done
-url="$(sed -n 2p "$simout")"
-[ -n "$url" ] || { echo "smartico-sim did not start" >&2; exit 1; }
+echo "==> starting smartico-sim (a local Smartico server)"
+start_sim 0
+port="$(sed -n 1p "$work/sim.out")"
+url="$(sed -n 2p "$work/sim.out")"
 echo "    $url"
+
+# The hash Smartico expects: md5(lower(user:salt:validity_ms)):validity_ms. A real
+# deployment asks its backend for it; here a small script plays the backend.
+cat >"$work/hash.sh" <<EOF
+#!/bin/sh
+validity=\$(( \$(date +%s) * 1000 + 3600000 ))
+digest=\$(printf '%s' "\$(printf '%s:$SALT:%s' "\$SMARTICO_EXT_USER_ID" "\$validity" | tr '[:upper:]' '[:lower:]')" | md5sum | cut -d' ' -f1)
+echo "\$digest:\$validity"
+EOF
+chmod +x "$work/hash.sh"
+cat >"$work/config.json" <<EOF
+{
+  "server": {"url": "$url", "label_key": "00000000-0000-0000-0000-000000000000-2"},
+  "user": {"hash_command": ["$work/hash.sh"]},
+  "session": {"reconnect": {"initial_ms": 500, "max_ms": 4000, "multiplier": 2.0}},
+  "socket": {"path": "$work/smarticod.sock", "mode": "0600"},
+  "state_dir": "$work/state",
+  "log": {"level": "notice"}
+}
+EOF
+mkdir -p "$work/state"
+export SMARTICOD_SOCKET="$work/smarticod.sock"
+
 echo
-echo "==> smartico-ws probe $url"
-"$BIN/smartico-ws" probe "$url" --timeout 10
+echo "==> smarticod --config $work/config.json   (its log: $work/smarticod.log)"
+"$BIN/smarticod" --config "$work/config.json" 2>"$work/smarticod.log" &
+daemon=$!
+for _ in $(seq 1 100); do [ -S "$SMARTICOD_SOCKET" ] && break; sleep 0.1; done
+[ -S "$SMARTICOD_SOCKET" ] || { echo "smarticod did not open its socket; its log:" >&2; cat "$work/smarticod.log" >&2; exit 1; }
+
+echo
+echo "==> smarticoctl identify demo-user"
+"$BIN/smarticoctl" identify demo-user
+
+echo
+echo "==> smarticoctl tail   (for ${SECONDS_TOTAL} s; the simulator restarts half-way)"
+"$BIN/smarticoctl" tail --duration "$SECONDS_TOTAL" &
+tailer=$!
+sleep $(( SECONDS_TOTAL / 2 ))
+echo "--- restarting smartico-sim on port $port ---"
 kill "$sim"; wait "$sim" 2>/dev/null || true
+sleep 1
+start_sim "$port"
+wait "$tailer" || true
+tailer=""
+
 echo
-echo "==> done: smartico-sim stopped"
+echo "==> smarticoctl status"
+"$BIN/smarticoctl" status
+
+echo
+echo "==> stopping smarticod (SIGTERM)"
+kill -TERM "$daemon"
+status=0; wait "$daemon" || status=$?
+daemon=""
+echo "    smarticod exited with $status"
+kill "$sim"; wait "$sim" 2>/dev/null || true
+sim=""
+echo "==> done"
+[ "$status" -eq 0 ]
