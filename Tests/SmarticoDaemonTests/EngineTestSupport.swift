@@ -309,10 +309,21 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
 
     /// The messages the simulator received (`message` objects), oldest first; only `cids` when given.
     func received(cids: [Int64]? = nil) async throws -> [JSONObject] {
-        var request: JSONObject = ["op": "received"]
-        if let cids { request["cid"] = .array(cids.map { .number($0) }) }
-        let answer = try await control(request)
-        return (answer["messages"]?.arrayValue ?? []).compactMap { $0["message"]?.objectValue }
+        try await receivedEntries(cids: cids).compactMap { $0["message"]?.objectValue }
+    }
+
+    /// The received-log entries (`seq`, `client`, `message`, …), oldest first, every page.
+    func receivedEntries(cids: [Int64]? = nil) async throws -> [JSONObject] {
+        var entries: [JSONObject] = []
+        var since: Int64 = 0
+        while true {
+            var request: JSONObject = ["op": "received", "since": .number(since)]
+            if let cids { request["cid"] = .array(cids.map { .number($0) }) }
+            let page = try await control(request)["messages"]?.arrayValue?.compactMap(\.objectValue) ?? []
+            entries += page
+            guard page.count >= 10_000, let last = page.last?["seq"]?.int64Value else { return entries }
+            since = last
+        }
     }
 
     /// Emits a generated engagement to `user`; returns its `engagement_uid` (delivered or queued pending).

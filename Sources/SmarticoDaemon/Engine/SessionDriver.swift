@@ -46,6 +46,10 @@ actor SessionDriver {
     private var timerDeadlines: [SessionTimer: Int64] = [:]
     private var watchdogTimer: LoopTimer?
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
+    /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
+    private var deliveries: [ConnectionID: Delivery] = [:]
+    /// Connections we asked to close (a clean close handshake then proves receipt).
+    private var closingByUs: Set<ConnectionID> = []
     private var nextRequestID: UInt64 = 1
     private var stopped = false
     private var terminating = false
@@ -121,6 +125,9 @@ actor SessionDriver {
     private func process(_ input: DriverInput) async {
         switch input {
         case .session(let sessionInput):
+            if case .received(let conn, let bytes) = sessionInput, deliveries[conn] != nil, Self.isPong(bytes) {
+                await pongReceived(on: conn, now: Self.wallClockMs())
+            }
             await feed(sessionInput)
         case .timer(let kind, let atMs):
             guard timerDeadlines[kind] == atMs else { return }
@@ -149,6 +156,8 @@ actor SessionDriver {
             await feed(.connected(conn))
         case .transportClosed(let conn, let code, let reason):
             connections[conn] = nil
+            let clean = closingByUs.remove(conn) != nil && code != nil && code != 1006
+            await settleDeliveries(of: conn, received: clean)
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason))
         case .call(let call, let reply):
@@ -205,35 +214,46 @@ actor SessionDriver {
             floor = 0
             if logger.logLevel <= .trace { logger.trace("input \(input)") }
             let actions = machine.handle(input, now: now)
-            // uuids whose write failed in this batch: their `.markSent` must not remove them.
-            var unsent: Set<String> = []
+            var batch = Batch()
             for action in actions {
-                await perform(action, now: now, results: &queue, unsent: &unsent)
+                await perform(action, now: now, results: &queue, batch: &batch)
             }
+            sendBarrierIfNeeded(now: now)
         }
     }
 
     // MARK: Actions
 
-    private func perform(_ action: SessionAction, now: Int64, results: inout [SessionInput], unsent: inout Set<String>) async {
+    /// What one `handle` call's actions did, for its `.markSent`.
+    private struct Batch {
+        /// uuids whose write failed: their `.markSent` must not remove them.
+        var unsent: Set<String> = []
+        /// The connection the batch's messages were written on.
+        var conn: ConnectionID?
+    }
+
+    private func perform(_ action: SessionAction, now: Int64, results: inout [SessionInput], batch: inout Batch) async {
         switch action {
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
             guard let connection = connections[conn] else {
-                unsent.insert(message.uuid)
+                batch.unsent.insert(message.uuid)
                 logger.debug("not sent, connection gone", metadata: ["conn": "\(conn)", "message": "\(message)"])
                 return
             }
             do {
                 try connection.send(text: String(decoding: message.bytes, as: UTF8.self))
+                batch.conn = conn
+                if message.cid == 1 { deliveries[conn, default: Delivery()].pingsSent += 1 }
                 if logger.logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
             } catch {
-                unsent.insert(message.uuid)
+                batch.unsent.insert(message.uuid)
                 logger.debug("not sent: \(error)", metadata: ["conn": "\(conn)", "message": "\(message)"])
             }
         case .close(let conn, let code, let reason):
             if connecting.remove(conn) != nil { return }
+            if connections[conn] != nil { closingByUs.insert(conn) }
             do {
                 try connections[conn]?.close(code: WebSocketCloseCode(UInt16(clamping: code)), reason: reason)
             } catch {
@@ -241,6 +261,8 @@ actor SessionDriver {
             }
         case .abort(let conn):
             if connecting.remove(conn) != nil { return }
+            // Nothing more can be proven received on it: its unconfirmed messages go back to the outbox.
+            deliveries[conn] = nil
             connections[conn]?.abort()
         case .schedule(let kind, let atMs):
             arm(kind, atMs: atMs, now: now)
@@ -287,11 +309,17 @@ actor SessionDriver {
             results.append(.outboxStored(uuid: entry.uuid, failure: failure))
         case .loadOutbox(let limit):
             var entries: [OutboxEntry] = []
+            // Messages written on a live connection and awaiting proof of receipt are still in the
+            // store but must not be sent again on it.
+            var inFlight: Set<String> = []
+            for delivery in deliveries.values { inFlight.formUnion(delivery.allUUIDs) }
             do throws(StoreError) {
-                let waiting = try await store.peek(limit: limit, kind: .socket)
-                entries = waiting.map { OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs) }
-                if waiting.count < limit {
-                    entries += try await store.latestMessages().map {
+                let waiting = try await store.peek(limit: limit + inFlight.count, kind: .socket)
+                entries = waiting.lazy.filter { !inFlight.contains($0.uuid) }.prefix(limit).map {
+                    OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
+                }
+                if waiting.count < limit + inFlight.count {
+                    entries += try await store.latestMessages().filter { !inFlight.contains($0.uuid) }.map {
                         OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
                     }
                 }
@@ -301,11 +329,14 @@ actor SessionDriver {
             }
             results.append(.outboxLoaded(entries))
         case .markSent(let uuids):
-            let sent = unsent.isEmpty ? uuids : uuids.filter { !unsent.contains($0) }
+            let sent = batch.unsent.isEmpty ? uuids : uuids.filter { !batch.unsent.contains($0) }
             if sent.count != uuids.count {
                 logger.info("\(uuids.count - sent.count) message(s) stay in the outbox: the connection closed before they were written")
             }
-            await storeWork("markSent") { _ = try await $0.markSent(sent) }
+            // Written is not received: they leave the outbox when the server proves it read them.
+            if let conn = batch.conn, connections[conn] != nil, !sent.isEmpty {
+                deliveries[conn, default: Delivery()].unconfirmed += sent
+            }
         case .emit(let event):
             await emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
@@ -327,6 +358,83 @@ actor SessionDriver {
             stopped = true
             logger.info("session stopped")
         }
+    }
+
+    // MARK: Proof of receipt
+
+    /// The outbox messages of one connection that were written but not yet proven received.
+    ///
+    /// A written message can still be lost: when the daemon dies (kill -9) with unread server
+    /// data in its receive buffer, the kernel resets the connection and the server may drop
+    /// what it had not read yet. So a message leaves the outbox only when the server proved it
+    /// read it: it answered a PING written after the message (the server answers PINGs in
+    /// order, one PONG each), or it completed the close handshake we started after it. Until
+    /// then a crash or a dead connection sends it again, with the same uuid.
+    struct Delivery {
+        /// PINGs written on this connection (the machine's keepalive and our barriers).
+        var pingsSent = 0
+        /// PONGs received on it.
+        var pongsReceived = 0
+        /// Written since the last barrier PING.
+        var unconfirmed: [String] = []
+        /// Barrier PINGs in flight: the PING's number and the messages written before it.
+        var barriers: [(ping: Int, uuids: [String])] = []
+
+        var allUUIDs: [String] { unconfirmed + barriers.flatMap(\.uuids) }
+    }
+
+    /// After a batch: one barrier PING per connection at a time, after its unconfirmed messages.
+    private func sendBarrierIfNeeded(now: Int64) {
+        for (conn, delivery) in deliveries where !delivery.unconfirmed.isEmpty && delivery.barriers.isEmpty {
+            guard let connection = connections[conn] else { continue }
+            let uuid = UUIDv4.random().string
+            let ping: JSONObject = ["cid": 1, "ts": .number(now), "uuid": .string(uuid)]
+            do {
+                try connection.send(text: String(decoding: ping.serialized(), as: UTF8.self))
+            } catch {
+                continue
+            }
+            var d = delivery
+            d.pingsSent += 1
+            d.barriers.append((d.pingsSent, d.unconfirmed))
+            d.unconfirmed = []
+            deliveries[conn] = d
+        }
+    }
+
+    /// A PONG on `conn`: the barriers it answers are received; their messages leave the outbox.
+    private func pongReceived(on conn: ConnectionID, now: Int64) async {
+        guard var d = deliveries[conn] else { return }
+        d.pongsReceived += 1
+        var confirmed: [String] = []
+        while let first = d.barriers.first, first.ping <= d.pongsReceived {
+            confirmed += first.uuids
+            d.barriers.removeFirst()
+        }
+        deliveries[conn] = d
+        if !confirmed.isEmpty {
+            await storeWork("markSent") { _ = try await $0.markSent(confirmed) }
+            sendBarrierIfNeeded(now: now)
+        }
+    }
+
+    /// `conn` ended: a clean close we started proves receipt; otherwise its unconfirmed messages
+    /// stay in the outbox for the next connection.
+    private func settleDeliveries(of conn: ConnectionID, received: Bool) async {
+        guard let d = deliveries.removeValue(forKey: conn) else { return }
+        let uuids = d.allUUIDs
+        guard !uuids.isEmpty else { return }
+        if received {
+            await storeWork("markSent") { _ = try await $0.markSent(uuids) }
+        } else {
+            logger.info("\(uuids.count) message(s) written but not proven received stay in the outbox (sent again, same uuid)")
+        }
+    }
+
+    /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
+    static func isPong(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
+        return o["cid"]?.int64Value == 2
     }
 
     private func emit(_ event: DaemonEvent, now: Int64) async {
