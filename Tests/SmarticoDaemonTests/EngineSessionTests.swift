@@ -311,4 +311,27 @@ struct EngineSessionTests {
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }
+
+    @Test func systemdNotificationsReadyStatusWatchdogStopping() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let notify = try NotifySocket(path: setup.dir + "/notify.sock")
+        let client = try await setup.start(environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"])
+        defer { client.close() }
+        let early = await notify.datagrams(forMs: 10_000) { got in
+            got.contains { $0.contains("STATUS=ready") } && got.filter { $0 == "WATCHDOG=1" }.count >= 3
+        }
+        let ready = early.firstIndex { $0.hasPrefix("READY=1") }
+        let statusReady = early.firstIndex { $0.contains("STATUS=ready") }
+        #expect(ready != nil, "datagrams: \(early)")
+        #expect(ready != nil && statusReady != nil && ready! < statusReady!, "READY=1 when the socket listens, before the session is ready: \(early)")
+        #expect(early.filter { $0 == "WATCHDOG=1" }.count >= 3, "WATCHDOG=1 every WATCHDOG_USEC/2: \(early)")
+        setup.daemon?.signal(SIGTERM)
+        let late = await notify.datagrams(forMs: 10_000) { got in got.contains { $0.contains("STATUS=disconnected") } }
+        #expect(late.contains { $0.hasPrefix("STOPPING=1") }, "datagrams: \(late)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
 }

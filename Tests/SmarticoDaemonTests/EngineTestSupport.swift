@@ -383,12 +383,12 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
 
     /// Starts `smarticod --config …` (stderr appended to the log file) and connects a client.
     @discardableResult
-    func start() async throws -> DaemonClient {
+    func start(environment: [String: String] = [:]) async throws -> DaemonClient {
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let p = Process()
         p.executableURL = try TestExecutables.url("smarticod")
         p.arguments = ["--config", configPath]
-        p.environment = ["PATH": "/usr/bin:/bin"]
+        p.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
         let log = FileHandle(forWritingAtPath: logPath)
         log?.seekToEndOfFile()
         p.standardOutput = FileHandle.nullDevice
@@ -444,4 +444,42 @@ func writeHashScript(dir: String, salt: String) throws -> String {
 
 extension JSONObject {
     var text: String { String(decoding: serialized(), as: UTF8.self) }
+}
+
+/// A bound Unix datagram socket standing in for systemd's `NOTIFY_SOCKET`.
+final class NotifySocket: @unchecked Sendable {  // `fd` is immutable; reads come from one test task at a time
+    let path: String
+    private let fd: Int32
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw EngineTestError("socket: errno \(errno)") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw EngineTestError("bind \(path): errno \(errno)") }
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// Datagrams received within `ms`, until `stop` says enough.
+    func datagrams(forMs ms: Int, until stop: @escaping @Sendable ([String]) -> Bool) async -> [String] {
+        let fd = self.fd
+        return await TestExecutables.onThread {
+            var out: [String] = []
+            let deadline = Date().addingTimeInterval(Double(ms) / 1000)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while Date() < deadline, !stop(out) {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n > 0 { out.append(String(decoding: buffer[..<n], as: UTF8.self)) }
+            }
+            return out
+        }
+    }
 }
