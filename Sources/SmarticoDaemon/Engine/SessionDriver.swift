@@ -470,6 +470,13 @@ actor SessionDriver {
     }
 
     private func connect(_ conn: ConnectionID, url: String) {
+        // The machine has given up every other connection: what they wrote without proof goes
+        // back to the outbox now, so the new connection's flush sends it first, in order (a close
+        // handshake still running on an old one could otherwise hold it past that flush).
+        for (old, delivery) in deliveries where old != conn && !delivery.allUUIDs.isEmpty {
+            logger.info("\(delivery.allUUIDs.count) message(s) written on \(old) but not proven received stay in the outbox (sent again, same uuid)")
+        }
+        deliveries = [:]
         connecting.insert(conn)
         let options = connectOptions
         let loop = self.loop
