@@ -187,6 +187,12 @@ struct EngineSessionTests {
 
         let start = ContinuousClock.now
         _ = try await sim.control(["op": "fault", "kind": "half_open", "client": .string(id)])
+        // Written to the silent server: not proven received (no PONG to the PING behind it), so
+        // it stays in the outbox and goes again, same uuid, on the next connection.
+        let written = try await client.ok("event", ["event_type": "into_the_void"])
+        #expect(written["queued"]?.boolValue == false)
+        let uuid = try #require(written["uuid"]?.stringValue)
+        #expect(try await Self.status(client)["outbox"]?["depth"]?.int64Value == 1)
         let dead = await client.nextEvent(timeoutMs: 10_000) { $0["data"]?["reason"]?.stringValue == "heartbeat_timeout" }
         let elapsed = ContinuousClock.now - start
         #expect(dead?["data"]?["state"]?.stringValue == "backoff", "log:\n\(setup.log)")
@@ -196,6 +202,13 @@ struct EngineSessionTests {
         #expect(try await eventually { try await Self.isReady(client) })
         // Our PINGs went out while the server was silent.
         #expect(try await sim.received(cids: [1]).count >= 1)
+        let copies = try await eventually {
+            try await sim.receivedEntries(cids: [9]).filter { $0["message"]?["uuid"]?.stringValue == uuid }.count == 2
+        }
+        let clientsOfCopies = try await sim.receivedEntries(cids: [9]).filter { $0["message"]?["uuid"]?.stringValue == uuid }
+            .compactMap { $0["client"]?.stringValue }
+        #expect(copies && Set(clientsOfCopies).count == 2, "once on the silent connection, once on the next: \(clientsOfCopies)")
+        #expect(try await eventually { try await Self.status(client)["outbox"]?["depth"]?.int64Value == 0 })
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }
