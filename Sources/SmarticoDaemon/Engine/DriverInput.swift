@@ -21,6 +21,8 @@ enum DriverInput: Sendable {
     case terminate(signal: Int32)
     /// SIGHUP: the configuration file was re-read (on the blocking pool).
     case reloaded(Result<ResolvedConfig, ConfigError>)
+    /// Hourly: journal retention by age (appends apply it too, but an idle journal has none).
+    case maintenance
 }
 
 /// The daemon's ``SocketAPIHandler``: `hello` and `push_report` are answered at once on the

@@ -45,6 +45,9 @@ actor SessionDriver {
     private var timers: [SessionTimer: LoopTimer] = [:]
     private var timerDeadlines: [SessionTimer: Int64] = [:]
     private var watchdogTimer: LoopTimer?
+    private var maintenanceTimer: LoopTimer?
+    /// How often journal retention runs without appends.
+    static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
     /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
     private var deliveries: [ConnectionID: Delivery] = [:]
@@ -104,6 +107,10 @@ actor SessionDriver {
     /// Starts the session with `snapshot` and handles inputs until the machine says `.stopped`.
     func run(_ snapshot: SessionSnapshot) async {
         startWatchdog()
+        let continuation = self.continuation
+        let maintenance = LoopTimer(loop: loop) { continuation.yield(.maintenance) }
+        maintenanceTimer = maintenance
+        await process(.maintenance)
         await feed(.start(snapshot))
         if !stopped {
             for await input in inputs {
@@ -116,6 +123,8 @@ actor SessionDriver {
         timers.removeAll()
         watchdogTimer?.invalidate()
         watchdogTimer = nil
+        maintenanceTimer?.invalidate()
+        maintenanceTimer = nil
         for connection in connections.values { connection.abort() }
         connections.removeAll()
         for (_, reply) in replies { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
@@ -168,6 +177,14 @@ actor SessionDriver {
             logger.info("stopping", metadata: ["signal": "\(signal == SIGINT ? "SIGINT" : "SIGTERM")"])
             notify { try $0.stopping(status: "stopping") }
             await feed(.shutdown)
+        case .maintenance:
+            do throws(StoreError) {
+                let removed = try await store.applyRetention(nowMs: Self.wallClockMs())
+                if removed > 0 { logger.info("journal retention removed \(removed) event(s)") }
+            } catch {
+                logger.error("journal retention failed: \(error)")
+            }
+            maintenanceTimer?.schedule(after: Self.maintenanceInterval)
         case .reloaded(let result):
             switch result {
             case .failure(let error):
