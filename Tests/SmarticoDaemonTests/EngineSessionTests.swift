@@ -347,4 +347,23 @@ struct EngineSessionTests {
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }
+
+    static let socketActivate = "/usr/bin/systemd-socket-activate"
+
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: socketActivate), "needs systemd-socket-activate"))
+    func usesTheListeningSocketSystemdPasses() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let activated = setup.dir + "/activated.sock"
+        // systemd-socket-activate listens, then execs smarticod with LISTEN_FDS=1 on the first connection.
+        let client = try await setup.start(launcher: [Self.socketActivate, "-l", activated], socketPath: activated)
+        defer { client.close() }
+        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(!FileManager.default.fileExists(atPath: setup.socketPath), "socket.path must not be used when a socket is passed")
+        #expect(setup.log.contains("(socket passed by systemd)"))
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
 }

@@ -382,12 +382,16 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
     }
 
     /// Starts `smarticod --config …` (stderr appended to the log file) and connects a client.
+    /// `launcher`: a program (and its arguments) that runs smarticod, e.g. systemd-socket-activate;
+    /// `socketPath`: where to connect when that is not `socket.path`.
     @discardableResult
-    func start(environment: [String: String] = [:]) async throws -> DaemonClient {
+    func start(environment: [String: String] = [:], launcher: [String] = [], socketPath: String? = nil) async throws -> DaemonClient {
         if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
         let p = Process()
-        p.executableURL = try TestExecutables.url("smarticod")
-        p.arguments = ["--config", configPath]
+        let daemonArguments = [try TestExecutables.url("smarticod").path, "--config", configPath]
+        let command = launcher.isEmpty ? daemonArguments : launcher + daemonArguments
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
         p.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
         let log = FileHandle(forWritingAtPath: logPath)
         log?.seekToEndOfFile()
@@ -396,7 +400,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
         p.standardInput = FileHandle.nullDevice
         try p.runSerialized()
         daemon = ChildProcess(process: p, logPath: logPath)
-        return try await DaemonClient.connect(path: socketPath)
+        return try await DaemonClient.connect(path: socketPath ?? self.socketPath)
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
