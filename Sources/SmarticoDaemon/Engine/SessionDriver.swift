@@ -119,6 +119,11 @@ actor SessionDriver {
             }
         }
         continuation.finish()
+        // Requests that arrived during the last steps get a proper answer, not the reply's
+        // "dropped" fallback.
+        for await input in inputs {
+            if case .call(_, let reply) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
+        }
         for timer in timers.values { timer.invalidate() }
         timers.removeAll()
         watchdogTimer?.invalidate()
