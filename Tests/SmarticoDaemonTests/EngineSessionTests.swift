@@ -366,4 +366,37 @@ struct EngineSessionTests {
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }
+
+    @Test func userSwitchReconnectsAndLogoutGoesAnonymous() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        let sent = try await client.ok("event", ["event_type": "before_switch"])
+        let uuid = try #require(sent["uuid"]?.stringValue)
+
+        // Another user: close 1000, a new connection, IDENTIFY bob, LOGIN (a different user).
+        let bob = try await client.ok("identify", ["ext_user_id": "bob", "hash": "hb"])
+        #expect(bob["ext_user_id"]?.stringValue == "bob")
+        let cids = try await sim.received().compactMap { $0["cid"]?.int64Value }
+        #expect(cids.filter { $0 == 3 }.count == 2 && cids.filter { $0 == 5 }.count == 2 && cids.filter { $0 == 7 }.count == 2, "\(cids)")
+        let identifies = try await sim.received(cids: [5]).compactMap { $0["ext_user_id"]?.stringValue }
+        #expect(identifies == ["alice", "bob"])
+        #expect(try await sim.receivedEntries(cids: [9]).filter { $0["message"]?["uuid"]?.stringValue == uuid }.count == 1)
+        #expect(try await Self.status(client)["user"]?["ext_user_id"]?.stringValue == "bob")
+
+        // Logout: LOGOUT, then an anonymous session (INIT only).
+        let loggedOut = try await client.ok("logout")
+        #expect(loggedOut == .object([:]))
+        #expect(try await sim.received(cids: [8]).count == 1)
+        #expect(try await eventually { try await sim.received(cids: [3]).count == 3 })
+        #expect(try await eventually { try await Self.isReady(client, identified: false) })
+        #expect(try await sim.received(cids: [5]).count == 2)
+        #expect(try await Self.status(client)["user"]?["ext_user_id"]?.isNull != false)
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
 }
