@@ -13,8 +13,9 @@ enum DriverInput: Sendable {
     case timer(SessionTimer, atMs: Int64)
     /// The WebSocket of `.connect(conn, …)` is open (the driver attaches its handler).
     case opened(ConnectionID, WebSocketConnection)
-    /// The transport of `conn` ended (the last event of a connection).
-    case transportClosed(ConnectionID, code: Int?, reason: String)
+    /// The transport of `conn` ended (the last event of a connection). `clean`: a close
+    /// handshake completed (no error, not 1006).
+    case transportClosed(ConnectionID, code: Int?, reason: String, clean: Bool)
     /// A socket API call that needs the session (`status` and the session ops).
     case call(SocketAPICall, SocketAPIReply)
     /// SIGTERM or SIGINT.

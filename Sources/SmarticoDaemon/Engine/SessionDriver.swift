@@ -162,16 +162,17 @@ actor SessionDriver {
                 case .binary(let bytes): continuation.yield(.session(.received(conn, bytes)))
                 case .closed(let info):
                     continuation.yield(.transportClosed(
-                        conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason))
+                        conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason,
+                        clean: info.error == nil && info.code != .abnormalClosure))
                 case .ping, .pong, .closing: break
                 }
             }
             logger.debug("connected", metadata: ["conn": "\(conn)", "peer": "\(connection.peerName)"])
             await feed(.connected(conn))
-        case .transportClosed(let conn, let code, let reason):
+        case .transportClosed(let conn, let code, let reason, let clean):
             connections[conn] = nil
-            let clean = closingByUs.remove(conn) != nil && code != nil && code != 1006
-            await settleDeliveries(of: conn, received: clean)
+            // Only a close handshake we started proves the server read what we wrote before it.
+            await settleDeliveries(of: conn, received: closingByUs.remove(conn) != nil && clean)
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason))
         case .call(let call, let reply):
