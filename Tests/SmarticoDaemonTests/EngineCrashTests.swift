@@ -73,7 +73,7 @@ struct EngineCrashTests {
         #expect(drained, "log tail:\n\(setup.log.suffix(3000))")
         _ = try await client.ok("subscribe", ["since": 0, "types": ["engagement"]])
         var journal: [JSONObject] = []
-        _ = try await eventually(timeout: .seconds(30)) {
+        _ = await eventually(timeout: .seconds(30)) {
             journal += await client.drainEvents(forMs: 200)
             return Set(journal.compactMap { $0["data"]?["message"]?["engagement_uid"]?.stringValue }).isSuperset(of: emitted)
         }

@@ -303,7 +303,7 @@ struct EngineSessionTests {
         // Only the log level and the language change: no reconnect.
         try setup.writeConfig(url: sim.serverURL, client: ["language": "de"], logLevel: "info")
         kill(pid, SIGHUP)
-        #expect(try await eventually { setup.log.contains("configuration reloaded") })
+        #expect(await eventually { setup.log.contains("configuration reloaded") })
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await sim.received(cids: [3]).count == 1)
         #expect(try await Self.isReady(client))
@@ -311,7 +311,7 @@ struct EngineSessionTests {
         // An invalid file is refused; the daemon keeps running.
         try Data("{\"server\": {}}".utf8).write(to: URL(fileURLWithPath: setup.configPath))
         kill(pid, SIGHUP)
-        #expect(try await eventually { setup.log.contains("reload refused") })
+        #expect(await eventually { setup.log.contains("reload refused") })
         #expect(try await Self.isReady(client))
 
         // What INIT carries changed: close 1000 and reconnect.

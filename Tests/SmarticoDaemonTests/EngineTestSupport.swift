@@ -258,7 +258,7 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
     static func start(dir: String, port: Int = 0, extra: [String] = []) async throws -> SimProcess {
         let controlPath = dir + "/sim-\(UUID().uuidString.prefix(6)).sock"
         let logPath = dir + "/sim-\(UUID().uuidString.prefix(6)).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let p = Process()
         p.executableURL = try TestExecutables.url("smartico-sim")
         p.arguments = ["--port", String(port), "--control", controlPath] + extra
@@ -386,7 +386,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
     /// `socketPath`: where to connect when that is not `socket.path`.
     @discardableResult
     func start(environment: [String: String] = [:], launcher: [String] = [], socketPath: String? = nil) async throws -> DaemonClient {
-        if !FileManager.default.fileExists(atPath: logPath) { FileManager.default.createFile(atPath: logPath, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logPath) { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         let p = Process()
         let daemonArguments = [try TestExecutables.url("smarticod").path, "--config", configPath]
         let command = launcher.isEmpty ? daemonArguments : launcher + daemonArguments
