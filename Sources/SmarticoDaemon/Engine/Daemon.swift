@@ -144,34 +144,65 @@ public enum Daemon {
 }
 
 /// SIGTERM, SIGINT and SIGHUP through Dispatch signal sources (the default actions are ignored,
-/// the sources see the signals on their own queue); SIGPIPE is ignored.
+/// the sources see the signals on their own queue); SIGPIPE is ignored. The sources exist from
+/// `init`: a SIGTERM that arrives before ``start(terminate:reload:)`` is kept and delivered then.
 final class SignalWatcher: Sendable {
+    private struct State {
+        var sources: [any DispatchSourceSignal] = []
+        var terminate: (@Sendable (Int32) -> Void)?
+        var reload: (@Sendable () -> Void)?
+        var pendingTerminate: Int32?
+    }
+
     private let queue = DispatchQueue(label: "smarticod.signals")
-    private let sources = Mutex<[any DispatchSourceSignal]>([])
+    private let state = Mutex(State())
 
     init() {
         signal(SIGPIPE, SIG_IGN)
         for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
-    }
-
-    func start(terminate: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
         let queue = self.queue
-        sources.withLock { sources in
+        state.withLock { state in
             for sig in [SIGTERM, SIGINT, SIGHUP] {
                 let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler {
-                    if sig == SIGHUP { reload() } else { terminate(sig) }
-                }
+                source.setEventHandler { [weak self] in self?.deliver(sig) }
                 source.resume()
-                sources.append(source)
+                state.sources.append(source)
             }
         }
     }
 
+    private func deliver(_ sig: Int32) {
+        let action: (() -> Void)? = state.withLock { state in
+            if sig == SIGHUP {
+                guard let reload = state.reload else { return nil }
+                return { reload() }
+            }
+            guard let terminate = state.terminate else {
+                state.pendingTerminate = state.pendingTerminate ?? sig
+                return nil
+            }
+            return { terminate(sig) }
+        }
+        action?()
+    }
+
+    /// Hands the signals to these handlers from now on (a SIGTERM/SIGINT seen before goes at once).
+    func start(terminate: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
+        let pending = state.withLock { state -> Int32? in
+            state.terminate = terminate
+            state.reload = reload
+            defer { state.pendingTerminate = nil }
+            return state.pendingTerminate
+        }
+        if let pending { terminate(pending) }
+    }
+
     func stop() {
-        sources.withLock { sources in
-            for source in sources { source.cancel() }
-            sources = []
+        state.withLock { state in
+            for source in state.sources { source.cancel() }
+            state.sources = []
+            state.terminate = nil
+            state.reload = nil
         }
     }
 }
