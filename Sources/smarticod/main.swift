@@ -12,8 +12,10 @@ struct Smarticod: ParsableCommand {
             Runs in the foreground (systemd style) and logs to stderr. The configuration is one \
             JSON file; every key is documented in docs/configuration.md and config.example.json.
 
-            Exit codes: 0 success, 2 usage error, 78 invalid configuration (one line per \
-            problem on stderr: <path>: <key>: <problem>).
+            Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (state_dir or \
+            socket unusable: the reason is logged), 2 usage error, 78 invalid configuration \
+            (one line per problem on stderr: <path>: <key>: <problem>). SIGHUP reloads the \
+            configuration file.
 
             Environment: https_proxy / http_proxy / no_proxy (either case) when server.proxy \
             is not set; SMARTICOD_LOG_LEVEL overrides log.level.
@@ -45,8 +47,10 @@ struct Smarticod: ParsableCommand {
             for line in resolved.summary { print("  " + line) }
             return
         }
-        // The session engine is not built yet: a valid configuration is all there is to check.
-        print("configuration OK, engine not built yet")
+        Daemon.bootstrapLogging(level: resolved.logLevel.loggerLevel)
+        let status = Daemon.runBlocking(
+            config: resolved, configPath: config, environment: ProcessInfo.processInfo.environment)
+        if status != 0 { throw ExitCode(status) }
     }
 }
 

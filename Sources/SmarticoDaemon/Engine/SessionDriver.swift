@@ -1,0 +1,579 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import SmarticoProtocol
+import Transport
+
+/// Joins the sans-I/O ``SessionMachine`` to the world (docs/session.md, "The driver"): the
+/// WebSocket client, loop timers, the hash command, the store and the socket server.
+///
+/// An actor whose executor is the daemon's ``EventLoop``: its code runs on the loop thread, so it
+/// uses the loop-thread APIs of `WebSocketConnection` and `LoopTimer` directly.
+///
+/// **One FIFO.** Everything that reaches the machine — transport events, timer firings, hash
+/// results, socket requests, signals — is queued in one `AsyncStream` consumed by ``run(_:)``
+/// alone. Each input is handled to the end before the next is taken: `handle` is called, its
+/// actions are performed in order, and store work is awaited one after another (the results of
+/// `.storeOutbox`/`.loadOutbox` go back into the machine before any other input). While the
+/// driver awaits the store, new inputs wait in the stream, so the actor's re-entrancy never
+/// lets two `handle` calls interleave.
+actor SessionDriver {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+
+    /// The socket API handler that feeds this driver.
+    nonisolated let socketHandler: DriverSocketHandler
+
+    private var machine: SessionMachine
+    private var config: ResolvedConfig
+    private let configPath: String?
+    private let environment: [String: String]
+    private let store: SmarticoStore
+    private let server: SocketAPIServer
+    private let notifier: SystemdNotifier
+    private var logger: Logger
+
+    private let inputs: AsyncStream<DriverInput>
+    private let continuation: AsyncStream<DriverInput>.Continuation
+
+    private var connectOptions: WebSocketConnectOptions
+    /// Open connections by id (removed when their transport reports `.closed`).
+    private var connections: [ConnectionID: WebSocketConnection] = [:]
+    /// Connect attempts under way; an attempt removed from here (aborted, closed) is dropped when it opens.
+    private var connecting: Set<ConnectionID> = []
+    private var timers: [SessionTimer: LoopTimer] = [:]
+    private var timerDeadlines: [SessionTimer: Int64] = [:]
+    private var watchdogTimer: LoopTimer?
+    private var maintenanceTimer: LoopTimer?
+    /// How often journal retention runs without appends.
+    static let maintenanceInterval: Duration = .seconds(3600)
+    private var replies: [SessionRequestID: SocketAPIReply] = [:]
+    /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
+    private var deliveries: [ConnectionID: Delivery] = [:]
+    /// Connections we asked to close (a clean close handshake then proves receipt).
+    private var closingByUs: Set<ConnectionID> = []
+    private var nextRequestID: UInt64 = 1
+    private var stopped = false
+    private var terminating = false
+
+    /// - Parameters:
+    ///   - configPath: the file SIGHUP re-reads (nil: SIGHUP keeps the configuration).
+    ///   - environment: the process environment for re-reading (proxy variables, log level).
+    init(
+        config: ResolvedConfig, configPath: String?, environment: [String: String], loop: EventLoop,
+        store: SmarticoStore, server: SocketAPIServer, notifier: SystemdNotifier, logger: Logger,
+        sessionEnvironment: SessionEnvironment = SessionEnvironment()
+    ) {
+        self.loop = loop
+        self.config = config
+        self.configPath = configPath
+        self.environment = environment
+        self.store = store
+        self.server = server
+        self.notifier = notifier
+        self.logger = logger
+        machine = SessionMachine(config: config, environment: sessionEnvironment)
+        connectOptions = config.webSocketConnectOptions
+        let (stream, continuation) = AsyncStream.makeStream(of: DriverInput.self, bufferingPolicy: .unbounded)
+        inputs = stream
+        self.continuation = continuation
+        socketHandler = DriverSocketHandler(continuation: continuation)
+    }
+
+    // MARK: Entry points (any thread)
+
+    /// SIGTERM/SIGINT: a graceful shutdown. Any thread.
+    nonisolated func terminate(signal: Int32) {
+        continuation.yield(.terminate(signal: signal))
+    }
+
+    /// SIGHUP: re-reads the configuration file on the blocking pool, then reloads. Any thread.
+    nonisolated func reload() {
+        guard let path = configPath else { return }
+        let environment = self.environment
+        let continuation = self.continuation
+        loop.blockingPool.submit {
+            let result: Result<ResolvedConfig, ConfigError>
+            do throws(ConfigError) { result = .success(try ConfigLoader.loadResolved(path: path, environment: environment)) } catch {
+                result = .failure(error)
+            }
+            continuation.yield(.reloaded(result))
+        }
+    }
+
+    // MARK: The FIFO
+
+    /// Starts the session with `snapshot` and handles inputs until the machine says `.stopped`.
+    func run(_ snapshot: SessionSnapshot) async {
+        startWatchdog()
+        let continuation = self.continuation
+        let maintenance = LoopTimer(loop: loop) { continuation.yield(.maintenance) }
+        maintenanceTimer = maintenance
+        await process(.maintenance)
+        await feed(.start(snapshot))
+        if !stopped {
+            for await input in inputs {
+                await process(input)
+                if stopped { break }
+            }
+        }
+        continuation.finish()
+        // Requests that arrived during the last steps get a proper answer, not the reply's
+        // "dropped" fallback.
+        for await input in inputs {
+            if case .call(_, let reply) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
+        }
+        for timer in timers.values { timer.invalidate() }
+        timers.removeAll()
+        watchdogTimer?.invalidate()
+        watchdogTimer = nil
+        maintenanceTimer?.invalidate()
+        maintenanceTimer = nil
+        for connection in connections.values { connection.abort() }
+        connections.removeAll()
+        for (_, reply) in replies { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
+        replies.removeAll()
+    }
+
+    private func process(_ input: DriverInput) async {
+        switch input {
+        case .session(let sessionInput):
+            if case .received(let conn, let bytes) = sessionInput, deliveries[conn] != nil, Self.isPong(bytes) {
+                await pongReceived(on: conn, now: Self.wallClockMs())
+            }
+            await feed(sessionInput)
+        case .timer(let kind, let atMs):
+            guard timerDeadlines[kind] == atMs else { return }
+            timerDeadlines[kind] = nil
+            // The loop's monotonic clock and the wall clock may disagree by a millisecond:
+            // never hand the machine a firing that looks early (it would ignore it for good).
+            await feed(.timerFired(kind), notBefore: atMs)
+        case .opened(let conn, let connection):
+            guard connecting.remove(conn) != nil else {
+                connection.abort()
+                return
+            }
+            connections[conn] = connection
+            let continuation = self.continuation
+            connection.start { event in
+                switch event {
+                case .text(let text): continuation.yield(.session(.received(conn, Array(text.utf8))))
+                case .binary(let bytes): continuation.yield(.session(.received(conn, bytes)))
+                case .closed(let info):
+                    continuation.yield(.transportClosed(
+                        conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason,
+                        clean: info.error == nil && info.code != .abnormalClosure))
+                case .ping, .pong, .closing: break
+                }
+            }
+            logger.debug("connected", metadata: ["conn": "\(conn)", "peer": "\(connection.peerName)"])
+            await feed(.connected(conn))
+        case .transportClosed(let conn, let code, let reason, let clean):
+            connections[conn] = nil
+            // Only a close handshake we started proves the server read what we wrote before it.
+            await settleDeliveries(of: conn, received: closingByUs.remove(conn) != nil && clean)
+            logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
+            await feed(.closed(conn, code: code, reason: reason))
+        case .call(let call, let reply):
+            await answer(call, reply)
+        case .terminate(let signal):
+            guard !terminating else { return }
+            terminating = true
+            logger.info("stopping", metadata: ["signal": "\(signal == SIGINT ? "SIGINT" : "SIGTERM")"])
+            notify { try $0.stopping(status: "stopping") }
+            await feed(.shutdown)
+        case .maintenance:
+            do throws(StoreError) {
+                let removed = try await store.applyRetention(nowMs: Self.wallClockMs())
+                if removed > 0 { logger.info("journal retention removed \(removed) event(s)") }
+            } catch {
+                logger.error("journal retention failed: \(error)")
+            }
+            maintenanceTimer?.schedule(after: Self.maintenanceInterval)
+        case .reloaded(let result):
+            switch result {
+            case .failure(let error):
+                for line in error.lines { logger.error("reload refused, the configuration stays as it was: \(line)") }
+                notify { try $0.ready(status: "reload refused: the configuration file has \(error.problems.count) problem(s)") }
+            case .success(let newConfig):
+                logger.info("configuration reloaded", metadata: ["reconnect": "\(newConfig.requiresReconnect(from: config))"])
+                config = newConfig
+                connectOptions = newConfig.webSocketConnectOptions
+                logger.logLevel = newConfig.logLevel.loggerLevel
+                await store.updateOptions(Daemon.storeOptions(newConfig))
+                await feed(.reload(newConfig))
+                notify { try $0.ready(status: "configuration reloaded; \(self.machine.state.rawValue)") }
+            }
+        }
+    }
+
+    private func answer(_ call: SocketAPICall, _ reply: SocketAPIReply) async {
+        switch call {
+        case .status:
+            let outbox = try? await store.outboxStatus()
+            let journal = try? await store.journalBounds()
+            reply.succeed(machine.status(outbox: outbox, journal: journal, subscribers: server.subscriberCount))
+        case .session(let request):
+            let id = SessionRequestID(nextRequestID)
+            nextRequestID += 1
+            replies[id] = reply
+            await feed(.request(id, request))
+        case .hello:
+            reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: machine.state))
+        case .pushReport:
+            reply.fail(SocketAPIError(.notImplemented, "push_report is not implemented in this version of smarticod"))
+        }
+    }
+
+    /// Hands `first` to the machine, performs its actions in order and feeds the store results
+    /// back before returning.
+    private func feed(_ first: SessionInput, notBefore: Int64 = 0) async {
+        var queue: [SessionInput] = [first]
+        var floor = notBefore
+        while !queue.isEmpty {
+            let input = queue.removeFirst()
+            let now = max(Self.wallClockMs(), floor)
+            floor = 0
+            if logger.logLevel <= .trace { logger.trace("input \(input)") }
+            let actions = machine.handle(input, now: now)
+            var batch = Batch()
+            for action in actions {
+                await perform(action, now: now, results: &queue, batch: &batch)
+            }
+            sendBarrierIfNeeded(now: now)
+        }
+    }
+
+    // MARK: Actions
+
+    /// What one `handle` call's actions did, for its `.markSent`.
+    private struct Batch {
+        /// uuids whose write failed: their `.markSent` must not remove them.
+        var unsent: Set<String> = []
+        /// The connection the batch's messages were written on.
+        var conn: ConnectionID?
+    }
+
+    private func perform(_ action: SessionAction, now: Int64, results: inout [SessionInput], batch: inout Batch) async {
+        switch action {
+        case .connect(let conn, let url):
+            connect(conn, url: url)
+        case .send(let conn, let message):
+            guard let connection = connections[conn] else {
+                batch.unsent.insert(message.uuid)
+                logger.debug("not sent, connection gone", metadata: ["conn": "\(conn)", "message": "\(message)"])
+                return
+            }
+            do {
+                try connection.send(text: String(decoding: message.bytes, as: UTF8.self))
+                batch.conn = conn
+                if message.cid == 1 { deliveries[conn, default: Delivery()].pingsSent += 1 }
+                if logger.logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
+            } catch {
+                batch.unsent.insert(message.uuid)
+                logger.debug("not sent: \(error)", metadata: ["conn": "\(conn)", "message": "\(message)"])
+            }
+        case .close(let conn, let code, let reason):
+            if connecting.remove(conn) != nil { return }
+            if connections[conn] != nil { closingByUs.insert(conn) }
+            do {
+                try connections[conn]?.close(code: WebSocketCloseCode(UInt16(clamping: code)), reason: reason)
+            } catch {
+                connections[conn]?.abort()
+            }
+        case .abort(let conn):
+            if connecting.remove(conn) != nil { return }
+            // Nothing more can be proven received on it: its unconfirmed messages go back to the outbox.
+            deliveries[conn] = nil
+            connections[conn]?.abort()
+        case .schedule(let kind, let atMs):
+            arm(kind, atMs: atMs, now: now)
+        case .cancel(let kind):
+            timerDeadlines[kind] = nil
+            timers[kind]?.cancel()
+        case .runHashCommand(let token, let argv, let user):
+            let continuation = self.continuation
+            // The runner spawns and waits on its own thread; this only awaits its answer.
+            HashCommandRunner.start(argv: argv, user: user) { outcome in
+                continuation.yield(.session(.hashResult(token: token, outcome)))
+            }
+        case .persistUser(let user):
+            await storeWork("setUser") { try await $0.setUser(user) }
+        case .persistProfile(let publicUsername, let props):
+            await storeWork("updateUserProfile") { try await $0.updateUserProfile(publicUsername: publicUsername, props: props) }
+        case .recordActivity(let atMs):
+            await storeWork("recordActivity") { try await $0.recordActivity(atMs: atMs) }
+        case .clearUser:
+            await storeWork("clearUser") { try await $0.clearUser() }
+        case .persistPush(let push):
+            await storeWork("setPush") { try await $0.setPush(push) }
+        case .storeOutbox(let entry):
+            let failure: OutboxStoreFailure?
+            do throws(StoreError) {
+                try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes, createdMs: entry.createdMs)
+                failure = nil
+            } catch {
+                if case .queueFull(let max) = error { failure = .queueFull(max: max) } else {
+                    logger.error("outbox write failed: \(error)")
+                    failure = .failed(error.description)
+                }
+            }
+            results.append(.outboxStored(uuid: entry.uuid, failure: failure))
+        case .storeLatest(let slot, let entry):
+            let failure: OutboxStoreFailure?
+            do throws(StoreError) {
+                try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes, createdMs: entry.createdMs)
+                failure = nil
+            } catch {
+                logger.error("outbox write failed: \(error)")
+                failure = .failed(error.description)
+            }
+            results.append(.outboxStored(uuid: entry.uuid, failure: failure))
+        case .loadOutbox(let limit):
+            var entries: [OutboxEntry] = []
+            // Messages written on a live connection and awaiting proof of receipt are still in the
+            // store but must not be sent again on it.
+            var inFlight: Set<String> = []
+            for delivery in deliveries.values { inFlight.formUnion(delivery.allUUIDs) }
+            do throws(StoreError) {
+                let waiting = try await store.peek(limit: limit + inFlight.count, kind: .socket)
+                entries = waiting.lazy.filter { !inFlight.contains($0.uuid) }.prefix(limit).map {
+                    OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
+                }
+                if waiting.count < limit + inFlight.count {
+                    entries += try await store.latestMessages().filter { !inFlight.contains($0.uuid) }.map {
+                        OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
+                    }
+                }
+            } catch {
+                logger.error("outbox read failed: \(error)")
+                entries = []
+            }
+            results.append(.outboxLoaded(entries))
+        case .markSent(let uuids):
+            let sent = batch.unsent.isEmpty ? uuids : uuids.filter { !batch.unsent.contains($0) }
+            if sent.count != uuids.count {
+                logger.info("\(uuids.count - sent.count) message(s) stay in the outbox: the connection closed before they were written")
+            }
+            // Written is not received: they leave the outbox when the server proves it read them.
+            if let conn = batch.conn, connections[conn] != nil, !sent.isEmpty {
+                deliveries[conn, default: Delivery()].unconfirmed += sent
+            }
+        case .emit(let event):
+            await emit(event, now: now)
+        case .journalOnce(let user, let uid, let event):
+            do throws(StoreError) {
+                if let seq = try await store.appendEngagement(user: user, uid: uid, event: event.journalEvent(tsMs: now)) {
+                    server.publish(event, seq: seq, tsMs: now)
+                } else {
+                    logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(uid)"])
+                }
+            } catch {
+                journalFailed(event, error, now: now)
+            }
+        case .reply(let id, let result):
+            replies.removeValue(forKey: id)?.complete(result)
+        case .statusChanged(let state):
+            socketHandler.state.withLock { $0 = state }
+            notify { try $0.status(state.rawValue) }
+        case .stopped:
+            stopped = true
+            logger.info("session stopped")
+        }
+    }
+
+    // MARK: Proof of receipt
+
+    /// The outbox messages of one connection that were written but not yet proven received.
+    ///
+    /// A written message can still be lost: when the daemon dies (kill -9) with unread server
+    /// data in its receive buffer, the kernel resets the connection and the server may drop
+    /// what it had not read yet. So a message leaves the outbox only when the server proved it
+    /// read it: it answered a PING written after the message (the server answers PINGs in
+    /// order, one PONG each), or it completed the close handshake we started after it. Until
+    /// then a crash or a dead connection sends it again, with the same uuid.
+    struct Delivery {
+        /// PINGs written on this connection (the machine's keepalive and our barriers).
+        var pingsSent = 0
+        /// PONGs received on it.
+        var pongsReceived = 0
+        /// Written since the last barrier PING.
+        var unconfirmed: [String] = []
+        /// Barrier PINGs in flight: the PING's number and the messages written before it.
+        var barriers: [(ping: Int, uuids: [String])] = []
+
+        var allUUIDs: [String] { unconfirmed + barriers.flatMap(\.uuids) }
+    }
+
+    /// After a batch: one barrier PING per connection at a time, after its unconfirmed messages.
+    private func sendBarrierIfNeeded(now: Int64) {
+        for (conn, delivery) in deliveries where !delivery.unconfirmed.isEmpty && delivery.barriers.isEmpty {
+            guard let connection = connections[conn] else { continue }
+            let uuid = UUIDv4.random().string
+            let ping: JSONObject = ["cid": 1, "ts": .number(now), "uuid": .string(uuid)]
+            do {
+                try connection.send(text: String(decoding: ping.serialized(), as: UTF8.self))
+            } catch {
+                continue
+            }
+            var d = delivery
+            d.pingsSent += 1
+            d.barriers.append((d.pingsSent, d.unconfirmed))
+            d.unconfirmed = []
+            deliveries[conn] = d
+        }
+    }
+
+    /// A PONG on `conn`: the barriers it answers are received; their messages leave the outbox.
+    private func pongReceived(on conn: ConnectionID, now: Int64) async {
+        guard var d = deliveries[conn] else { return }
+        d.pongsReceived += 1
+        var confirmed: [String] = []
+        while let first = d.barriers.first, first.ping <= d.pongsReceived {
+            confirmed += first.uuids
+            d.barriers.removeFirst()
+        }
+        deliveries[conn] = d
+        if !confirmed.isEmpty {
+            await storeWork("markSent") { _ = try await $0.markSent(confirmed) }
+            sendBarrierIfNeeded(now: now)
+        }
+    }
+
+    /// `conn` ended: a clean close we started proves receipt; otherwise its unconfirmed messages
+    /// stay in the outbox for the next connection.
+    private func settleDeliveries(of conn: ConnectionID, received: Bool) async {
+        guard let d = deliveries.removeValue(forKey: conn) else { return }
+        let uuids = d.allUUIDs
+        guard !uuids.isEmpty else { return }
+        if received {
+            await storeWork("markSent") { _ = try await $0.markSent(uuids) }
+        } else {
+            logger.info("\(uuids.count) message(s) written but not proven received stay in the outbox (sent again, same uuid)")
+        }
+    }
+
+    /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
+    static func isPong(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
+        return o["cid"]?.int64Value == 2
+    }
+
+    private func emit(_ event: DaemonEvent, now: Int64) async {
+        if event.name == "session" || event.name == "error", logger.logLevel <= .info {
+            logger.info("\(event.name): \(Self.summary(event.data))")
+        }
+        guard event.journaled else {
+            server.publish(event, seq: nil, tsMs: now)
+            return
+        }
+        do throws(StoreError) {
+            let seqs = try await store.appendEvents([event.journalEvent(tsMs: now)])
+            server.publish(event, seq: seqs.first, tsMs: now)
+        } catch {
+            journalFailed(event, error, now: now)
+        }
+    }
+
+    /// An event that could not be journaled is not shown to anyone (it would not be replayable);
+    /// subscribers get an `error` event saying so.
+    private func journalFailed(_ event: DaemonEvent, _ error: StoreError, now: Int64) {
+        logger.error("journal write failed, \(event.name) event dropped: \(error)")
+        server.publish(DaemonEvent(name: "error", data: .object([
+            "code": "journal_write_failed",
+            "message": .string("a \(event.name) event could not be journaled and was dropped: \(error)"),
+        ]), journaled: false), seq: nil, tsMs: now)
+    }
+
+    private func storeWork(_ what: String, _ body: (SmarticoStore) async throws -> Void) async {
+        do { try await body(store) } catch {
+            logger.error("store \(what) failed: \(error)")
+        }
+    }
+
+    private func connect(_ conn: ConnectionID, url: String) {
+        // The machine has given up every other connection: what they wrote without proof goes
+        // back to the outbox now, so the new connection's flush sends it first, in order (a close
+        // handshake still running on an old one could otherwise hold it past that flush).
+        for (old, delivery) in deliveries where old != conn && !delivery.allUUIDs.isEmpty {
+            logger.info("\(delivery.allUUIDs.count) message(s) written on \(old) but not proven received stay in the outbox (sent again, same uuid)")
+        }
+        deliveries = [:]
+        connecting.insert(conn)
+        let options = connectOptions
+        let loop = self.loop
+        let continuation = self.continuation
+        logger.debug("connecting", metadata: ["conn": "\(conn)", "url": "\(redactedURL(url))"])
+        Task.detached {
+            do throws(ConnectError) {
+                let connection = try await WebSocketClient.connect(url: url, options: options, on: loop)
+                continuation.yield(.opened(conn, connection))
+            } catch {
+                continuation.yield(.session(.connectFailed(conn, reason: error.sessionReason, message: error.description)))
+            }
+        }
+    }
+
+    private func arm(_ kind: SessionTimer, atMs: Int64, now: Int64) {
+        timerDeadlines[kind] = atMs
+        let timer: LoopTimer
+        if let existing = timers[kind] {
+            timer = existing
+        } else {
+            let continuation = self.continuation
+            // The handler reads the deadline it was armed for from the driver when it runs.
+            timer = LoopTimer(loop: loop) { [weak self] in
+                guard let self else { return }
+                self.assumeIsolated { driver in
+                    if let at = driver.timerDeadlines[kind] { continuation.yield(.timer(kind, atMs: at)) }
+                }
+            }
+            timers[kind] = timer
+        }
+        timer.schedule(after: .milliseconds(max(0, atMs - now)))
+    }
+
+    private func startWatchdog() {
+        guard let interval = notifier.watchdogInterval else { return }
+        let notifier = self.notifier
+        let period = interval / 2
+        let timer = LoopTimer(loop: loop) { [weak self] in
+            try? notifier.watchdog()
+            guard let self else { return }
+            self.assumeIsolated { $0.watchdogTimer?.schedule(after: period) }
+        }
+        watchdogTimer = timer
+        try? notifier.watchdog()
+        timer.schedule(after: period)
+    }
+
+    private func notify(_ body: (SystemdNotifier) throws -> Void) {
+        do { try body(notifier) } catch {
+            logger.warning("sd_notify failed: \(error)")
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Milliseconds since the Unix epoch (the machine's clock).
+    static func wallClockMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// A `session`/`error` event's data for the log: state, reason, code, message (never message bytes).
+    static func summary(_ data: JSONValue) -> String {
+        guard case .object(let o) = data else { return "" }
+        var parts: [String] = []
+        for key in ["state", "reason", "code", "attempt", "retry_in_ms", "errCode", "message"] {
+            guard let value = o[key] else { continue }
+            switch value {
+            case .string(let s): parts.append("\(key)=\(s)")
+            default: parts.append("\(key)=\(value.serialized().count < 64 ? String(decoding: value.serialized(), as: UTF8.self) : "…")")
+            }
+        }
+        return parts.joined(separator: " ")
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import SmarticoProtocol
+import Testing
+import Transport
+@testable import SmarticoDaemon
+
+/// The driver's small pure pieces: connect options from the configuration, PONG recognition,
+/// the log summary of events.
+@Suite("Engine: driver helpers")
+struct EngineUnitTests {
+    static func resolved(_ json: String, environment: [String: String] = [:]) throws -> ResolvedConfig {
+        try ConfigLoader.resolve(Array(json.utf8), source: "test.json", environment: environment)
+    }
+
+    @Test func connectOptionsFollowTheServerSection() throws {
+        let config = try Self.resolved("""
+            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "wss://example.test/websocket/services",
+              "headers": {"Origin": "https://app.test", "User-Agent": "ua/1"}, "compression": false,
+              "tls": {"ca_file": "/etc/ca.pem", "pinned_spki_sha256": ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]},
+              "proxy": "http://u:p@proxy.test:3128"},
+             "session": {"connect_timeout_s": 7}}
+            """)
+        let options = config.webSocketConnectOptions
+        #expect(options.headers["Origin"] == "https://app.test")
+        #expect(options.headers["User-Agent"] == "ua/1")
+        #expect(options.deflate == nil)
+        #expect(options.connectTimeout == .seconds(7))
+        #expect(options.tls.spkiPins == ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        if case .caFile(let path) = options.tls.trustRoots { #expect(path == "/etc/ca.pem") } else { Issue.record("trust roots: \(options.tls.trustRoots)") }
+        #expect(options.proxy?.host == "proxy.test")
+        #expect(options.proxy?.port == 3128)
+        #expect(options.proxy?.username == "u")
+        #expect(options.proxy?.password == "p")
+    }
+
+    @Test func connectOptionsDefaults() throws {
+        let config = try Self.resolved("""
+            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "ws://127.0.0.1:9/websocket/services"}}
+            """)
+        let options = config.webSocketConnectOptions
+        #expect(options.deflate != nil, "server.compression defaults to true")
+        #expect(options.proxy == nil)
+        #expect(options.connectTimeout == .seconds(10))
+        if case .system = options.tls.trustRoots {} else { Issue.record("trust roots: \(options.tls.trustRoots)") }
+    }
+
+    @Test func pongRecognition() {
+        #expect(SessionDriver.isPong(Array(#"{"cid":2,"ts":1,"uuid":"x"}"#.utf8)))
+        #expect(!SessionDriver.isPong(Array(#"{"cid":1,"ts":1,"uuid":"x"}"#.utf8)))
+        #expect(!SessionDriver.isPong(Array("not json".utf8)))
+        #expect(!SessionDriver.isPong(Array(#"[2]"#.utf8)))
+        // Big messages are never PONGs (and are not parsed).
+        let big = #"{"cid":2,"pad":""# + String(repeating: "a", count: 600) + #""}"#
+        #expect(!SessionDriver.isPong(Array(big.utf8)))
+    }
+
+    @Test func eventSummaryForLogsNamesStateReasonAndCode() {
+        let data: JSONValue = ["state": "backoff", "reason": "heartbeat_timeout", "attempt": 2, "retry_in_ms": 812, "other": "x"]
+        #expect(SessionDriver.summary(data) == "state=backoff reason=heartbeat_timeout attempt=2 retry_in_ms=812")
+        #expect(SessionDriver.summary(["code": "init_rejected", "errCode": 7]) == "code=init_rejected errCode=7")
+    }
+}
