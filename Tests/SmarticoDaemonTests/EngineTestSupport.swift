@@ -220,12 +220,8 @@ final class ChildProcess: @unchecked Sendable {  // Process is used from the tes
     /// Waits for the exit (SIGKILL after `timeout`); the exit status, or −signal.
     func waitForExit(timeout: Duration = .seconds(20)) async -> Int32 {
         let p = process
-        let seconds = Double(timeout.components.seconds)
         return await TestExecutables.onThread {
-            let deadline = Date().addingTimeInterval(seconds)
-            while p.isRunning && Date() < deadline { usleep(10_000) }
-            if p.isRunning { kill(p.processIdentifier, SIGKILL) }
-            p.waitUntilExit()
+            p.waitForExit(timeout: timeout)  // SIGKILL past the timeout; never waitUntilExit (it spins)
             return p.terminationReason == .exit ? p.terminationStatus : -p.terminationStatus
         }
     }
