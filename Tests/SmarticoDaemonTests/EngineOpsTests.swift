@@ -1,0 +1,132 @@
+import Foundation
+import SmarticoProtocol
+import SmarticoTestSupport
+import Testing
+
+/// Every socket op and every event kind through the real daemon and the real simulator: what a
+/// peer asks for reaches the server as the right message, and what the server (or the bridge)
+/// sends comes out as the right event with its data (socket-api.md).
+@Suite(.serialized)
+struct EngineOpsTests {
+    /// The sim's received messages of `cid` whose field `key` equals `value`, waited for (bounded).
+    static func arrived(_ sim: SimProcess, cid: Int64, where match: @escaping @Sendable (JSONObject) -> Bool) async throws -> JSONObject? {
+        var found: JSONObject? = nil
+        _ = try await eventually {
+            found = try await sim.received(cids: [cid]).last(where: match)
+            return found != nil
+        }
+        return found
+    }
+
+    static func event(_ client: DaemonClient, _ name: String, where match: @escaping @Sendable (JSONObject) -> Bool = { _ in true }) async -> JSONObject? {
+        await client.nextEvent(timeoutMs: 15_000) { $0["event"]?.stringValue == name && match($0) }
+    }
+
+    @Test func everyOpReachesTheServerAndEveryEventKindArrives() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await client.ok("status")["state"]?.stringValue == "ready" }, "never ready; log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+
+        // --- ops that become client messages ---
+        let loginsBefore = try await sim.received(cids: [7]).count
+        _ = try await client.ok("login")
+        #expect(try await eventually { try await sim.received(cids: [7]).count == loginsBefore + 1 }, "login: no second cid 7")
+
+        _ = try await client.ok("push_token", ["token": "tok-123", "status": 1, "platform": 2])
+        let push = try await Self.arrived(sim, cid: 1003) { $0["token"]?.stringValue == "tok-123" }
+        #expect(push != nil, "push_token: no cid 1003 with the token")
+
+        _ = try await client.ok("language", ["language": "pt-br"])
+        let language = try await Self.arrived(sim, cid: 9) { $0["eventType"]?.stringValue == "core_language_changed" }
+        #expect(language != nil, "language: no cid 9 core_language_changed")
+
+        for (kind, cid) in [("impression", Int64(103)), ("action", 104), ("failed", 106)] {
+            let uid = "eng-\(kind)"
+            _ = try await client.ok("report", ["kind": .string(kind), "engagement_uid": .string(uid), "action": "dp:ok"])
+            let report = try await Self.arrived(sim, cid: cid) { $0["engagement_uid"]?.stringValue == uid }
+            #expect(report != nil, "report \(kind): no cid \(cid) for \(uid)")
+            #expect(report?["activityType"]?.int64Value == 30, "report \(kind): activityType default 30")
+        }
+
+        _ = try await client.ok("minigame_ack", ["saw_template_id": 5, "pending_message_id": 77])
+        let ack = try await Self.arrived(sim, cid: 711) { $0["saw_template_id"]?.int64Value == 5 }
+        #expect(ack != nil, "minigame_ack: no cid 711")
+
+        let sent = try await client.ok("send", ["message": ["cid": 9, "eventType": "ops_test_send"]])
+        let sentUUID = try #require(sent["uuid"]?.stringValue)
+        let sentArrived = try await Self.arrived(sim, cid: 9) { $0["uuid"]?.stringValue == sentUUID }
+        #expect(sentArrived?["eventType"]?.stringValue == "ops_test_send")
+        #expect(sentArrived?["ts"]?.int64Value ?? 0 > 1_600_000_000_000, "send: ts filled in")
+
+        let levels = try await client.ok("request", ["message": ["cid": 500]])
+        #expect(levels["message"]?["cid"]?.int64Value == 501, "request 500 → 501: \(levels)")
+
+        // The sim answers an unknown cid with 99999 (UNSUPPORTED_COMMAND) under the same uuid.
+        let unsupported = try await client.request("request", ["message": ["cid": 12_345], "timeout_ms": 5_000])
+        #expect(unsupported["error"]?["code"]?.stringValue == "server_error", "unknown cid: \(unsupported)")
+        #expect(unsupported["error"]?["errCode"]?.int64Value == 6, "unknown cid (the sim answers errCode 6): \(unsupported)")
+
+        // An answer slower than timeout_ms: `timeout`.
+        _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 1_500])
+        let late = try await client.request("request", ["message": ["cid": 500], "timeout_ms": 300])
+        #expect(late["error"]?["code"]?.stringValue == "timeout", "a late answer: \(late)")
+        _ = try await sim.control(["op": "fault", "kind": "clear"])
+
+        // --- the bridge ---
+        _ = try await client.ok("bridge", ["message": ["bcid": 6, "cid": 9, "eventType": "ops_test_bridge"]])
+        let bridged = try await Self.arrived(sim, cid: 9) { $0["eventType"]?.stringValue == "ops_test_bridge" }
+        #expect(bridged != nil && bridged?["bcid"] == nil, "bridge 6: forwarded without bcid")
+
+        _ = try await client.ok("bridge", ["message": ["bcid": 4, "dp": "dp:cashier"]])
+        let custom = await Self.event(client, "deeplink") { $0["data"]?["source"]?.stringValue == "bridge" }
+        #expect(custom?["data"]?["kind"]?.stringValue == "custom")
+        #expect(custom?["data"]?["dp"]?.stringValue == "dp:cashier")
+
+        _ = try await client.ok("bridge", ["message": ["bcid": 7, "ops_test_prop": 42]])
+        let props = await Self.event(client, "props") { $0["data"]?["ops_test_prop"] != nil || $0["data"]?["props"]?["ops_test_prop"] != nil }
+        #expect(props != nil, "bridge 7: no props event carrying the new prop")
+
+        _ = try await client.ok("bridge", ["message": ["bcid": 8, "ach_game_id": 3, "context": "ops"]])
+        let opening = await Self.event(client, "game_opening")
+        #expect(opening != nil, "bridge 8: no game_opening event")
+
+        _ = try await client.ok("bridge", ["message": ["bcid": 1]])
+        let other = await Self.event(client, "bridge")
+        #expect(other != nil, "bridge 1: no bridge event")
+
+        // --- server pushes ---
+        _ = try await sim.control(["op": "emit", "kind": "show_spin", "user": "alice"])
+        let minigame = await Self.event(client, "minigame")
+        #expect(minigame?["data"]?["saw_template_id"] != nil)
+        #expect(minigame?["data"]?["url"]?.stringValue?.contains("dp%3Agf_saw") == true, "minigame url: \(String(describing: minigame))")
+
+        _ = try await sim.control(["op": "emit", "kind": "deeplink", "user": "alice"])
+        let serverLink = await Self.event(client, "deeplink") { $0["data"]?["source"]?.stringValue == "server" }
+        #expect(serverLink?["data"]?["engagement_uid"]?.stringValue?.isEmpty == false)
+        #expect(serverLink?["data"]?["dp"]?.stringValue?.hasPrefix("dp:") == true)
+
+        _ = try await sim.control(["op": "emit", "kind": "props", "user": "alice"])
+        #expect(await Self.event(client, "props") != nil, "server 108: no props event")
+
+        _ = try await sim.control(["op": "emit", "kind": "reload_achievements", "user": "alice"])
+        let message = await Self.event(client, "message")
+        #expect(message?["data"]?["name"]?.stringValue == "reload_achievements")
+        #expect(message?["data"]?["message"]?["cid"]?.int64Value == 504)
+
+        // --- subscription ops ---
+        let badAck = try await client.request("ack", ["seq": 1])
+        #expect(badAck["error"]?["code"]?.stringValue == "bad_request", "ack without a durable subscription: \(badAck)")
+        _ = try await client.ok("unsubscribe")
+        _ = try await sim.control(["op": "emit", "kind": "reload_achievements", "user": "alice"])
+        let afterUnsubscribe = await client.drainEvents(forMs: 1_000)
+        #expect(afterUnsubscribe.isEmpty, "events after unsubscribe: \(afterUnsubscribe)")
+
+        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        _ = await sim.stop()
+    }
+}
