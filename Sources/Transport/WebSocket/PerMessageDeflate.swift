@@ -320,6 +320,9 @@ public final class MessageDeflater {
     }
 }
 
+/// Zeroes that grow a message buffer before zlib writes into it (immutable, shared; 64 KiB).
+private let inflateZeroes = [UInt8](repeating: 0, count: 1 << 16)
+
 /// Inflates messages for one direction, streaming frame by frame, with a cap on the output: the
 /// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
 /// measure or use it alone; not thread-safe (one owner).
@@ -368,13 +371,15 @@ public final class MessageInflater {
         // zlib writes straight into `out` (grown by a chunk, trimmed to what was produced): no
         // staging copy, and few calls per message, so zlib's window update (a copy at the end of
         // every call) runs about as often as when C hands it one big buffer. JSON inflates ~4×;
-        // the chunk starts there and doubles.
-        var chunk = min(max(64, input.count &* 4), 1 << 20)  // 64: the 4-byte tail usually yields nothing
+        // the chunk starts there and doubles, up to the shared zero buffer's 64 KiB.
+        var chunk = min(max(64, input.count &* 4), inflateZeroes.count)  // 64: the 4-byte tail usually yields nothing
         while true {
             // Never produce more than one byte past the cap: no decompression bombs.
             let n = min(max(limit + 1 - out.count, 1), chunk)
             let start = out.count
-            out.append(contentsOf: repeatElement(0, count: n))
+            // Copied from a zero buffer (a memcpy in every build; a `repeatElement` append runs
+            // element by element in debug builds, which made 16 MiB messages crawl in tests).
+            inflateZeroes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[0 ..< n])) }
             var rc: Int32 = 0
             let produced: Int = out.withUnsafeMutableBytes { raw in
                 strm.pointee.next_out = (raw.baseAddress! + start).assumingMemoryBound(to: Bytef.self)
@@ -395,7 +400,7 @@ public final class MessageInflater {
             default:
                 throw .zlib(zlibMessage(strm, rc))
             }
-            chunk = min(chunk * 2, 1 << 20)
+            chunk = min(chunk * 2, inflateZeroes.count)
         }
     }
 
