@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "smartico-ws", targets: ["smartico-ws"]),
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "SmarticoProtocol", targets: ["SmarticoProtocol"]),
+        // The simulator in-process, for the Benchmarks package (its push rate); users run the executable.
+        .library(name: "SmarticoSim", targets: ["SmarticoSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

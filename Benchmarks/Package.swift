@@ -13,14 +13,15 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     ],
     targets: [
-        // Plain C references (a TCP ping-pong over loopback).
-        .target(name: "CBench"),
+        // Plain C references (a TCP ping-pong and a one-way stream over loopback, zlib called directly).
+        .target(name: "CBench", linkerSettings: [.linkedLibrary("z")]),
         .executableTarget(
             name: "smartico-bench",
             dependencies: [
                 "CBench",
                 .product(name: "Transport", package: "smarticod"),
                 .product(name: "SmarticoProtocol", package: "smarticod"),
+                .product(name: "SmarticoSim", package: "smarticod"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -164,8 +164,11 @@ public struct SimServer {
     /// The result of an emit: what went to whom, and whether a 110 was kept for an offline user.
     public struct EmitResult {
         public var actions: [SimAction] = []
-        /// (client id, the message as sent).
-        public var deliveries: [(client: String, message: JSONObject)] = []
+        /// (client id, the message as sent), parsed back from `actions` when asked (the control
+        /// socket's answer); bulk emits that only send never pay for it.
+        public var deliveries: [(client: String, message: JSONObject)] {
+            actions.compactMap { a in a.json.map { (a.client, $0) } }
+        }
         /// A 110 kept pending for a user with no connected client.
         public var queuedForUser: JSONObject?
     }
@@ -203,10 +206,7 @@ public struct SimServer {
         guard var s = sessions[id] else { return }
         let actions = s.push(message, now: now, context: &context)
         sessions[id] = s
-        for a in actions {
-            result.actions.append(a)
-            if let json = a.json { result.deliveries.append((id, json)) }
-        }
+        result.actions += actions
     }
 
     private mutating func queue(_ message: JSONObject, user: String, now: Int64) -> JSONObject {

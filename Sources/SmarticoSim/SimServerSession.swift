@@ -351,10 +351,11 @@ public struct SimServerSession: Sendable {
         var o = message
         if o["ts"] == nil { o["ts"] = .number(now) }
         if o["uuid"] == nil { o["uuid"] = .string(context.random.uuid()) }
+        let bytes = o.serialized()
         if o["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue, let user {
-            context.pending.add(o, user: user)
+            context.pending.add(o, user: user, serializedSize: bytes.count)
         }
-        return [SimAction(client: id, output: .text(o.serialized()), at: now)]
+        return [SimAction(client: id, output: .text(bytes), at: now)]
     }
 
     /// Keepalive: a PING when due; a close (1001) when a PING went unanswered for the pong timeout.

@@ -110,6 +110,37 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
         #expect(await sim.stop() == 0)
     }
 
+    /// The `malformed_frame` fault puts the raw bytes 83 00 on the stream (Transport's test-only raw
+    /// write): our own client fails the connection itself, naming the reserved opcode and where it was.
+    @Test func malformedFrameFaultMakesTheClientFailWithProtocolError() async throws {
+        try await withLoop { loop in
+            let running = try await SimRunning.start(try SimCommand.parse(["--port", "0", "--ping-interval", "0"]), on: loop)
+            let url = "ws://127.0.0.1:\(running.listener.port)/websocket/services?master&domain=sim.test&version=1.0.0"
+            let conn = try await WebSocketClient.connect(url: url, on: loop)  // close timeout 5 s bounds the wait below
+            var events = conn.events.makeAsyncIterator()
+            try await conn.sendAsync(text: String(decoding: Msg.initSession().serialized(), as: UTF8.self))
+            _ = try #require(await nextMessage(&events, cid: 4))
+            let id = try #require(await running.services.runtime.clientIDs.first)
+            let response = await running.services.runtime.control(
+                line: Array(#"{"op":"fault","kind":"malformed_frame","client":"\#(id)"}"#.utf8))
+            #expect(String(decoding: response, as: UTF8.self).hasPrefix(#"{"ok":true"#))
+            var info: WebSocketCloseInfo?
+            while let event = await events.next() {
+                if case .closed(let i) = event { info = i; break }
+            }
+            let closed = try #require(info)
+            #expect(closed.code == .protocolError, "\(closed)")
+            // The bytes came right after the 4 (frame 1): frame 2, opcode 3.
+            guard case .protocolViolation(.reservedOpcode(3, let at))? = closed.error else {
+                Issue.record("expected a reserved-opcode protocol violation, got \(closed)")
+                await running.stop()
+                return
+            }
+            #expect(at.frame == 2)
+            await running.stop()
+        }
+    }
+
     @Test func aPortInUseExits1NamingTheOption() async throws {
         let first = try await SimSubprocess.start(["--port", "0", "--ping-interval", "0"])
         let second = try await ExecutableTests.run(["--port", String(first.port)])

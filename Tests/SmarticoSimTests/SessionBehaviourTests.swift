@@ -128,6 +128,24 @@ import SmarticoProtocol
         p.add(["engagement_uid": "e3", "cid": 110, "v": 2], user: "u")
         #expect(p.pending(for: "u").count == 3 && p.pending(for: "u")[1].int("v") == 2)
     }
+
+    /// Far past the per-user bound (the queue drops from its head and compacts): still the newest
+    /// 1,000 in order, replacement and removal by uid still work, and the byte count stays exact.
+    @Test func pendingStaysExactFarPastTheBound() {
+        var p = SimPendingEngagements(maxPerUser: 1000)
+        for k in 0..<2_500 { p.add(["engagement_uid": .string("e\(k)"), "cid": 110], user: "u") }
+        p.add(["engagement_uid": "e0", "cid": 110], user: "v")
+        var uids = p.pending(for: "u").map { $0.str("engagement_uid") }
+        #expect(uids.count == 1000 && uids.first == "e1500" && uids.last == "e2499")
+        p.add(["engagement_uid": "e2000", "cid": 110, "v": 2], user: "u")
+        #expect(p.pending(for: "u").count == 1000 && p.pending(for: "u")[500].int("v") == 2)
+        #expect(!p.remove(uid: "e1499", user: "u") && p.remove(uid: "e1700", user: "u"))
+        p.add(["engagement_uid": "e1500", "cid": 110], user: "u")  // still pending: replaced in place
+        uids = p.pending(for: "u").map { $0.str("engagement_uid") }
+        #expect(uids.count == 999 && uids.first == "e1500" && !uids.contains("e1700"))
+        let sum = p.byUser.values.flatMap { $0 }.map { $0.serialized().count }.reduce(0, +)
+        #expect(sum == p.byteCount && p.pending(for: "v").count == 1)
+    }
 }
 
 @Suite struct KeepaliveTests {

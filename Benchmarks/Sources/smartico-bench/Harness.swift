@@ -142,9 +142,14 @@ final class Report {
     /// Measures `subject` beside `reference`; `higherIsBetter` decides how the
     /// ratio is oriented (throughput: subject/reference speed).
     /// `goal` is the minimum ratio (subject speed / reference speed) or nil.
-    func add(_ what: String, unit: Unit, subject: Timed, referenceName: String?, reference: Timed?, goal: Double?, goalText: String? = nil) {
+    /// `fineRounds`: many short alternating batches (10 ms) instead of the default, for figures
+    /// whose batches are disturbed often on a loaded machine (best-of needs more draws).
+    func add(_ what: String, unit: Unit, subject: Timed, referenceName: String?, reference: Timed?, goal: Double?, goalText: String? = nil,
+             fineRounds: Bool = false) {
         guard wants(what) else { return }
-        let (s, r) = compare(subject, reference, rounds: rounds, batchNanos: batchNanos)
+        let (s, r) = fineRounds
+            ? compare(subject, reference, rounds: options.quick ? 25 : 60, batchNanos: 10_000_000)
+            : compare(subject, reference, rounds: rounds, batchNanos: batchNanos)
         var row = Row(what: what, figure: unit.format(nsPerOp: s), reference: "—", ratio: "—", goal: goalText ?? "—", met: "")
         if let r, let referenceName {
             row.reference = "\(referenceName): \(unit.format(nsPerOp: r))"

@@ -178,6 +178,19 @@ public actor SimRuntime {
         return response
     }
 
+    /// Sends `count` generated pushes of `kind` to `target` now, as the control socket's `emit`
+    /// does but without building a response (benchmarks, tools). Returns the number of messages sent.
+    @discardableResult
+    public func emit(kind: SimPushKind, to target: SimServer.Target = .identified, count: Int = 1) throws(SimControlError) -> Int {
+        let now = clock()
+        var actions: [SimAction] = []
+        for _ in 0..<max(0, count) {
+            actions += try server.emit(kind: kind, to: target, now: now).actions
+        }
+        perform(actions)
+        return actions.count
+    }
+
     /// Connected client ids, in connection order (tests, diagnostics).
     public var clientIDs: [String] { server.order }
 
@@ -191,10 +204,11 @@ public actor SimRuntime {
     private func perform(_ actions: [SimAction]) {
         let now = clock()
         var touched: [String] = []
+        var seen: Set<String> = []
         for a in actions {
             guard let c = clients[a.client], !c.finished else { continue }
             c.outbox.add(a.output, at: a.at)
-            if !touched.contains(a.client) { touched.append(a.client) }
+            if seen.insert(a.client).inserted { touched.append(a.client) }
         }
         for id in touched { flush(id, now: now) }
         // No reschedule here: a received message never brings a keepalive or push deadline

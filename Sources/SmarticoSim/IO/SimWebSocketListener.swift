@@ -17,13 +17,12 @@ final class SimWebSocketClient: SimClientConnection, Sendable {
         try? connection.send(text: String(decoding: bytes, as: UTF8.self))
     }
 
-    /// `WebSocketConnection` offers no way to put raw bytes on its stream (its `StreamConnection` is
-    /// private), so `SimWire.malformedFrame` cannot be written as-is. The nearest visible effect:
-    /// the server fails the connection itself with close 1002 and a reason that says so. A client test
-    /// of "fail on a reserved opcode" needs Transport to expose a raw write (see docs/simulator.md).
+    /// Puts `bytes` on the stream as-is through Transport's test-only raw write: for
+    /// `SimWire.malformedFrame` (a frame with the reserved opcode 0x3) the client must fail the
+    /// connection itself (RFC 6455 §5.2, close 1002). The server's protocol state is unchanged, so it
+    /// answers the client's Close like any other.
     func sendRaw(_ bytes: [UInt8]) {
-        let hex = bytes.prefix(8).map { b in String(b, radix: 16).count == 1 ? "0" + String(b, radix: 16) : String(b, radix: 16) }
-        close(code: 1002, reason: "malformed_frame fault: raw bytes \(hex.joined(separator: " ")) cannot be written through Transport")
+        connection.sendRawBytesForTesting(bytes)
     }
 
     func close(code: UInt16, reason: String) {

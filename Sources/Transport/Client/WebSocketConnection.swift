@@ -252,6 +252,18 @@ public final class WebSocketConnection: CustomStringConvertible,
         perform(try proto.close(code: code, reason: reason))
     }
 
+    /// Writes `bytes` on the stream exactly as given, outside the framing: no header, no masking, no
+    /// compression, and the protocol state does not change. Loop thread.
+    ///
+    /// **For test peers only** (smartico-sim's `malformed_frame` fault uses it to put a frame with a
+    /// reserved opcode on the wire, so a client's failure path can be tested). Anything written here
+    /// that is not a whole, valid frame corrupts the stream for the peer; never use it to send data.
+    /// Ignored once TCP is closing or closed. With TLS the bytes are encrypted like any others.
+    public func sendRawBytesForTesting(_ bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
+        stream.write(bytes)
+    }
+
     /// Drops the TCP connection now, without a close handshake (`.closed` with 1006 follows). Loop thread.
     public func abort() {
         loop.preconditionInEventLoop()

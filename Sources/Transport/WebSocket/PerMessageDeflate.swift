@@ -230,10 +230,19 @@ public enum PerMessageDeflateError: Error, Hashable, Sendable, CustomStringConve
 
 // MARK: - zlib codec
 
-/// Why inflating failed.
-enum InflateFailure: Error {
+/// Why inflating a message failed.
+public enum InflateFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The inflated message passed the caller's limit (`produced` bytes when inflation stopped).
     case tooLarge(produced: Int)
+    /// zlib refused the data (its message and return code).
     case zlib(String)
+
+    public var description: String {
+        switch self {
+        case let .tooLarge(n): "inflated message passed its size limit (\(n) bytes produced)"
+        case let .zlib(m): "inflate failed: \(m)"
+        }
+    }
 }
 
 private func zlibMessage(_ strm: UnsafeMutablePointer<z_stream>, _ code: Int32) -> String {
@@ -241,12 +250,18 @@ private func zlibMessage(_ strm: UnsafeMutablePointer<z_stream>, _ code: Int32) 
     return "zlib error \(code)"
 }
 
-/// Compresses messages for one direction (raw deflate, trailing `00 00 FF FF` stripped).
-final class MessageDeflater {
+/// Compresses messages for one direction (raw deflate, trailing `00 00 FF FF` stripped): the
+/// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
+/// measure or use it alone; not thread-safe (one owner).
+public final class MessageDeflater {
     private let strm: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
 
-    init(windowBits: Int, noContextTakeover: Bool, level: Int, memoryLevel: Int) {
+    /// - Parameters:
+    ///   - windowBits: 8...15 (8 deflates with 9, which a peer inflating with 8 can read).
+    ///   - noContextTakeover: reset the compression context after every message.
+    ///   - level: zlib level 0...9; `memoryLevel`: 1...9.
+    public init(windowBits: Int, noContextTakeover: Bool, level: Int, memoryLevel: Int) {
         strm = .allocate(capacity: 1)
         self.noContextTakeover = noContextTakeover
         // zlib cannot deflate with a 2^8 window; 9 is safe for a peer inflating with 8 (see above).
@@ -263,8 +278,8 @@ final class MessageDeflater {
     /// Output staging buffer, allocated once: zlib writes here, produced bytes are appended to `out`.
     private var staging = [UInt8](repeating: 0, count: 16384)
 
-    /// Appends the compressed form of `message` to `out`.
-    func compress(_ message: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    /// Appends the compressed form of `message` to `out` (one whole message).
+    public func compress(_ message: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let start = out.count
         // zlib counts in UInt32: feed messages of 4 GiB and more in slices.
         var offset = 0
@@ -274,7 +289,9 @@ final class MessageDeflater {
             offset += n
         } while offset < message.count
         // A sync flush ends with an empty stored block: 00 00 FF FF. RFC 7692 §7.2.1: remove it.
-        if out.count - start >= 4 && out[out.count - 4 ..< out.count].elementsEqual([0, 0, 0xFF, 0xFF]) {
+        // (Compared byte by byte: an array literal here would be a heap allocation per message.)
+        let n = out.count
+        if n - start >= 4 && out[n - 4] == 0 && out[n - 3] == 0 && out[n - 2] == 0xFF && out[n - 1] == 0xFF {
             out.removeLast(4)
         }
         // An empty message right after a flush makes zlib produce nothing; an empty payload would
@@ -303,15 +320,21 @@ final class MessageDeflater {
     }
 }
 
-/// Inflates messages for one direction, streaming frame by frame, with a cap on the output.
-final class MessageInflater {
+/// Zeroes that grow a message buffer before zlib writes into it (immutable, shared; 64 KiB).
+private let inflateZeroes = [UInt8](repeating: 0, count: 1 << 16)
+
+/// Inflates messages for one direction, streaming frame by frame, with a cap on the output: the
+/// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
+/// measure or use it alone; not thread-safe (one owner).
+public final class MessageInflater {
     private let strm: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
     private var streamEnded = false
-    /// Output staging buffer, allocated once.
-    private var staging = [UInt8](repeating: 0, count: 16384)
 
-    init(windowBits: Int, noContextTakeover: Bool) {
+    /// - Parameters:
+    ///   - windowBits: the peer's window, 8...15.
+    ///   - noContextTakeover: reset the context after every message (as negotiated for the peer).
+    public init(windowBits: Int, noContextTakeover: Bool) {
         strm = .allocate(capacity: 1)
         self.noContextTakeover = noContextTakeover
         let rc = smartico_inflate_init_raw(strm, Int32(max(8, min(15, windowBits))))
@@ -327,7 +350,7 @@ final class MessageInflater {
 
     /// Inflates a piece of a compressed message, appending to `out`; `out.count` never exceeds
     /// `limit + 1` (inflation stops as soon as the cap is passed). Call `finish` at message end.
-    func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+    public func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
         // zlib counts in UInt32: feed huge inputs in slices.
         var offset = 0
         while offset < input.count {
@@ -345,18 +368,26 @@ final class MessageInflater {
             strm.pointee.next_in = nil
             strm.pointee.next_out = nil
         }
+        // zlib writes straight into `out` (grown by a chunk, trimmed to what was produced): no
+        // staging copy, and few calls per message, so zlib's window update (a copy at the end of
+        // every call) runs about as often as when C hands it one big buffer. JSON inflates ~4×;
+        // the chunk starts there and doubles, up to the shared zero buffer's 64 KiB.
+        var chunk = min(max(64, input.count &* 4), inflateZeroes.count)  // 64: the 4-byte tail usually yields nothing
         while true {
             // Never produce more than one byte past the cap: no decompression bombs.
-            let room = limit + 1 - out.count
+            let n = min(max(limit + 1 - out.count, 1), chunk)
+            let start = out.count
+            // Copied from a zero buffer (a memcpy in every build; a `repeatElement` append runs
+            // element by element in debug builds, which made 16 MiB messages crawl in tests).
+            inflateZeroes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[0 ..< n])) }
             var rc: Int32 = 0
-            let produced: Int = staging.withUnsafeMutableBytes { raw in
-                let chunk = min(max(room, 1), raw.count)
-                strm.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                strm.pointee.avail_out = UInt32(chunk)
+            let produced: Int = out.withUnsafeMutableBytes { raw in
+                strm.pointee.next_out = (raw.baseAddress! + start).assumingMemoryBound(to: Bytef.self)
+                strm.pointee.avail_out = UInt32(n)
                 rc = COpenSSL.inflate(strm, Z_SYNC_FLUSH)
-                return chunk - Int(strm.pointee.avail_out)
+                return n - Int(strm.pointee.avail_out)
             }
-            out.append(contentsOf: staging[0 ..< produced])
+            out.removeLast(n - produced)
             if out.count > limit { throw .tooLarge(produced: out.count) }
             switch rc {
             case Z_OK:
@@ -369,11 +400,12 @@ final class MessageInflater {
             default:
                 throw .zlib(zlibMessage(strm, rc))
             }
+            chunk = min(chunk * 2, inflateZeroes.count)
         }
     }
 
     /// Ends a message: feeds the stripped `00 00 FF FF` tail and resets the context if negotiated.
-    func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+    public func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
         try withTypedBytes(Self.tail) { (raw) throws(InflateFailure) in try inflate(raw, limit: limit, into: &out) }
         if noContextTakeover || streamEnded {
             inflateReset(strm)
