@@ -164,6 +164,19 @@ import Testing
         await store.close()
     }
 
+    @Test func largeSeenSetsArePrunedInBatchesKeepingAtLeastTheNewest() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        // 64 per user: pruned every 4 inserts, so between 64 and 67 uids are kept.
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 64))
+        try await store.setUser(StoredUser(extUserID: "alice"))
+        for i in 0 ..< 300 { #expect(try await store.markSeen(user: "alice", uid: "u\(i)") == true) }
+        // The newest 64 are all still seen (a repeat is refused)…
+        for i in 236 ..< 300 { #expect(try await store.markSeen(user: "alice", uid: "u\(i)") == false, "u\(i) forgotten") }
+        // …and the set is bounded: everything older than the newest 68 is forgotten.
+        for i in 0 ..< 232 { #expect(try await store.markSeen(user: "alice", uid: "u\(i)") == true, "u\(i) still remembered") }
+    }
+
     @Test func seenSetDedupesAndIsClearedWhenTheUserChanges() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }

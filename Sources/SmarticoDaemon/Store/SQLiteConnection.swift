@@ -216,6 +216,9 @@ final class SQLiteConnection {
     /// The number of rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
 
+    /// The rowid of the last successful INSERT on this connection (0 when none).
+    var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
+
     /// Runs `body` inside `BEGIN IMMEDIATE` … `COMMIT`; any error thrown rolls the transaction back.
     /// With `synchronous=FULL` the commit has reached the disk when this returns.
     func transaction<T>(_ body: () throws -> T) throws(StoreError) -> T {

@@ -12,7 +12,8 @@ public struct StoreOptions: Sendable, Equatable {
     public var retentionEvents: Int
     /// `journal.retention_hours`: events older than this are deleted.
     public var retentionHours: Int
-    /// How many engagement uids are remembered per user (the oldest are forgotten first).
+    /// How many engagement uids are remembered per user, at least (the oldest are forgotten first;
+    /// up to `min(256, seenPerUser / 16) - 1` more are kept between two prunings).
     public var seenPerUser: Int
     /// How many durable subscription names are remembered; a new name beyond it throws
     /// `StoreError.tooManyCursors` (local peers choose the names, so the table must be bounded).
