@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "smartico-ws", targets: ["smartico-ws"]),
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "SmarticoProtocol", targets: ["SmarticoProtocol"]),
+        .library(name: "SmarticoSim", targets: ["SmarticoSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
