@@ -21,6 +21,7 @@ let package = Package(
                 "CBench",
                 .product(name: "Transport", package: "smarticod"),
                 .product(name: "SmarticoProtocol", package: "smarticod"),
+                .product(name: "SmarticoSim", package: "smarticod"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
