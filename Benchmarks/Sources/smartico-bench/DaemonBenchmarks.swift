@@ -159,7 +159,7 @@ final class DaemonProcess {
 
     /// utime + stime of the whole process (every thread, living or gone), in seconds.
     func cpuSeconds() -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let text = readProcFile("/proc/\(pid)/stat"),
               let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         // After "(comm)": state is field 3, utime 14, stime 15 → indices 11 and 12 here.
@@ -169,10 +169,10 @@ final class DaemonProcess {
 
     /// Resident memory in kB: VmRSS, and its anonymous and file-backed parts (RssAnon, RssFile).
     func rssKB() -> (total: Int, anon: Int, file: Int)? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        guard let text = readProcFile("/proc/\(pid)/status") else { return nil }
         var v: [String: Int] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") || line.hasPrefix("RssAnon:") || line.hasPrefix("RssFile:") {
-            let parts = line.split(separator: " ", omittingEmptySubsequences: true)
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             if parts.count >= 2 { v[String(parts[0])] = Int(parts[1]) }
         }
         guard let total = v["VmRSS:"] else { return nil }
@@ -185,7 +185,7 @@ final class DaemonProcess {
         let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
         guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return out }
         for tid in tids {
-            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+            guard let text = readProcFile("/proc/\(pid)/task/\(tid)/stat"),
                   let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")") else { continue }
             let name = String(text[text.index(after: open)..<close])
             let fields = text[text.index(after: close)...].split(separator: " ")
@@ -198,7 +198,7 @@ final class DaemonProcess {
 
     /// utime and stime of the whole process, in seconds.
     func cpuSplit() -> (user: Double, system: Double)? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let text = readProcFile("/proc/\(pid)/stat"),
               let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
@@ -217,7 +217,7 @@ final class DaemonProcess {
         var out: [Int: ThreadSwitches] = [:]
         guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return out }
         for tid in tids {
-            guard let id = Int(tid), let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/status", encoding: .utf8)
+            guard let id = Int(tid), let text = readProcFile("/proc/\(pid)/task/\(tid)/status")
             else { continue }
             var t = ThreadSwitches(name: "?", voluntary: 0, involuntary: 0)
             for line in text.split(separator: "\n") {
@@ -237,6 +237,15 @@ final class DaemonProcess {
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// nil while running; how it ended once it has (and reaps it).
+    func exitDescription() -> String? {
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        let low = status & 0x7f
+        if low == 0 { return "exited with status \((status >> 8) & 0xff)" }
+        return "killed by signal \(low)"
+    }
 
     /// SIGTERM, then waits (≤ 5 s) for the exit; returns the wait status (-1: killed after the timeout).
     @discardableResult
@@ -361,7 +370,10 @@ final class DaemonBench {
             if report.wants("start to ready") { try startToReadyRow() }
         } catch {
             FileHandle.standardError.write(Data("smartico-bench: \(error)\n".utf8))
-            if let d = daemon { FileHandle.standardError.write(Data("smarticod log:\n\(d.log.suffix(3000))\n".utf8)) }
+            if let d = daemon {
+                let how = d.exitDescription().map { "smarticod (pid \(d.pid)) \($0)" } ?? "smarticod (pid \(d.pid)) still running"
+                FileHandle.standardError.write(Data("\(how); its log:\n\(d.log.suffix(3000))\n".utf8))
+            }
             report.addFigure("smarticod rows", figure: "failed: \(error)")
         }
     }
@@ -596,7 +608,10 @@ final class DaemonBench {
         let before = d.threadSwitches()
         sleep(UInt32(seconds))
         let after = d.threadSwitches()
-        guard let rss = d.rssKB() else { throw BenchFailure("cannot read /proc/\(d.pid)/status") }
+        guard let rss = d.rssKB() else {
+            let text = readProcFile("/proc/\(d.pid)/status")
+            throw BenchFailure("no VmRSS in /proc/\(d.pid)/status: " + (text.map { String($0.prefix(400)) } ?? "unreadable: \(String(cString: strerror(errno)))"))
+        }
         var ours = 0.0
         var manager = 0.0
         var perThread: [String] = []
@@ -669,6 +684,22 @@ private struct BenchEngagement: Decodable {
 private func mb(_ r: (total: Int, anon: Int, file: Int)?) -> String {
     guard let r else { return "?" }
     return "\(fmt(Double(r.total) / 1024, 1)) MB (anon \(fmt(Double(r.anon) / 1024, 1)), file \(fmt(Double(r.file) / 1024, 1)))"
+}
+
+/// A /proc file read with plain read(2) until end of file (its size is reported as 0).
+func readProcFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
 }
 
 private func sleepUntil(_ t: UInt64) {
