@@ -612,24 +612,29 @@ final class DaemonBench {
             let text = readProcFile("/proc/\(d.pid)/status")
             throw BenchFailure("no VmRSS in /proc/\(d.pid)/status: " + (text.map { String($0.prefix(400)) } ?? "unreadable: \(String(cString: strerror(errno)))"))
         }
+        // Three groups: the daemon's own named threads (main, event loop, store, blocking pool);
+        // libdispatch's worker threads (com.apple.root.default-qos, cut to its last 15 bytes by the
+        // kernel), which run the daemon's Swift tasks, so their wake-ups are the daemon's too; and
+        // the overcommit thread that, when idle, only wakes once a second: libdispatch's workqueue
+        // monitor on Linux, a cost outside our code.
         var ours = 0.0
+        var pool = 0.0
         var manager = 0.0
         var perThread: [String] = []
         for (tid, a) in after.sorted(by: { $0.key < $1.key }) {
             let b = before[tid] ?? DaemonProcess.ThreadSwitches(name: a.name, voluntary: 0, involuntary: 0)
             let n = Double((a.voluntary - b.voluntary) + (a.involuntary - b.involuntary)) * 60 / Double(seconds)
-            // libdispatch's threads are named after their queues (com.apple.root.default-qos…, cut to
-            // 15 bytes by the kernel); its manager wakes once a second to monitor its workqueue on Linux.
-            if a.name.contains("qos") || a.name.contains("dispatch") || a.name.contains("apple") { manager += n } else { ours += n }
+            if a.name.contains("overcommit") { manager += n } else if a.name.contains("qos") { pool += n } else { ours += n }
             perThread.append("\(a.name)[\(tid)] \(fmt(n, 1))")
         }
         print("    per thread (wake-ups/min): " + perThread.joined(separator: ", "))
         report.addFigure(
             "idle daemon: wake-ups per minute with a healthy session (one idle subscriber), and RSS",
-            figure: "smarticod's threads: \(fmt(ours, 1))/min; libdispatch's threads: \(fmt(manager, 1))/min; "
+            figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min; "
+                + "libdispatch's 1 Hz monitor (overcommit thread, outside our code) \(fmt(manager, 1))/min; "
                 + "RSS \(mb(startRSS)) once connected, \(mb(rss)) after the load rows",
             goal: "≤ 3 wake-ups/min; ≤ 12 MB RSS",
-            met: ours <= 3 && (startRSS?.total ?? rss.total) <= 12 * 1024 ? "yes" : "NO")
+            met: ours + pool <= 3 && (startRSS?.total ?? rss.total) <= 12 * 1024 ? "yes" : "NO")
     }
 
     // MARK: Start to READY=1
