@@ -420,11 +420,11 @@ final class DaemonBench {
         for _ in 0..<peers { fds.append(try subscribedPeer(d.socketPath)) }
         await emitter.barrier()
         let start = emitter.emitted
-        var recv = [UInt64](repeating: 0, count: peers * events)
+        // The receiver thread writes here until cbench_rx_join: memory of our own, not an Array's.
+        let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: peers * events)
+        defer { recvBuffer.deallocate() }
         let rx = fds.withUnsafeBufferPointer { f in
-            recv.withUnsafeMutableBufferPointer { r in
-                cbench_rx_start(f.baseAddress, Int32(peers), Int64(events), firstEngagementID + Int64(start), r.baseAddress, 5_000)
-            }
+            cbench_rx_start(f.baseAddress, Int32(peers), Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 5_000)
         }
         guard let rx else { throw BenchFailure("cannot start the receiver thread") }
         let period = UInt64(1_000_000_000 / rate)
@@ -440,6 +440,7 @@ final class DaemonBench {
         guard sent == events else {
             throw BenchFailure("the simulator sent \(sent) of \(events) 110s: \(emitter.problems.first ?? "")")
         }
+        let recv = Array(recvBuffer)
         let (samples, missing) = latencies(send: emitter.sendNs[start..<(start + events)], recv: recv, peers: peers)
         if status != 0 || stray > 0 {
             print("    (receiver status \(status), \(missing) missing, \(stray) stray lines)")
@@ -499,13 +500,10 @@ final class DaemonBench {
         defer { close(peer) }
         await emitter.barrier()
         let start = emitter.emitted
-        var recv = [UInt64](repeating: 0, count: events)
-        var fds = [peer]
-        let rx = fds.withUnsafeMutableBufferPointer { f in
-            recv.withUnsafeMutableBufferPointer { r in
-                cbench_rx_start(f.baseAddress, 1, Int64(events), firstEngagementID + Int64(start), r.baseAddress, 10_000)
-            }
-        }
+        let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: events)
+        defer { recvBuffer.deallocate() }
+        var fd = peer
+        let rx = cbench_rx_start(&fd, 1, Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 10_000)
         guard let rx else { throw BenchFailure("cannot start the receiver thread") }
         guard let cpu0 = d.cpuSeconds(), let split0 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
         let threads0 = d.threadCPU()
@@ -524,6 +522,7 @@ final class DaemonBench {
         }
         var stray: Int64 = 0
         let status = cbench_rx_join(rx, &stray)
+        let recv = Array(recvBuffer)
         let t1 = recv.max() ?? monotonicNanos()
         guard let cpu1 = d.cpuSeconds(), let split1 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
         let threads1 = d.threadCPU()
