@@ -123,6 +123,175 @@ static void *drain_thread(void *p) {
 }
 
 int cbench_tcp_stream(int conns, int size, int msgs_per_conn, uint64_t *elapsed_ns) {
+
+/* ---- end-to-end latency: line receiver and C relay ---- */
+
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/un.h>
+
+uint64_t cbench_now_ns(void) { return now_ns(); }
+
+struct rx_conn {
+    int fd;
+    char *buf;
+    size_t len, cap;
+    int64_t got;
+};
+
+struct cbench_rx {
+    pthread_t thread;
+    struct rx_conn *conns;
+    int nfds;
+    int64_t per_fd, id_base;
+    uint64_t *recv_ns;
+    int timeout_ms;
+    _Atomic int64_t count;
+    int64_t stray;
+    int status;
+};
+
+static const char ID_KEY[] = "\"engagement_id\":";
+
+/* Stamps the complete lines in conns[idx]'s buffer with `t` (when the read that completed them returned). */
+static void rx_lines(struct cbench_rx *rx, int idx, uint64_t t) {
+    struct rx_conn *c = &rx->conns[idx];
+    size_t start = 0;
+    for (;;) {
+        char *nl = memchr(c->buf + start, '\n', c->len - start);
+        if (!nl) break;
+        size_t linelen = (size_t)(nl - (c->buf + start));
+        char *k = memmem(c->buf + start, linelen, ID_KEY, sizeof ID_KEY - 1);
+        int64_t id = -1;
+        if (k) id = strtoll(k + sizeof ID_KEY - 1, NULL, 10);
+        int64_t slot = id - rx->id_base;
+        if (k && slot >= 0 && slot < rx->per_fd) {
+            uint64_t *cell = &rx->recv_ns[(int64_t)idx * rx->per_fd + slot];
+            if (*cell == 0) { *cell = t; c->got++; atomic_fetch_add(&rx->count, 1); }
+        } else {
+            rx->stray++;
+        }
+        start += linelen + 1;
+    }
+    if (start > 0) { memmove(c->buf, c->buf + start, c->len - start); c->len -= start; }
+}
+
+static void *rx_thread(void *p) {
+    struct cbench_rx *rx = p;
+    struct pollfd *pfds = calloc((size_t)rx->nfds, sizeof *pfds);
+    int done = 0;
+    rx->status = 0;
+    while (done < rx->nfds) {
+        int n = 0;
+        for (int i = 0; i < rx->nfds; i++) {
+            pfds[i].fd = rx->conns[i].got >= rx->per_fd ? -1 : rx->conns[i].fd;
+            pfds[i].events = POLLIN;
+            pfds[i].revents = 0;
+        }
+        n = poll(pfds, (nfds_t)rx->nfds, rx->timeout_ms);
+        if (n < 0) { if (errno == EINTR) continue; rx->status = 2; break; }
+        if (n == 0) { rx->status = 1; break; }
+        for (int i = 0; i < rx->nfds && rx->status == 0; i++) {
+            if (!pfds[i].revents) continue;
+            struct rx_conn *c = &rx->conns[i];
+            if (c->cap - c->len < 65536) {
+                if (c->cap >= (1u << 20)) { rx->status = 2; break; }
+                c->cap *= 2;
+                c->buf = realloc(c->buf, c->cap);
+            }
+            ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
+            if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (r <= 0) { rx->status = 2; break; }
+            c->len += (size_t)r;
+            rx_lines(rx, i, now_ns());
+            if (c->got >= rx->per_fd) done++;
+        }
+        if (rx->status) break;
+    }
+    free(pfds);
+    return NULL;
+}
+
+cbench_rx *cbench_rx_start(const int *fds, int nfds, int64_t per_fd, int64_t id_base,
+                           uint64_t *recv_ns, int timeout_ms) {
+    struct cbench_rx *rx = calloc(1, sizeof *rx);
+    rx->conns = calloc((size_t)nfds, sizeof *rx->conns);
+    for (int i = 0; i < nfds; i++) {
+        rx->conns[i].fd = fds[i];
+        rx->conns[i].cap = 262144;
+        rx->conns[i].buf = malloc(rx->conns[i].cap);
+    }
+    rx->nfds = nfds;
+    rx->per_fd = per_fd;
+    rx->id_base = id_base;
+    rx->recv_ns = recv_ns;
+    rx->timeout_ms = timeout_ms;
+    memset(recv_ns, 0, sizeof(uint64_t) * (size_t)nfds * (size_t)per_fd);
+    atomic_store(&rx->count, 0);
+    if (pthread_create(&rx->thread, NULL, rx_thread, rx) != 0) {
+        for (int i = 0; i < nfds; i++) free(rx->conns[i].buf);
+        free(rx->conns); free(rx);
+        return NULL;
+    }
+    return rx;
+}
+
+int64_t cbench_rx_count(cbench_rx *rx) { return atomic_load(&rx->count); }
+
+int cbench_rx_join(cbench_rx *rx, int64_t *stray) {
+    pthread_join(rx->thread, NULL);
+    int status = rx->status;
+    if (stray) *stray = rx->stray;
+    for (int i = 0; i < rx->nfds; i++) free(rx->conns[i].buf);
+    free(rx->conns);
+    free(rx);
+    return status;
+}
+
+static void sleep_until(uint64_t t) {
+    struct timespec ts = { (time_t)(t / 1000000000ull), (long)(t % 1000000000ull) };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* A message: `"engagement_id":N,` then padding, then (for lines) a newline. */
+static void fill_message(char *buf, int size, int64_t id, int line) {
+    int n = snprintf(buf, (size_t)size, "{\"cid\":110,\"engagement_id\":%lld,\"pad\":\"", (long long)id);
+    memset(buf + n, 'x', (size_t)(size - n));
+    if (line) { buf[size - 3] = '"'; buf[size - 2] = '}'; buf[size - 1] = '\n'; }
+}
+
+struct relay_args {
+    int listen_fd, in_size, out_size, subscribers;
+    int64_t events;
+    int *sub_fds;
+};
+
+static void *relay_thread(void *p) {
+    struct relay_args *a = p;
+    int fd = accept(a->listen_fd, NULL, NULL);
+    if (fd < 0) return NULL;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char *in = malloc((size_t)a->in_size);
+    char *out = malloc((size_t)a->out_size);
+    for (int64_t i = 0; i < a->events; i++) {
+        if (read_full(fd, in, (size_t)a->in_size) != 0) break;
+        char *k = memmem(in, (size_t)a->in_size, ID_KEY, sizeof ID_KEY - 1);
+        int64_t id = k ? strtoll(k + sizeof ID_KEY - 1, NULL, 10) : -1;
+        fill_message(out, a->out_size, id, 1);
+        for (int s = 0; s < a->subscribers; s++)
+            if (write_full(a->sub_fds[s], out, (size_t)a->out_size) != 0) goto done;
+    }
+done:
+    free(in); free(out);
+    close(fd);
+    return NULL;
+}
+
+int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
+                 int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns) {
+    if (in_size < 64 || out_size < 64) { errno = EINVAL; return -1; }
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (lfd < 0) return -1;
     struct sockaddr_in addr = {0};
@@ -219,4 +388,167 @@ long cbench_inflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8
     long n = (long)(cap - z->s.avail_out);
     inflateReset(&z->s);
     return n;
+
+    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&addr, &len) != 0) { close(lfd); return -1; }
+    int *relay_side = calloc((size_t)subscribers, sizeof(int));
+    int *peer_side = calloc((size_t)subscribers, sizeof(int));
+    for (int s = 0; s < subscribers; s++) {
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) { close(lfd); return -1; }
+        relay_side[s] = pair[0];
+        peer_side[s] = pair[1];
+    }
+    struct relay_args args = { lfd, in_size, out_size, subscribers, events, relay_side };
+    pthread_t t;
+    if (pthread_create(&t, NULL, relay_thread, &args) != 0) { close(lfd); return -1; }
+    cbench_rx *rx = cbench_rx_start(peer_side, subscribers, events, id_base, recv_ns, 10000);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+    char *buf = malloc((size_t)in_size);
+    uint64_t start = now_ns();
+    uint64_t period = rate > 0 ? 1000000000ull / (uint64_t)rate : 0;
+    for (int64_t i = 0; rc == 0 && i < events; i++) {
+        if (period) sleep_until(start + (uint64_t)i * period);
+        fill_message(buf, in_size, id_base + i, 0);
+        send_ns[i] = now_ns();
+        if (write_full(fd, buf, (size_t)in_size) != 0) { rc = -1; break; }
+    }
+    int64_t stray = 0;
+    int st = cbench_rx_join(rx, &stray);
+    free(buf);
+    close(fd);
+    pthread_join(t, NULL);
+    close(lfd);
+    for (int s = 0; s < subscribers; s++) { close(relay_side[s]); close(peer_side[s]); }
+    free(relay_side); free(peer_side);
+    return rc != 0 ? rc : st;
+}
+
+/* ---- small process and socket helpers for the daemon benchmarks ---- */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char **environ;
+
+int cbench_unix_connect(const char *path) {
+    struct sockaddr_un a = {0};
+    a.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a.sun_path) { errno = ENAMETOOLONG; return -1; }
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(fd); errno = e; return -1; }
+    return fd;
+}
+
+int cbench_write_all(int fd, const void *buf, size_t n) { return write_full(fd, buf, n); }
+
+long cbench_read_line(int fd, char *buf, size_t cap, int timeout_ms) {
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    size_t len = 0;
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= deadline) return -2;
+        struct pollfd p = { fd, POLLIN, 0 };
+        int n = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+        if (n < 0) { if (errno == EINTR) continue; return -1; }
+        if (n == 0) return -2;
+        char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        if (c == '\n') { buf[len] = 0; return (long)len; }
+        if (len + 1 >= cap) return -3;
+        buf[len++] = c;
+    }
+}
+
+int cbench_notify_bind(const char *path) {
+    struct sockaddr_un a = {0};
+    a.sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a.sun_path) { errno = ENAMETOOLONG; return -1; }
+    strcpy(a.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) { int e = errno; close(fd); errno = e; return -1; }
+    return fd;
+}
+
+uint64_t cbench_notify_wait_ready(int fd, int timeout_ms) {
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    char buf[4096];
+    for (;;) {
+        uint64_t now = now_ns();
+        if (now >= deadline) return 0;
+        struct pollfd p = { fd, POLLIN, 0 };
+        int n = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+        if (n < 0) { if (errno == EINTR) continue; return 0; }
+        if (n == 0) return 0;
+        ssize_t r = recv(fd, buf, sizeof buf - 1, 0);
+        uint64_t t = now_ns();
+        if (r < 0) { if (errno == EINTR) continue; return 0; }
+        buf[r] = 0;
+        /* READY=1 as a whole line of the datagram. */
+        for (char *line = buf; line && *line; ) {
+            char *nl = strchr(line, '\n');
+            size_t l = nl ? (size_t)(nl - line) : strlen(line);
+            if (l == 7 && memcmp(line, "READY=1", 7) == 0) return t;
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+}
+
+int cbench_spawn_daemon(const char *binary, const char *config_path, const char *notify_socket,
+                        const char *log_path, uint64_t *spawned_ns) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **envp = calloc(n + 2, sizeof(char *));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "NOTIFY_SOCKET=", 14) != 0 && strncmp(environ[i], "LISTEN_", 7) != 0) envp[k++] = environ[i];
+    char *notify = NULL;
+    if (notify_socket) {
+        notify = malloc(strlen(notify_socket) + 16);
+        sprintf(notify, "NOTIFY_SOCKET=%s", notify_socket);
+        envp[k++] = notify;
+    }
+    envp[k] = NULL;
+    char *argv[] = { (char *)binary, "--config", (char *)config_path, NULL };
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid;
+    *spawned_ns = now_ns();
+    int rc = posix_spawn(&pid, binary, &fa, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(notify);
+    free(envp);
+    if (rc != 0) { errno = rc; return -1; }
+    return pid;
+}
+
+int cbench_wait_exit(int pid, int timeout_ms) {
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return status;
+        if (r < 0 && errno != EINTR) return -1;
+        if (now_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
 }

@@ -1,0 +1,718 @@
+import CBench
+import Foundation
+import SmarticoProtocol
+import SmarticoSim
+import Transport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// The daemon measured as users run it: the release `smarticod` binary as a real subprocess,
+// against `smartico-sim` running in this process (so the simulator's send time and a
+// peer's receive time come from one CLOCK_MONOTONIC), with peers on its Unix socket read
+// by a small C receiver (`cbench_rx`, shared with the C relay baseline so both sides of
+// each ratio end in the same code).
+//
+// Rows: end-to-end latency (issue 6: 100 and 1,000 events/s × 1, 10, 100 peers, beside
+// the C relay), maximum sustained events/s, daemon CPU per event (beside Foundation's
+// JSONDecoder on the same message), idle wake-ups and RSS, start to READY=1.
+
+/// The engagement_id of the first 110 the simulator generates (SimPushGenerator counts from
+/// 236,356,782 + 1); the k-th generated 110 (0-based) carries `firstEngagementID + k`.
+private let firstEngagementID: Int64 = 236_356_783
+/// `template_html` size: a 110 of about 2 KB as a whole (issue 7's "2 KB message").
+private let templateBytes = 1_650
+
+/// Where the main package's release build puts `smarticod`; `SMARTICOD_BIN` overrides.
+func smarticodBinaryPath() -> String {
+    if let p = ProcessInfo.processInfo.environment["SMARTICOD_BIN"], !p.isEmpty { return p }
+    // Benchmarks/Sources/smartico-bench/DaemonBenchmarks.swift → repository root.
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".build/release/smarticod").path
+}
+
+func daemonBenchmarks(_ report: Report) async {
+    let names = ["end-to-end", "max sustained", "daemon cpu", "engagement event", "idle daemon", "start to ready"]
+    guard names.contains(where: { report.wants($0) }) else { return }
+    print("smarticod (release binary, subprocess) against smartico-sim (in-process)")
+    let binary = smarticodBinaryPath()
+    guard access(binary, X_OK) == 0 else {
+        let message = "smartico-bench: the release smarticod binary is missing or not executable at \(binary); "
+            + "build it with `swift build -c release` at the repository root (or set SMARTICOD_BIN)\n"
+        FileHandle.standardError.write(Data(message.utf8))
+        report.addFigure("smarticod rows (end-to-end, max sustained, CPU per event, idle, start to READY=1)",
+                         figure: "not measured: \(binary) missing")
+        return
+    }
+    do {
+        let bench = try await DaemonBench(binary: binary, report: report)
+        await bench.runAll()
+        await bench.shutdown()
+    } catch {
+        FileHandle.standardError.write(Data("smartico-bench: daemon benchmarks failed: \(error)\n".utf8))
+        report.addFigure("smarticod rows", figure: "failed: \(error)")
+    }
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+// MARK: - The simulator, in-process
+
+/// Emits generated 110s through the simulator's control API on its loop thread and keeps
+/// the send time of each (CLOCK_MONOTONIC, taken on the loop just before the emit).
+final class SimEmitter:
+    // `sendNs`, `emitted` and `problems` are touched only on the simulator's loop thread
+    // (inside `loop.execute`), and read by others only after `barrier()` has run on it.
+    @unchecked Sendable
+{
+    let loop: EventLoop
+    let runtime: SimRuntime
+    private(set) var sendNs: [UInt64] = []
+    private(set) var problems: [String] = []
+    private let lineOne = Array(#"{"op":"emit","kind":"engagement","bodies":false}"#.utf8)
+
+    init(loop: EventLoop, runtime: SimRuntime) {
+        self.loop = loop
+        self.runtime = runtime
+    }
+
+    /// Emits `count` 110s to every identified client (one: the daemon), from any thread.
+    func emit(count: Int = 1) {
+        let line = count == 1 ? lineOne : Array(#"{"op":"emit","kind":"engagement","bodies":false,"count":\#(count)}"#.utf8)
+        _ = loop.execute { [self] in
+            let t0 = cbench_now_ns()
+            let response = runtime.assumeIsolated { $0.control(line: line) }
+            let sent = Self.sentCount(response)
+            for _ in 0..<sent { sendNs.append(t0) }
+            if sent != count, problems.count < 10 {
+                problems.append(String(decoding: response.prefix(300), as: UTF8.self))
+            }
+        }
+    }
+
+    /// Engagements sent so far (valid after `barrier()`).
+    var emitted: Int { sendNs.count }
+
+    /// Returns once every earlier `emit` has run on the loop.
+    func barrier() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            if !loop.execute({ c.resume() }) { c.resume() }
+        }
+    }
+
+    func clearProblems() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            _ = loop.execute { [self] in problems = []; c.resume() }
+        }
+    }
+
+    static func sentCount(_ response: [UInt8]) -> Int {
+        let key = Array(#""sent":"#.utf8)
+        guard let r = response.firstRange(of: key) else { return 0 }
+        var n = 0
+        var i = r.upperBound
+        while i < response.count, response[i] >= 0x30, response[i] <= 0x39 {
+            n = n * 10 + Int(response[i] - 0x30)
+            i += 1
+        }
+        return n
+    }
+}
+
+// MARK: - The daemon, a subprocess
+
+final class DaemonProcess {
+    let pid: Int32
+    let directory: String
+    let socketPath: String
+    let logPath: String
+    let spawnedNs: UInt64
+
+    /// Writes a minimal configuration in `directory` and starts `binary` with it.
+    init(binary: String, directory: String, serverURL: String, notifySocket: String? = nil) throws {
+        self.directory = directory
+        socketPath = directory + "/d.sock"
+        logPath = directory + "/smarticod.log"
+        let state = directory + "/state"
+        mkdir(state, 0o700)
+        let config = """
+        {
+          "server": {"url": "\(serverURL)", "label_key": "00000000-0000-0000-0000-000000000000-2"},
+          "user": {"ext_user_id": "bench-user", "hash": "bench-hash"},
+          "socket": {"path": "\(socketPath)", "mode": "0600"},
+          "state_dir": "\(state)",
+          "log": {"level": "warning"}
+        }
+        """
+        let configPath = directory + "/config.json"
+        try Data(config.utf8).write(to: URL(fileURLWithPath: configPath))
+        var spawned: UInt64 = 0
+        let p = cbench_spawn_daemon(binary, configPath, notifySocket, logPath, &spawned)
+        guard p > 0 else { throw BenchFailure("cannot spawn \(binary): \(String(cString: strerror(errno)))") }
+        pid = p
+        spawnedNs = spawned
+    }
+
+    /// utime + stime of the whole process (every thread, living or gone), in seconds.
+    func cpuSeconds() -> Double? {
+        guard let text = readProcFile("/proc/\(pid)/stat"),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After "(comm)": state is field 3, utime 14, stime 15 → indices 11 and 12 here.
+        guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return nil }
+        return (u + s) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Resident memory in kB: VmRSS, and its anonymous and file-backed parts (RssAnon, RssFile).
+    func rssKB() -> (total: Int, anon: Int, file: Int)? {
+        guard let text = readProcFile("/proc/\(pid)/status") else { return nil }
+        var v: [String: Int] = [:]
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") || line.hasPrefix("RssAnon:") || line.hasPrefix("RssFile:") {
+            let parts = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if parts.count >= 2 { v[String(parts[0])] = Int(parts[1]) }
+        }
+        guard let total = v["VmRSS:"] else { return nil }
+        return (total, v["RssAnon:"] ?? 0, v["RssFile:"] ?? 0)
+    }
+
+    /// User and system CPU seconds of each living thread, by name (threads of one name summed).
+    func threadCPU() -> [String: (user: Double, system: Double)] {
+        var out: [String: (user: Double, system: Double)] = [:]
+        let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return out }
+        for tid in tids {
+            guard let text = readProcFile("/proc/\(pid)/task/\(tid)/stat"),
+                  let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")") else { continue }
+            let name = String(text[text.index(after: open)..<close])
+            let fields = text[text.index(after: close)...].split(separator: " ")
+            guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { continue }
+            let old = out[name] ?? (0, 0)
+            out[name] = (old.user + u / tick, old.system + s / tick)
+        }
+        return out
+    }
+
+    /// utime and stime of the whole process, in seconds.
+    func cpuSplit() -> (user: Double, system: Double)? {
+        guard let text = readProcFile("/proc/\(pid)/stat"),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        let tick = Double(sysconf(Int32(_SC_CLK_TCK)))
+        guard fields.count > 13, let u = Double(fields[11]), let s = Double(fields[12]) else { return nil }
+        return (u / tick, s / tick)
+    }
+
+    struct ThreadSwitches {
+        var name: String
+        var voluntary: Int
+        var involuntary: Int
+    }
+
+    /// Context switches of each thread, by thread id.
+    func threadSwitches() -> [Int: ThreadSwitches] {
+        var out: [Int: ThreadSwitches] = [:]
+        guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return out }
+        for tid in tids {
+            guard let id = Int(tid), let text = readProcFile("/proc/\(pid)/task/\(tid)/status")
+            else { continue }
+            var t = ThreadSwitches(name: "?", voluntary: 0, involuntary: 0)
+            for line in text.split(separator: "\n") {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2 else { continue }
+                let value = parts[1].trimmingCharacters(in: .whitespaces)
+                switch parts[0] {
+                case "Name": t.name = value
+                case "voluntary_ctxt_switches": t.voluntary = Int(value) ?? 0
+                case "nonvoluntary_ctxt_switches": t.involuntary = Int(value) ?? 0
+                default: break
+                }
+            }
+            out[id] = t
+        }
+        return out
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// nil while running; how it ended once it has (and reaps it).
+    func exitDescription() -> String? {
+        var status: Int32 = 0
+        guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+        let low = status & 0x7f
+        if low == 0 { return "exited with status \((status >> 8) & 0xff)" }
+        return "killed by signal \(low)"
+    }
+
+    /// SIGTERM, then waits (≤ 5 s) for the exit; returns the wait status (-1: killed after the timeout).
+    @discardableResult
+    func stop() -> Int32 {
+        kill(pid, SIGTERM)
+        return cbench_wait_exit(pid, 5_000)
+    }
+}
+
+/// A peer on the daemon's socket, subscribed to engagement events.
+private func subscribedPeer(_ path: String) throws -> Int32 {
+    var fd: Int32 = -1
+    for _ in 0..<200 {  // the socket appears once the daemon listens (≤ 10 s)
+        fd = cbench_unix_connect(path)
+        if fd >= 0 { break }
+        usleep(50_000)
+    }
+    guard fd >= 0 else { throw BenchFailure("cannot connect to the daemon's socket \(path): \(String(cString: strerror(errno)))") }
+    let request = Array(#"{"id":1,"op":"subscribe","types":["engagement"]}"#.utf8) + [0x0A]
+    guard cbench_write_all(fd, request, request.count) == 0 else { close(fd); throw BenchFailure("subscribe: write failed") }
+    var buf = [CChar](repeating: 0, count: 65_536)
+    let n = cbench_read_line(fd, &buf, buf.count, 5_000)
+    guard n > 0 else { close(fd); throw BenchFailure("subscribe: no answer from the daemon (\(n))") }
+    let line = String(cString: buf)
+    guard line.contains(#""ok":true"#) else { close(fd); throw BenchFailure("subscribe refused: \(line)") }
+    return fd
+}
+
+private func makeTempDir() -> String {
+    var template = Array("/tmp/sbench.XXXXXX".utf8CString)
+    guard let p = mkdtemp(&template) else { return "/tmp" }
+    return String(cString: p)
+}
+
+// MARK: - Statistics
+
+struct LatencySummary {
+    var p50: Double, p99: Double, p999: Double  // µs
+    var samples: Int
+    var missing: Int
+
+    init(_ samplesNs: [UInt64], missing: Int) {
+        let s = samplesNs.sorted()
+        func q(_ p: Double) -> Double {
+            guard !s.isEmpty else { return .nan }
+            return Double(s[min(s.count - 1, Int(Double(s.count) * p))]) / 1000
+        }
+        p50 = q(0.5); p99 = q(0.99); p999 = q(0.999)
+        samples = s.count
+        self.missing = missing
+    }
+
+    var text: String { "p50 \(us(p50)) / p99 \(us(p99)) / p99.9 \(us(p999))" }
+}
+
+private func us(_ v: Double) -> String {
+    v >= 1000 ? fmt(v / 1000, 2) + " ms" : fmt(v, 0) + " µs"
+}
+
+/// Latencies from send times (by ordinal) and the receiver's matrix (peer × ordinal).
+private func latencies(send: ArraySlice<UInt64>, recv: [UInt64], peers: Int) -> ([UInt64], Int) {
+    let perPeer = send.count
+    var out: [UInt64] = []
+    out.reserveCapacity(perPeer * peers)
+    var missing = 0
+    for p in 0..<peers {
+        for j in 0..<perPeer {
+            let r = recv[p * perPeer + j]
+            if r == 0 { missing += 1; continue }
+            let s = send[send.startIndex + j]
+            out.append(r > s ? r - s : 0)
+        }
+    }
+    return (out, missing)
+}
+
+// MARK: - The benchmark run
+
+final class DaemonBench {
+    let binary: String
+    let report: Report
+    let simLoop: EventLoop
+    let sim: SimRunning
+    let emitter: SimEmitter
+    let serverURL: String
+    let workDir: String
+    var daemon: DaemonProcess?
+    /// Bytes of one engagement line from the daemon and of the 110 the simulator sends.
+    var lineBytes = 0
+    var messageBytes = 0
+    /// RSS once the session is up, before any load (kB).
+    var startRSS: (total: Int, anon: Int, file: Int)?
+    var quick: Bool { report.options.quick }
+
+    init(binary: String, report: Report) async throws {
+        self.binary = binary
+        self.report = report
+        simLoop = try EventLoop(name: "bench-sim")
+        let command = try SimCommand.parse(["--port", "0", "--template-bytes", "\(templateBytes)"])
+        sim = try await SimRunning.start(command, on: simLoop)
+        emitter = SimEmitter(loop: simLoop, runtime: sim.services.runtime)
+        serverURL = "ws://127.0.0.1:\(sim.listener.port)\(SimUpgrade.path)?master&domain=bench&version=1.0.0"
+        workDir = makeTempDir()
+    }
+
+    func shutdown() async {
+        if let d = daemon { d.stop(); daemon = nil }
+        await sim.stop()
+        await simLoop.shutdown()
+        try? FileManager.default.removeItem(atPath: workDir)
+    }
+
+    func runAll() async {
+        do {
+            try await startDaemon()
+            if report.wants("end-to-end") { try await latencyRows() }
+            if report.wants("max sustained") || report.wants("engagement event") || report.wants("daemon cpu") {
+                try await throughputRows()
+            }
+            if report.wants("idle daemon") { try await idleRow() }
+            if let d = daemon { d.stop(); daemon = nil }
+            if report.wants("start to ready") { try startToReadyRow() }
+        } catch {
+            FileHandle.standardError.write(Data("smartico-bench: \(error)\n".utf8))
+            if let d = daemon {
+                let how = d.exitDescription().map { "smarticod (pid \(d.pid)) \($0)" } ?? "smarticod (pid \(d.pid)) still running"
+                FileHandle.standardError.write(Data("\(how); its log:\n\(d.log.suffix(3000))\n".utf8))
+            }
+            report.addFigure("smarticod rows", figure: "failed: \(error)")
+        }
+    }
+
+    /// Starts the daemon, waits for its session (identified), and measures one line.
+    func startDaemon() async throws {
+        let dir = workDir + "/main"
+        mkdir(dir, 0o700)
+        let d = try DaemonProcess(binary: binary, directory: dir, serverURL: serverURL)
+        daemon = d
+        let peer = try subscribedPeer(d.socketPath)
+        defer { close(peer) }
+        // The simulator sends only to identified clients: emit until one 110 goes out.
+        let deadline = monotonicNanos() + 20_000_000_000
+        while true {
+            emitter.emit()
+            await emitter.barrier()
+            if emitter.emitted > 0 { break }
+            guard monotonicNanos() < deadline else {
+                throw BenchFailure("smarticod did not identify with the simulator within 20 s")
+            }
+            usleep(20_000)
+        }
+        var buf = [CChar](repeating: 0, count: 1 << 20)
+        let n = cbench_read_line(peer, &buf, buf.count, 5_000)
+        guard n > 0 else { throw BenchFailure("no engagement line from the daemon (\(n))") }
+        lineBytes = n + 1
+        usleep(500_000)
+        startRSS = d.rssKB()
+        let sample = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-c3529e8743fa", engagementID: firstEngagementID,
+                                                 templateBytes: templateBytes)
+        var full = sample
+        full["ts"] = .number(1_632_913_275_835)
+        full["uuid"] = "df4a39fb-0536-4c68-9c32-0c1db7e75588"
+        messageBytes = full.serialized().count
+        print("  daemon up (pid \(d.pid)); a 110 is \(messageBytes) B, its engagement line \(lineBytes) B")
+    }
+
+    /// Sends `events` 110s at `rate`/s to `peers` fresh subscribers; returns the latency summary.
+    func daemonLatency(peers: Int, rate: Int, events: Int) async throws -> LatencySummary {
+        guard let d = daemon else { throw BenchFailure("no daemon") }
+        var fds: [Int32] = []
+        defer { for fd in fds { close(fd) } }
+        for _ in 0..<peers { fds.append(try subscribedPeer(d.socketPath)) }
+        await emitter.barrier()
+        let start = emitter.emitted
+        // The receiver thread writes here until cbench_rx_join: memory of our own, not an Array's.
+        let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: peers * events)
+        defer { recvBuffer.deallocate() }
+        let rx = fds.withUnsafeBufferPointer { f in
+            cbench_rx_start(f.baseAddress, Int32(peers), Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 5_000)
+        }
+        guard let rx else { throw BenchFailure("cannot start the receiver thread") }
+        let period = UInt64(1_000_000_000 / rate)
+        let t0 = monotonicNanos()
+        for i in 0..<events {
+            sleepUntil(t0 + UInt64(i) * period)
+            emitter.emit()
+        }
+        var stray: Int64 = 0
+        let status = cbench_rx_join(rx, &stray)
+        await emitter.barrier()
+        let sent = emitter.emitted - start
+        guard sent == events else {
+            throw BenchFailure("the simulator sent \(sent) of \(events) 110s: \(emitter.problems.first ?? "")")
+        }
+        let recv = Array(recvBuffer)
+        let (samples, missing) = latencies(send: emitter.sendNs[start..<(start + events)], recv: recv, peers: peers)
+        if status != 0 || stray > 0 {
+            print("    (receiver status \(status), \(missing) missing, \(stray) stray lines)")
+        }
+        return LatencySummary(samples, missing: missing)
+    }
+
+    func relayLatency(peers: Int, rate: Int, events: Int) throws -> LatencySummary {
+        var send = [UInt64](repeating: 0, count: events)
+        var recv = [UInt64](repeating: 0, count: peers * events)
+        let rc = send.withUnsafeMutableBufferPointer { s in
+            recv.withUnsafeMutableBufferPointer { r in
+                cbench_relay(Int32(peers), Int64(events), Int32(rate), Int32(messageBytes + 4), Int32(lineBytes), 1,
+                             s.baseAddress, r.baseAddress)
+            }
+        }
+        guard rc >= 0 else { throw BenchFailure("C relay failed: \(String(cString: strerror(errno)))") }
+        let (samples, missing) = latencies(send: send[...], recv: recv, peers: peers)
+        return LatencySummary(samples, missing: missing)
+    }
+
+    // MARK: Issue 6 / issue 7: end-to-end latency
+
+    func latencyRows() async throws {
+        print("  end-to-end latency, sim → smarticod → peers, beside a C relay doing the same two loopback hops")
+        // Warm-up: the first events pay for page faults and SQLite's first pages.
+        _ = try await daemonLatency(peers: 1, rate: 1_000, events: quick ? 200 : 500)
+        for rate in [100, 1_000] {
+            for peers in [1, 10, 100] {
+                let events = rate == 100 ? (quick ? 200 : 1_000) : (quick ? 1_000 : 5_000)
+                let relay = try relayLatency(peers: peers, rate: rate, events: events)
+                let ours = try await daemonLatency(peers: peers, rate: rate, events: events)
+                let ratio = ours.p99 / relay.p99
+                let isGoalRow = rate == 1_000 && peers == 10
+                let missing = ours.missing > 0 ? " (\(ours.missing) of \(ours.samples + ours.missing) lines missing)" : ""
+                report.addFigure(
+                    "end-to-end latency sim → smarticod → \(peers) peer\(peers == 1 ? "" : "s") at \(rate) events/s (\(events) events)",
+                    figure: ours.text + missing,
+                    reference: "C relay: " + relay.text,
+                    ratio: "p99 " + fmt(ratio, 2) + "×",
+                    goal: isGoalRow ? "p99 ≤ 5× relay" : "—",
+                    met: isGoalRow ? (ratio <= 5 && ours.missing == 0 ? "yes" : "NO") : "")
+            }
+        }
+    }
+
+    // MARK: Max sustained rate and CPU per event
+
+    /// Windowed closed loop with one peer: keep at most `window` events in flight, send in
+    /// batches of `batch`, as fast as the daemon delivers. Returns (events, wall seconds,
+    /// daemon CPU seconds, this process's CPU seconds).
+    func saturate(events: Int, window: Int = 2_000, batch: Int = 50) async throws
+        -> (events: Int, wall: Double, daemonCPU: Double, benchCPU: Double, user: Double, system: Double)
+    {
+        guard let d = daemon else { throw BenchFailure("no daemon") }
+        let peer = try subscribedPeer(d.socketPath)
+        defer { close(peer) }
+        await emitter.barrier()
+        let start = emitter.emitted
+        let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: events)
+        defer { recvBuffer.deallocate() }
+        var fd = peer
+        let rx = cbench_rx_start(&fd, 1, Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 10_000)
+        guard let rx else { throw BenchFailure("cannot start the receiver thread") }
+        guard let cpu0 = d.cpuSeconds(), let split0 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
+        let threads0 = d.threadCPU()
+        let self0 = processCPUSeconds()
+        let t0 = monotonicNanos()
+        var queued = 0
+        while queued < events {
+            let inFlight = queued - Int(cbench_rx_count(rx))
+            if inFlight + batch > window {
+                usleep(200)
+                continue
+            }
+            let n = min(batch, events - queued)
+            emitter.emit(count: n)
+            queued += n
+        }
+        var stray: Int64 = 0
+        let status = cbench_rx_join(rx, &stray)
+        let recv = Array(recvBuffer)
+        let t1 = recv.max() ?? monotonicNanos()
+        guard let cpu1 = d.cpuSeconds(), let split1 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
+        let threads1 = d.threadCPU()
+        let self1 = processCPUSeconds()
+        await emitter.barrier()
+        let sent = emitter.emitted - start
+        let got = recv.reduce(0) { $0 + ($1 == 0 ? 0 : 1) }
+        guard status == 0, sent == events, got == events else {
+            throw BenchFailure("saturation run: sent \(sent), received \(got) of \(events) (receiver status \(status)); "
+                               + (emitter.problems.first ?? ""))
+        }
+        var perThread: [String] = []
+        for (name, c1) in threads1.sorted(by: { $0.key < $1.key }) {
+            let c0 = threads0[name] ?? (0, 0)
+            let u = (c1.user - c0.user) * 1e6 / Double(events), sys = (c1.system - c0.system) * 1e6 / Double(events)
+            if u + sys > 0 { perThread.append("\(name) \(fmt(u, 0)) user + \(fmt(sys, 0)) sys") }
+        }
+        print("    \(events) events: daemon CPU per event by thread (µs): " + perThread.joined(separator: "; "))
+        return (events, Double(t1 - t0) / 1e9, cpu1 - cpu0, self1 - self0, split1.user - split0.user, split1.system - split0.system)
+    }
+
+    func throughputRows() async throws {
+        print("  maximum sustained rate and daemon CPU per event (1 peer)")
+        let events = quick ? 5_000 : 30_000
+        _ = try await saturate(events: quick ? 1_000 : 3_000)  // warm-up
+        let r = try await saturate(events: events)
+        let rate = Double(r.events) / r.wall
+        // C relay, unpaced, same sizes.
+        var send = [UInt64](repeating: 0, count: events)
+        var recv = [UInt64](repeating: 0, count: events)
+        let rc = send.withUnsafeMutableBufferPointer { s in
+            recv.withUnsafeMutableBufferPointer { rv in
+                cbench_relay(1, Int64(events), 0, Int32(messageBytes + 4), Int32(lineBytes), 1, s.baseAddress, rv.baseAddress)
+            }
+        }
+        let relayWall = Double((recv.max() ?? 0) - (send.first ?? 0)) / 1e9
+        let relayRate = rc == 0 && relayWall > 0 ? Double(events) / relayWall : .nan
+        report.addFigure(
+            "max sustained events/s, sim → smarticod → 1 peer (\(events) events, ≤ 2,000 in flight)",
+            figure: fmt(rate, 0) + " events/s (daemon CPU \(fmt(r.daemonCPU / r.wall * 100, 0)) % of a core, "
+                + "this process — sim + reader — \(fmt(r.benchCPU / r.wall * 100, 0)) %)",
+            reference: "C relay, unpaced: " + fmt(relayRate, 0) + " events/s",
+            ratio: fmt(rate / relayRate, 3) + "×")
+
+        // CPU per event beside Foundation's JSONDecoder on the same message.
+        let perCPUSecond = Double(r.events) / r.daemonCPU
+        let message = engagementMessage()
+        let decoder = JSONDecoder()
+        let data = Data(message)
+        let decode = Timed { n in for _ in 0..<n { blackHole(try? decoder.decode(BenchEngagement.self, from: data)) } }
+        precondition((try? decoder.decode(BenchEngagement.self, from: data)) != nil, "the reference decoder fails on the 110")
+        let (ns, _) = compare(decode, nil, rounds: report.rounds, batchNanos: report.batchNanos)
+        let decodesPerSecond = 1e9 / ns
+        report.addFigure(
+            "engagement event, server frame in → journaled → line out to one subscriber (daemon CPU per event, \(message.count) B 110)",
+            figure: fmt(perCPUSecond, 0) + " events per daemon CPU-second (\(fmt(r.daemonCPU * 1e6 / Double(r.events), 0)) µs/event: "
+                + "\(fmt(r.user * 1e6 / Double(r.events), 0)) user + \(fmt(r.system * 1e6 / Double(r.events), 0)) system; "
+                + "\(r.events) events, \(fmt(r.daemonCPU, 2)) CPU-s)",
+            reference: "Foundation JSONDecoder, same message: \(fmt(decodesPerSecond, 0)) decodes/s",
+            ratio: fmt(perCPUSecond / decodesPerSecond, 2) + "×",
+            goal: "≥ 100,000 events/s on one core",
+            met: perCPUSecond >= 100_000 ? "yes" : "NO")
+    }
+
+    func engagementMessage() -> [UInt8] {
+        var m = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-c3529e8743fa", engagementID: firstEngagementID,
+                                            templateBytes: templateBytes)
+        m["ts"] = .number(1_632_913_275_835)
+        m["uuid"] = "df4a39fb-0536-4c68-9c32-0c1db7e75588"
+        return m.serialized()
+    }
+
+    // MARK: Idle
+
+    func idleRow() async throws {
+        guard let d = daemon else { throw BenchFailure("no daemon") }
+        let seconds = quick ? 10 : 60
+        print("  idle daemon for \(seconds) s (healthy session, one idle subscriber)")
+        let peer = try subscribedPeer(d.socketPath)
+        defer { close(peer) }
+        sleep(2)  // let the previous load's work (journal commits, retention) settle
+        let before = d.threadSwitches()
+        sleep(UInt32(seconds))
+        let after = d.threadSwitches()
+        guard let rss = d.rssKB() else {
+            let text = readProcFile("/proc/\(d.pid)/status")
+            throw BenchFailure("no VmRSS in /proc/\(d.pid)/status: " + (text.map { String($0.prefix(400)) } ?? "unreadable: \(String(cString: strerror(errno)))"))
+        }
+        // Three groups: the daemon's own named threads (main, event loop, store, blocking pool);
+        // libdispatch's worker threads (com.apple.root.default-qos, cut to its last 15 bytes by the
+        // kernel), which run the daemon's Swift tasks, so their wake-ups are the daemon's too; and
+        // the overcommit thread that, when idle, only wakes once a second: libdispatch's workqueue
+        // monitor on Linux, a cost outside our code.
+        var ours = 0.0
+        var pool = 0.0
+        var manager = 0.0
+        var perThread: [String] = []
+        for (tid, a) in after.sorted(by: { $0.key < $1.key }) {
+            let b = before[tid] ?? DaemonProcess.ThreadSwitches(name: a.name, voluntary: 0, involuntary: 0)
+            let n = Double((a.voluntary - b.voluntary) + (a.involuntary - b.involuntary)) * 60 / Double(seconds)
+            if a.name.contains("overcommit") { manager += n } else if a.name.contains("qos") { pool += n } else { ours += n }
+            perThread.append("\(a.name)[\(tid)] \(fmt(n, 1))")
+        }
+        print("    per thread (wake-ups/min): " + perThread.joined(separator: ", "))
+        report.addFigure(
+            "idle daemon: wake-ups per minute with a healthy session (one idle subscriber), and RSS",
+            figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min; "
+                + "libdispatch's 1 Hz monitor (overcommit thread, outside our code) \(fmt(manager, 1))/min; "
+                + "RSS \(mb(startRSS)) once connected, \(mb(rss)) after the load rows",
+            goal: "≤ 3 wake-ups/min; ≤ 12 MB RSS",
+            met: ours + pool <= 3 && (startRSS?.total ?? rss.total) <= 12 * 1024 ? "yes" : "NO")
+    }
+
+    // MARK: Start to READY=1
+
+    func startToReadyRow() throws {
+        let runs = quick ? 3 : 9
+        print("  start to READY=1 (\(runs) runs)")
+        let dir = workDir + "/ready"
+        mkdir(dir, 0o700)
+        let notifyPath = dir + "/notify"
+        let nfd = cbench_notify_bind(notifyPath)
+        guard nfd >= 0 else { throw BenchFailure("cannot bind \(notifyPath): \(String(cString: strerror(errno)))") }
+        defer { close(nfd); unlink(notifyPath) }
+        var times: [Double] = []
+        var first = 0.0
+        for i in 0...runs {
+            let d = try DaemonProcess(binary: binary, directory: dir, serverURL: serverURL, notifySocket: notifyPath)
+            let ready = cbench_notify_wait_ready(nfd, 10_000)
+            d.stop()
+            guard ready > 0 else { throw BenchFailure("no READY=1 within 10 s; log: \(d.log.suffix(2000))") }
+            let ms = Double(ready - d.spawnedNs) / 1e6
+            if i == 0 { first = ms } else { times.append(ms) }
+        }
+        times.sort()
+        let median = times[times.count / 2]
+        report.addFigure(
+            "start to READY=1 (spawn → datagram on NOTIFY_SOCKET)",
+            figure: "median \(fmt(median, 1)) ms over \(runs) starts on an existing state_dir (min \(fmt(times.first!, 1)), max \(fmt(times.last!, 1))); first start, empty state_dir: \(fmt(first, 1)) ms",
+            goal: "≤ 50 ms",
+            met: median <= 50 ? "yes" : "NO")
+    }
+}
+
+/// The generated 110 as Foundation would decode it into a Codable struct.
+private struct BenchEngagement: Decodable {
+    var engagement_uid: String
+    var activityType: Int
+    var engagement_id: Int64
+    var root_audience_id: Int64?
+    var audience_id: Int64?
+    var resource_id: Int64?
+    var resource_variation_id: Int64?
+    var template_html: String?
+    var template_engine: Int?
+    var params: [String: String]?
+    var source_product_id: Int?
+    var cid: Int
+    var ts: Int64
+    var uuid: String
+}
+
+private func mb(_ r: (total: Int, anon: Int, file: Int)?) -> String {
+    guard let r else { return "?" }
+    return "\(fmt(Double(r.total) / 1024, 1)) MB (anon \(fmt(Double(r.anon) / 1024, 1)), file \(fmt(Double(r.file) / 1024, 1)))"
+}
+
+/// A /proc file read with plain read(2) until end of file (its size is reported as 0).
+func readProcFile(_ path: String) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 { if errno == EINTR { continue }; return nil }
+        if n == 0 { break }
+        bytes += chunk[0..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+private func sleepUntil(_ t: UInt64) {
+    var ts = timespec(tv_sec: Int(t / 1_000_000_000), tv_nsec: Int(t % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+}
+
+private func processCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &u)
+    return Double(u.ru_utime.tv_sec) + Double(u.ru_utime.tv_usec) / 1e6 + Double(u.ru_stime.tv_sec) + Double(u.ru_stime.tv_usec) / 1e6
+}
