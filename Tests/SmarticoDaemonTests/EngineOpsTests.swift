@@ -129,4 +129,52 @@ struct EngineOpsTests {
         #expect(await setup.stop() == 0, "log:\n\(setup.log)")
         _ = await sim.stop()
     }
+
+    /// A durable subscriber acknowledges part of what it saw; the daemon restarts (SIGTERM, then
+    /// kill -9 on the second round); the same name resumes right after its last ack: no gap (what it
+    /// did not ack and what arrived while it was away) and nothing it acknowledged again.
+    @Test func aDurableSubscriberSurvivesDaemonRestarts() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        var client = try await setup.start()
+        #expect(try await eventually { try await client.ok("status")["state"]?.stringValue == "ready" }, "never ready; log:\n\(setup.log)")
+
+        func engagementSeqs(_ c: DaemonClient, count: Int) async -> [Int64] {
+            var seqs: [Int64] = []
+            while seqs.count < count, let e = await c.nextEvent(where: { $0["event"]?.stringValue == "engagement" }) {
+                if let seq = e["seq"]?.int64Value { seqs.append(seq) }
+            }
+            return seqs
+        }
+
+        _ = try await client.ok("subscribe", ["durable": "kiosk", "types": ["engagement"]])
+        for _ in 0 ..< 4 { _ = try await sim.emitEngagement(to: "alice") }
+        let first = await engagementSeqs(client, count: 4)
+        #expect(first.count == 4, "saw \(first)")
+        let acked = try #require(first.dropLast(2).last)  // ack the first two only
+        _ = try await client.ok("ack", ["seq": .number(acked)])
+
+        for round in 0 ..< 2 {
+            client.close()
+            if round == 0 { #expect(await setup.stop() == 0, "log:\n\(setup.log)") } else { await setup.kill9() }
+            // Engagements while the daemon is down wait at the sim (pending) and arrive after IDENTIFY.
+            _ = try await sim.emitEngagement(to: "alice")
+            client = try await setup.start()
+            #expect(try await eventually { try await client.ok("status")["state"]?.stringValue == "ready" }, "never ready after restart \(round); log:\n\(setup.log)")
+            let resumed = try await client.ok("subscribe", ["durable": "kiosk", "types": ["engagement"]])
+            #expect(resumed["last_seq"] != nil)
+            let expectedCount = round == 0 ? 3 : 1 + 3  // round 0: 2 unacked + 1 new; round 1: nothing acked since, so all again + 1
+            let replayed = await engagementSeqs(client, count: expectedCount)
+            #expect(replayed.first == acked + 1, "round \(round): resumed at \(String(describing: replayed.first)), acked \(acked)")
+            #expect(replayed == replayed.sorted() && Set(replayed).count == replayed.count, "round \(round): order/duplicates \(replayed)")
+            #expect(replayed.count == expectedCount, "round \(round): \(replayed)")
+            let identifies = try await sim.received(cids: [5]).count
+            #expect(identifies >= round + 2, "IDENTIFY after every start: \(identifies)")
+        }
+        client.close()
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
 }
