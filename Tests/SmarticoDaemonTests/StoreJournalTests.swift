@@ -31,6 +31,38 @@ import Testing
         await store.close()
     }
 
+    @Test func groupCommitJournalsABatchInOrderAndDropsRepeatsEvenWithinIt() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 4))
+        #expect(try await store.journal([]) == [])
+        let e = { (uid: String, ts: Int64) in journalEvent("engagement", ts: ts, "{\"uid\":\"\(uid)\"}") }
+        #expect(try await store.appendEngagement(user: "alice", uid: "old", event: e("old", 1)) == 1)
+        let results = try await store.journal([
+            JournalWrite(e("a", 2), once: "a", user: "alice"),
+            JournalWrite(journalEvent("deeplink", ts: 3, "{}")),
+            JournalWrite(e("a", 4), once: "a", user: "alice"),      // repeat inside the batch
+            JournalWrite(e("old", 5), once: "old", user: "alice"),  // repeat of an earlier commit
+            JournalWrite(e("a", 6), once: "a", user: "bob"),        // another user's set
+            JournalWrite(journalEvent("message", ts: 7, "{}")),
+        ])
+        #expect(results == [2, 3, nil, nil, 4, 5])
+        #expect(await store.lastSeq() == 5)
+        // Retention (4 events) ran once, after the batch: seq 1 is gone, 2…5 stay, in order.
+        let stored = try await store.events(after: 0, limit: 10)
+        #expect(stored.map(\.seq) == [2, 3, 4, 5])
+        #expect(stored.map(\.name) == ["engagement", "deeplink", "engagement", "message"])
+        #expect(stored[2].data == bytes("{\"uid\":\"a\"}") && stored[2].tsMs == 6)
+        // A batch of repeats only journals nothing and leaves the counter alone.
+        #expect(try await store.journal([JournalWrite(e("a", 8), once: "a", user: "alice")]) == [nil])
+        #expect(await store.lastSeq() == 5)
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 4))
+        #expect(await store.lastSeq() == 5)
+        #expect(try await store.journal([JournalWrite(e("b", 9), once: "b", user: "alice")]) == [6])
+        await store.close()
+    }
+
     @Test func seqNeverGoesBackwardsAfterRetentionDeletedEverything() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }

@@ -118,6 +118,7 @@ actor SessionDriver {
                 if stopped { break }
             }
         }
+        await journalDrained()
         continuation.finish()
         // Requests that arrived during the last steps get a proper answer, not the reply's
         // "dropped" fallback.
@@ -361,17 +362,11 @@ actor SessionDriver {
                 deliveries[conn, default: Delivery()].unconfirmed += sent
             }
         case .emit(let event):
-            await emit(event, now: now)
+            emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
-            do throws(StoreError) {
-                if let seq = try await store.appendEngagement(user: user, uid: uid, event: event.journalEvent(tsMs: now)) {
-                    server.publish(event, seq: seq, tsMs: now)
-                } else {
-                    logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(uid)"])
-                }
-            } catch {
-                journalFailed(event, error, now: now)
-            }
+            let row = event.journalEvent(tsMs: now)
+            toSubscribers(Outgoing(name: event.name, data: row.data, tsMs: now,
+                                   write: JournalWrite(row, once: uid, user: user)))
         case .reply(let id, let result):
             replies.removeValue(forKey: id)?.complete(result)
         case .statusChanged(let state):
@@ -460,29 +455,95 @@ actor SessionDriver {
         return o["cid"]?.int64Value == 2
     }
 
-    private func emit(_ event: DaemonEvent, now: Int64) async {
+    private func emit(_ event: DaemonEvent, now: Int64) {
         if event.name == "session" || event.name == "error", logger.logLevel <= .info {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
-        guard event.journaled else {
-            server.publish(event, seq: nil, tsMs: now)
-            return
+        let row = event.journalEvent(tsMs: now)
+        toSubscribers(Outgoing(name: event.name, data: row.data, tsMs: now, write: event.journaled ? JournalWrite(row) : nil))
+    }
+
+    // MARK: Group commit
+
+    /// An event on its way to subscribers; a journaled one waits for its commit.
+    private struct Outgoing {
+        var name: String
+        /// The event's `data`, serialized once: journaled and copied into the line as these bytes.
+        var data: [UInt8]
+        var tsMs: Int64
+        /// nil: not journaled (published in order with the journaled events around it).
+        var write: JournalWrite?
+    }
+
+    /// Events that arrived while a commit was running, in emission order: the next commit takes
+    /// them all (one transaction, one `fsync`). Non-empty only while `committing`.
+    private var journalQueue: [Outgoing] = []
+    private var committing = false
+    private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Publishes `event` in emission order. A journaled event is shown to subscribers only after
+    /// its commit reached the disk (socket-api.md); while one commit runs, every event emitted
+    /// meanwhile — journaled or not, so the order holds — waits for the next, which commits them
+    /// all at once. The machine never waits for the journal: no result of it feeds back.
+    private func toSubscribers(_ event: Outgoing) {
+        if committing {
+            journalQueue.append(event)
+        } else if event.write == nil {
+            server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
+        } else {
+            committing = true
+            // Inherits this actor's isolation: it starts on the loop, and between its store
+            // awaits the FIFO goes on (it touches only the journal queue, never the machine).
+            Task { await self.commitLoop([event]) }
         }
-        do throws(StoreError) {
-            let seqs = try await store.appendEvents([event.journalEvent(tsMs: now)])
-            server.publish(event, seq: seqs.first, tsMs: now)
-        } catch {
-            journalFailed(event, error, now: now)
+    }
+
+    private func commitLoop(_ first: [Outgoing]) async {
+        var batch = first
+        while true {
+            let writes = batch.compactMap(\.write)
+            var results: [JournalSeq?] = []
+            var failure: StoreError?
+            if !writes.isEmpty {
+                do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
+            }
+            var next = results.makeIterator()
+            for event in batch {
+                guard let write = event.write else {
+                    server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
+                    continue
+                }
+                if let failure {
+                    journalFailed(event.name, failure, now: event.tsMs)
+                } else if let seq = next.next() ?? nil {
+                    server.publish(name: event.name, serializedData: event.data, seq: seq, tsMs: event.tsMs)
+                } else if logger.logLevel <= .debug {
+                    logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(write.seen?.uid ?? "")"])
+                }
+            }
+            if journalQueue.isEmpty { break }
+            batch = journalQueue
+            journalQueue = []
         }
+        committing = false
+        let waiters = journalIdleWaiters
+        journalIdleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when every emitted event has been committed and published.
+    private func journalDrained() async {
+        guard committing else { return }
+        await withCheckedContinuation { journalIdleWaiters.append($0) }
     }
 
     /// An event that could not be journaled is not shown to anyone (it would not be replayable);
     /// subscribers get an `error` event saying so.
-    private func journalFailed(_ event: DaemonEvent, _ error: StoreError, now: Int64) {
-        logger.error("journal write failed, \(event.name) event dropped: \(error)")
+    private func journalFailed(_ name: String, _ error: StoreError, now: Int64) {
+        logger.error("journal write failed, \(name) event dropped: \(error)")
         server.publish(DaemonEvent(name: "error", data: .object([
             "code": "journal_write_failed",
-            "message": .string("a \(event.name) event could not be journaled and was dropped: \(error)"),
+            "message": .string("a \(name) event could not be journaled and was dropped: \(error)"),
         ]), journaled: false), seq: nil, tsMs: now)
     }
 

@@ -230,14 +230,24 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// nil for a live-only event, which carries the seq of the last journaled event sent before it on
     /// each connection. `tsMs`: when the daemon received it.
     public func publish(_ event: DaemonEvent, seq: JournalSeq?, tsMs: Int64) {
+        publish(name: event.name, seq: seq, tsMs: tsMs, capacity: 256) { event.data.serialize(into: &$0) }
+    }
+
+    /// ``publish(_:seq:tsMs:)`` for an event whose `data` is already serialized (the bytes that were
+    /// journaled): they are copied into the line as they are, not serialized again.
+    public func publish(name: String, serializedData data: [UInt8], seq: JournalSeq?, tsMs: Int64) {
+        publish(name: name, seq: seq, tsMs: tsMs, capacity: data.count + 48) { $0.append(contentsOf: data) }
+    }
+
+    private func publish(name: String, seq: JournalSeq?, tsMs: Int64, capacity: Int, data: (inout [UInt8]) -> Void) {
         var tail: [UInt8] = []
-        tail.reserveCapacity(64)
+        tail.reserveCapacity(capacity)
         appendASCII(",\"ts\":", to: &tail)
         appendDecimal(tsMs, to: &tail)
         appendASCII(",\"data\":", to: &tail)
-        event.data.serialize(into: &tail)
+        data(&tail)
         appendASCII("}\n", to: &tail)
-        let prepared = PreparedEvent(name: event.name, seq: seq, tail: tail)
+        let prepared = PreparedEvent(name: name, seq: seq, tail: tail)
         _ = loop.execute { self.publishOnLoop(prepared) }
     }
 

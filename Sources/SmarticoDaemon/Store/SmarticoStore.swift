@@ -366,6 +366,39 @@ public actor SmarticoStore {
         return seq
     }
 
+    /// Group commit: journals every write of `writes`, in order, in **one** transaction (one `fsync`),
+    /// and returns one result per write: its seq, or nil for an engagement whose uid was already
+    /// seen (including earlier in the same batch). Retention runs once, after the batch. The driver
+    /// hands over every event that arrived while the previous commit ran, so under load the cost of
+    /// the commit is shared by the batch (docs/store.md, "Group commit").
+    public func journal(_ writes: [JournalWrite]) throws(StoreError) -> [JournalSeq?] {
+        guard !writes.isEmpty else { return [] }
+        let results = try inTransaction { db -> [JournalSeq?] in
+            var seq = try Self.readLastSeq(db)
+            let first = seq
+            var newest = Int64.min
+            var results: [JournalSeq?] = []
+            results.reserveCapacity(writes.count)
+            for write in writes {
+                if let seen = write.seen, try !self.insertSeen(user: seen.user, uid: seen.uid, db) {
+                    results.append(nil)
+                    continue
+                }
+                seq += 1
+                try self.insertJournalRow(seq: seq, write.event, db)
+                newest = max(newest, write.event.tsMs)
+                results.append(seq)
+            }
+            if seq != first {
+                try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(seq)])
+                _ = try self.retain(nowMs: newest, db)
+            }
+            return results
+        }
+        if let last = results.lazy.compactMap({ $0 }).last { cachedLastSeq = last }
+        return results
+    }
+
     /// Marks `uid` seen for `user`; true when it was new. At least the newest `seenPerUser` uids are
     /// kept (pruning runs every few inserts, see `insertSeen`).
     public func markSeen(user: String, uid: String) throws(StoreError) -> Bool {
@@ -517,14 +550,18 @@ public actor SmarticoStore {
         var newest = Int64.min
         for event in events {
             seq += 1
-            try db.run("INSERT INTO journal(seq, name, ts_ms, data) VALUES (?, ?, ?, ?)",
-                       [.integer(seq), .text(event.name), .integer(event.tsMs), .blob(event.data)])
+            try insertJournalRow(seq: seq, event, db)
             seqs.append(seq)
             newest = max(newest, event.tsMs)
         }
         try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(seq)])
         _ = try retain(nowMs: newest, db)
         return seqs
+    }
+
+    private func insertJournalRow(seq: JournalSeq, _ event: NewJournalEvent, _ db: SQLiteConnection) throws {
+        try db.run("INSERT INTO journal(seq, name, ts_ms, data) VALUES (?, ?, ?, ?)",
+                   [.integer(seq), .text(event.name), .integer(event.tsMs), .blob(event.data)])
     }
 
     private func retain(nowMs: Int64, _ db: SQLiteConnection) throws -> Int {

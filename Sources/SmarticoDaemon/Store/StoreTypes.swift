@@ -39,6 +39,29 @@ public struct StoreOptions: Sendable, Equatable {
 }
 
 /// An event to journal.
+/// One write of a group commit (`SmarticoStore.journal(_:)`): an event to journal, and for an
+/// engagement the (user, uid) that must not have been seen before (else nothing is journaled).
+public struct JournalWrite: Sendable, Equatable {
+    public var event: NewJournalEvent
+    public var seen: (user: String, uid: String)?
+
+    /// An event journaled unconditionally.
+    public init(_ event: NewJournalEvent) {
+        self.event = event
+        seen = nil
+    }
+
+    /// An engagement journaled only the first time `uid` is seen for `user`.
+    public init(_ event: NewJournalEvent, once uid: String, user: String) {
+        self.event = event
+        seen = (user, uid)
+    }
+
+    public static func == (a: JournalWrite, b: JournalWrite) -> Bool {
+        a.event == b.event && a.seen?.user == b.seen?.user && a.seen?.uid == b.seen?.uid
+    }
+}
+
 public struct NewJournalEvent: Sendable, Equatable {
     /// The event name of socket-api.md (`engagement`, `minigame`, `deeplink`, `message`).
     public var name: String
