@@ -59,4 +59,30 @@ struct EngineUnitTests {
         #expect(SessionDriver.summary(data) == "state=backoff reason=heartbeat_timeout attempt=2 retry_in_ms=812")
         #expect(SessionDriver.summary(["code": "init_rejected", "errCode": 7]) == "code=init_rejected errCode=7")
     }
+
+    /// The inbox hands the consumer every input in yield order, in batches, across threads, and
+    /// stops accepting after `finish()` (returning what was still queued).
+    @Test func driverInboxKeepsOrderAcrossThreadsAndFinishes() async throws {
+        let inbox = DriverInbox()
+        let loop = try EventLoop(name: "inbox-test")
+        defer { loop.shutdownAndJoin() }
+        let total = 20_000
+        // A producer on another thread, started while the consumer may be parked.
+        loop.execute {
+            for i in 0..<total { inbox.yield(.timer(.keepalive, atMs: Int64(i))) }
+        }
+        var seen: [Int64] = []
+        var batches = 0
+        while seen.count < total, let batch = await inbox.next() {
+            batches += 1
+            for case .timer(_, let at) in batch { seen.append(at) }
+        }
+        #expect(seen == (0..<Int64(total)).map { $0 })
+        #expect(batches >= 1 && batches <= total)
+        #expect(inbox.yield(.maintenance))
+        let left = inbox.finish()
+        #expect(left.count == 1)
+        #expect(!inbox.yield(.maintenance), "accepted after finish")
+        #expect(await inbox.next() == nil)
+    }
 }

@@ -26,15 +26,78 @@ enum DriverInput: Sendable {
     case maintenance
 }
 
+/// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.
+///
+/// Not an `AsyncStream`: resuming a task parked in `AsyncStream`'s `next()` runs it on the global
+/// concurrent executor first (a libdispatch worker thread) and only then hops back to the loop —
+/// two thread switches per input, most of the driver's per-event kernel time in the benchmark.
+/// Here the consumer's continuation resumes straight on its own executor (the loop), and
+/// ``next(isolation:)`` hands over every input queued meanwhile at once.
+final class DriverInbox: Sendable {
+    private struct State {
+        var items: [DriverInput] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var finished = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Queues `input`; false (dropped) once ``finish()`` was called. Any thread.
+    @discardableResult
+    func yield(_ input: DriverInput) -> Bool {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>?? in
+            guard !s.finished else { return .none }
+            s.items.append(input)
+            defer { s.waiter = nil }
+            return .some(s.waiter)
+        }
+        guard let waiter else { return false }
+        waiter?.resume()
+        return true
+    }
+
+    /// No more inputs are accepted; returns those still queued.
+    func finish() -> [DriverInput] {
+        state.withLock { s in
+            s.finished = true
+            defer { s.items = [] }
+            return s.items
+        }
+    }
+
+    /// Every queued input, in order, waiting (without leaving the caller's executor) while there is
+    /// none; nil once finished. One consumer only.
+    func next(isolation: isolated (any Actor)? = #isolation) async -> [DriverInput]? {
+        while true {
+            let batch = state.withLock { s -> [DriverInput]? in
+                if !s.items.isEmpty {
+                    defer { s.items = [] }
+                    return s.items
+                }
+                return s.finished ? [] : nil
+            }
+            if let batch { return batch.isEmpty ? nil : batch }
+            await withCheckedContinuation(isolation: isolation) { (c: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { s -> Bool in
+                    if !s.items.isEmpty || s.finished { return true }
+                    s.waiter = c
+                    return false
+                }
+                if resumeNow { c.resume() }
+            }
+        }
+    }
+}
+
 /// The daemon's ``SocketAPIHandler``: `hello` and `push_report` are answered at once on the
 /// server's loop thread; every other call is queued, in arrival order, into the driver's FIFO.
 final class DriverSocketHandler: SocketAPIHandler {
-    private let continuation: AsyncStream<DriverInput>.Continuation
+    private let inbox: DriverInbox
     /// The public session state as last reported by the machine (`hello`).
     let state = Mutex<SessionState>(.disconnected)
 
-    init(continuation: AsyncStream<DriverInput>.Continuation) {
-        self.continuation = continuation
+    init(inbox: DriverInbox) {
+        self.inbox = inbox
     }
 
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {
@@ -46,7 +109,7 @@ final class DriverSocketHandler: SocketAPIHandler {
                 .notImplemented,
                 "push_report is not implemented in this version of smarticod (Smartico's public HTTP API client is not built yet); nothing was stored"))
         case .status, .session:
-            if case .terminated = continuation.yield(.call(call, reply)) {
+            if !inbox.yield(.call(call, reply)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }

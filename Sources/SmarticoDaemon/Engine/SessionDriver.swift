@@ -12,12 +12,13 @@ import Transport
 /// uses the loop-thread APIs of `WebSocketConnection` and `LoopTimer` directly.
 ///
 /// **One FIFO.** Everything that reaches the machine — transport events, timer firings, hash
-/// results, socket requests, signals — is queued in one `AsyncStream` consumed by ``run(_:)``
+/// results, socket requests, signals — is queued in one ``DriverInbox`` consumed by ``run(_:)``
 /// alone. Each input is handled to the end before the next is taken: `handle` is called, its
 /// actions are performed in order, and store work is awaited one after another (the results of
 /// `.storeOutbox`/`.loadOutbox` go back into the machine before any other input). While the
-/// driver awaits the store, new inputs wait in the stream, so the actor's re-entrancy never
-/// lets two `handle` calls interleave.
+/// driver awaits the store, new inputs wait in the inbox, so the actor's re-entrancy never
+/// lets two `handle` calls interleave. The one other task on this actor, the journal's group
+/// commit (``toSubscribers(_:)``), touches only the journal queue and the socket server.
 actor SessionDriver {
     nonisolated let loop: EventLoop
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -34,8 +35,8 @@ actor SessionDriver {
     private let notifier: SystemdNotifier
     private var logger: Logger
 
-    private let inputs: AsyncStream<DriverInput>
-    private let continuation: AsyncStream<DriverInput>.Continuation
+    /// The FIFO (``DriverInbox``).
+    private let inbox: DriverInbox
 
     private var connectOptions: WebSocketConnectOptions
     /// Open connections by id (removed when their transport reports `.closed`).
@@ -75,30 +76,29 @@ actor SessionDriver {
         self.logger = logger
         machine = SessionMachine(config: config, environment: sessionEnvironment)
         connectOptions = config.webSocketConnectOptions
-        let (stream, continuation) = AsyncStream.makeStream(of: DriverInput.self, bufferingPolicy: .unbounded)
-        inputs = stream
-        self.continuation = continuation
-        socketHandler = DriverSocketHandler(continuation: continuation)
+        let inbox = DriverInbox()
+        self.inbox = inbox
+        socketHandler = DriverSocketHandler(inbox: inbox)
     }
 
     // MARK: Entry points (any thread)
 
     /// SIGTERM/SIGINT: a graceful shutdown. Any thread.
     nonisolated func terminate(signal: Int32) {
-        continuation.yield(.terminate(signal: signal))
+        inbox.yield(.terminate(signal: signal))
     }
 
     /// SIGHUP: re-reads the configuration file on the blocking pool, then reloads. Any thread.
     nonisolated func reload() {
         guard let path = configPath else { return }
         let environment = self.environment
-        let continuation = self.continuation
+        let inbox = self.inbox
         loop.blockingPool.submit {
             let result: Result<ResolvedConfig, ConfigError>
             do throws(ConfigError) { result = .success(try ConfigLoader.loadResolved(path: path, environment: environment)) } catch {
                 result = .failure(error)
             }
-            continuation.yield(.reloaded(result))
+            inbox.yield(.reloaded(result))
         }
     }
 
@@ -107,22 +107,26 @@ actor SessionDriver {
     /// Starts the session with `snapshot` and handles inputs until the machine says `.stopped`.
     func run(_ snapshot: SessionSnapshot) async {
         startWatchdog()
-        let continuation = self.continuation
-        let maintenance = LoopTimer(loop: loop) { continuation.yield(.maintenance) }
+        let inbox = self.inbox
+        let maintenance = LoopTimer(loop: loop) { inbox.yield(.maintenance) }
         maintenanceTimer = maintenance
         await process(.maintenance)
         await feed(.start(snapshot))
-        if !stopped {
-            for await input in inputs {
+        var leftover: [DriverInput] = []
+        while !stopped, let batch = await inbox.next() {
+            for (i, input) in batch.enumerated() {
                 await process(input)
-                if stopped { break }
+                if stopped {
+                    leftover = Array(batch[(i + 1)...])
+                    break
+                }
             }
         }
         await journalDrained()
-        continuation.finish()
+        leftover += inbox.finish()
         // Requests that arrived during the last steps get a proper answer, not the reply's
         // "dropped" fallback.
-        for await input in inputs {
+        for input in leftover {
             if case .call(_, let reply) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
         }
         for timer in timers.values { timer.invalidate() }
@@ -156,13 +160,13 @@ actor SessionDriver {
                 return
             }
             connections[conn] = connection
-            let continuation = self.continuation
+            let inbox = self.inbox
             connection.start { event in
                 switch event {
-                case .text(let text): continuation.yield(.session(.received(conn, Array(text.utf8))))
-                case .binary(let bytes): continuation.yield(.session(.received(conn, bytes)))
+                case .text(let text): inbox.yield(.session(.received(conn, Array(text.utf8))))
+                case .binary(let bytes): inbox.yield(.session(.received(conn, bytes)))
                 case .closed(let info):
-                    continuation.yield(.transportClosed(
+                    inbox.yield(.transportClosed(
                         conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason,
                         clean: info.error == nil && info.code != .abnormalClosure))
                 case .ping, .pong, .closing: break
@@ -294,10 +298,10 @@ actor SessionDriver {
             timerDeadlines[kind] = nil
             timers[kind]?.cancel()
         case .runHashCommand(let token, let argv, let user):
-            let continuation = self.continuation
+            let inbox = self.inbox
             // The runner spawns and waits on its own thread; this only awaits its answer.
             HashCommandRunner.start(argv: argv, user: user) { outcome in
-                continuation.yield(.session(.hashResult(token: token, outcome)))
+                inbox.yield(.session(.hashResult(token: token, outcome)))
             }
         case .persistUser(let user):
             await storeWork("setUser") { try await $0.setUser(user) }
@@ -564,14 +568,14 @@ actor SessionDriver {
         connecting.insert(conn)
         let options = connectOptions
         let loop = self.loop
-        let continuation = self.continuation
+        let inbox = self.inbox
         logger.debug("connecting", metadata: ["conn": "\(conn)", "url": "\(redactedURL(url))"])
         Task.detached {
             do throws(ConnectError) {
                 let connection = try await WebSocketClient.connect(url: url, options: options, on: loop)
-                continuation.yield(.opened(conn, connection))
+                inbox.yield(.opened(conn, connection))
             } catch {
-                continuation.yield(.session(.connectFailed(conn, reason: error.sessionReason, message: error.description)))
+                inbox.yield(.session(.connectFailed(conn, reason: error.sessionReason, message: error.description)))
             }
         }
     }
@@ -582,12 +586,12 @@ actor SessionDriver {
         if let existing = timers[kind] {
             timer = existing
         } else {
-            let continuation = self.continuation
+            let inbox = self.inbox
             // The handler reads the deadline it was armed for from the driver when it runs.
             timer = LoopTimer(loop: loop) { [weak self] in
                 guard let self else { return }
                 self.assumeIsolated { driver in
-                    if let at = driver.timerDeadlines[kind] { continuation.yield(.timer(kind, atMs: at)) }
+                    if let at = driver.timerDeadlines[kind] { inbox.yield(.timer(kind, atMs: at)) }
                 }
             }
             timers[kind] = timer
