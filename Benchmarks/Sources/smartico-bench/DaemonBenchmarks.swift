@@ -468,6 +468,11 @@ final class DaemonBench {
         print("  end-to-end latency, sim → smarticod → peers, beside a C relay doing the same two loopback hops")
         // Warm-up: the first events pay for page faults and SQLite's first pages.
         _ = try await daemonLatency(peers: 1, rate: 1_000, events: quick ? 200 : 500)
+        let floor = try durableWriteFloor(count: quick ? 1_000 : 5_000, bytes: 8_192, rate: 1_000)
+        report.addFigure(
+            "end-to-end latency floor of a journaled event: pwrite 8 KiB + fdatasync on the state_dir's file system, 1,000/s",
+            figure: floor.text,
+            reference: "— (every journaled event waits for one; the C relay writes nothing durable)")
         for rate in [100, 1_000] {
             for peers in [1, 10, 100] {
                 let events = rate == 100 ? (quick ? 200 : 1_000) : (quick ? 1_000 : 5_000)
@@ -485,6 +490,34 @@ final class DaemonBench {
                     met: isGoalRow ? (ratio <= 5 && ours.missing == 0 ? "yes" : "NO") : "")
             }
         }
+    }
+
+    /// The floor under any journaled event's latency: what the daemon's commit must wait for on
+    /// this file system. Appends `bytes` (one engagement's WAL frames, ~2 pages) to a file in the
+    /// daemon's work directory and `fdatasync`s it, `count` times, at `rate` per second (the
+    /// latency rows' pace; a disk queue behaves differently back to back).
+    func durableWriteFloor(count: Int, bytes: Int, rate: Int) throws -> LatencySummary {
+        let path = workDir + "/fsync-floor"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw BenchFailure("open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd); unlink(path) }
+        let block = [UInt8](repeating: 0x78, count: bytes)
+        var samples: [UInt64] = []
+        samples.reserveCapacity(count)
+        let interval = UInt64(1_000_000_000 / max(1, rate))
+        var next = monotonicNanos()
+        for i in 0..<count {
+            // Like the WAL between checkpoints: rewrite the same 4 MiB region, so most syncs are data only.
+            let offset = off_t((i * bytes) % (4 << 20))
+            let t0 = monotonicNanos()
+            let written = block.withUnsafeBytes { pwrite(fd, $0.baseAddress, bytes, offset) }
+            guard written == bytes, fdatasync(fd) == 0 else { throw BenchFailure("pwrite/fdatasync \(path): \(String(cString: strerror(errno)))") }
+            samples.append(monotonicNanos() - t0)
+            next += interval
+            let now = monotonicNanos()
+            if next > now { usleep(useconds_t((next - now) / 1000)) }
+        }
+        return LatencySummary(samples, missing: 0)
     }
 
     // MARK: Max sustained rate and CPU per event
