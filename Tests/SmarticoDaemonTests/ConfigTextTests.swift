@@ -113,6 +113,18 @@ struct ConfigTextTests {
         }
     }
 
+    @Test func firstRangeOfBytesFindsTheFirstOccurrence() {
+        let text = "http://user@h://x"
+        let r = text.firstRange(ofBytes: "://")
+        #expect(r.map { text[$0] } == "://")
+        #expect(r.map { text[..<$0.lowerBound] } == "http")
+        #expect(Substring("ab:/ab://").firstRange(ofBytes: "://").map { String("ab:/ab://"[..<$0.lowerBound]) } == "ab:/ab")
+        #expect("äö://".firstRange(ofBytes: "://").map { "äö://"[$0.upperBound...] } == "")
+        #expect("a:/b".firstRange(ofBytes: "://") == nil)
+        #expect("".firstRange(ofBytes: "x") == nil)
+        #expect("abc".contains(bytes: "bc") && !"abc".contains(bytes: "cb") && !"ab".contains(bytes: "abc"))
+    }
+
     @Test func machineIDReadsTheFirstNonEmptyTrimmedLine() throws {
         let dir = try ConfigTestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -254,7 +254,7 @@ public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
 
 /// `url` with any `user:password@` replaced by `(masked)@`, for messages.
 func redactedURL(_ url: String) -> String {
-    guard let schemeEnd = url.firstRange(of: "://") else { return url }
+    guard let schemeEnd = url.firstRange(ofBytes: "://") else { return url }
     let afterScheme = url[schemeEnd.upperBound...]
     let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
     guard let at = afterScheme[..<authorityEnd].lastIndex(of: "@") else { return url }

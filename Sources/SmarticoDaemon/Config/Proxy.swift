@@ -38,7 +38,7 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
     public static func parse(_ text: String, schemeOptional: Bool = false) -> Result<ProxyEndpoint, ProxyURLError> {
         var rest = Substring(text.trimmingBlanks())
         if rest.isEmpty { return .failure(.empty) }
-        if let range = rest.firstRange(of: "://") {
+        if let range = rest.firstRange(ofBytes: "://") {
             let scheme = rest[..<range.lowerBound].lowercased()
             guard scheme == "http" else { return .failure(.unsupportedScheme(scheme)) }
             rest = rest[range.upperBound...]

@@ -582,7 +582,7 @@ public struct SessionMachine: Sendable {
 
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
         var domain = initResponse?.dynamicImageDomain ?? config.imageDomain
-        if !domain.contains("://") { domain = "https://" + domain }
+        if !domain.contains(bytes: "://") { domain = "https://" + domain }
         let avatar = r.avatarURL(imageDomain: domain)
         return .object([
             "ext_user_id": .string(u.extUserID),

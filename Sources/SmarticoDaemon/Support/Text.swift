@@ -45,3 +45,31 @@ func hexValue(_ byte: UInt8) -> UInt8? {
     default: return nil
     }
 }
+
+extension StringProtocol {
+    /// The range of the first occurrence of `needle`, compared byte for byte in UTF-8. Stands in
+    /// for `firstRange(of:)`/`contains(_:)` with a string argument, which live in
+    /// `_StringProcessing` (and pull its regex engine into a static build).
+    func firstRange(ofBytes needle: String) -> Range<Index>? {
+        let pattern = Array(needle.utf8)
+        guard let first = pattern.first else { return startIndex..<startIndex }
+        let bytes = utf8
+        var i = bytes.startIndex
+        while i != bytes.endIndex {
+            if bytes[i] == first {
+                var j = i
+                var k = 0
+                while k < pattern.count, j != bytes.endIndex, bytes[j] == pattern[k] {
+                    bytes.formIndex(after: &j)
+                    k += 1
+                }
+                if k == pattern.count { return i..<j }
+            }
+            bytes.formIndex(after: &i)
+        }
+        return nil
+    }
+
+    /// Whether `needle` occurs in the text (byte for byte in UTF-8); see ``firstRange(ofBytes:)``.
+    func contains(bytes needle: String) -> Bool { firstRange(ofBytes: needle) != nil }
+}
