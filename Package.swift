@@ -46,14 +46,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .executableTarget(
-            name: "smarticod",
-            dependencies: [
-                "SmarticoDaemon",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strict
-        ),
+        // No ArgumentParser: it imports FoundationEssentials, and the daemon links no Foundation.
+        .executableTarget(name: "smarticod", dependencies: ["SmarticoDaemon"], swiftSettings: strict),
         .executableTarget(
             name: "smarticoctl",
             dependencies: [

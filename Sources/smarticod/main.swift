@@ -1,71 +1,177 @@
-import ArgumentParser
-import Foundation
+// `smarticod`: the daemon's command line. Thin on purpose: parse the arguments, load the
+// configuration, hand it to `SmarticoDaemon`.
+//
+// No Foundation and no ArgumentParser (which imports FoundationEssentials): the daemon must not
+// link them (idle RSS, docs/benchmarks.md "Static build"). The four options are parsed by hand.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import SmarticoDaemon
 
-/// `smarticod`: the daemon's command line. Thin on purpose: parse the arguments, load the
-/// configuration, hand it to `SmarticoDaemon`.
-struct Smarticod: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "smarticod",
-        abstract: "Keep this device's session with Smartico alive and serve it on a local Unix socket.",
-        discussion: """
-            Runs in the foreground (systemd style) and logs to stderr. The configuration is one \
-            JSON file; every key is documented in docs/configuration.md and config.example.json.
-
-            Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (state_dir or \
-            socket unusable: the reason is logged), 2 usage error, 78 invalid configuration \
-            (one line per problem on stderr: <path>: <key>: <problem>). SIGHUP reloads the \
-            configuration file.
-
-            Environment: https_proxy / http_proxy / no_proxy (either case) when server.proxy \
-            is not set; SMARTICOD_LOG_LEVEL overrides log.level.
-
-            Examples:
-              smarticod --config /etc/smarticod/config.json
-              smarticod --config ./config.example.json --check-config
-              SMARTICOD_LOG_LEVEL=debug smarticod --config ./my-config.json
-            """,
-        version: SmarticoVersion.string
-    )
-
-    @Option(name: .long, help: ArgumentHelp("Path of the JSON configuration file.", valueName: "path"))
-    var config: String = ConfigLoader.defaultPath
-
-    @Flag(name: .customLong("check-config"), help: "Validate the configuration and exit (0 when valid, 78 otherwise). Needs neither the state directory nor the server.")
-    var checkConfig = false
-
-    func run() throws {
-        let resolved: ResolvedConfig
-        do {
-            resolved = try ConfigLoader.loadResolved(path: config, environment: ProcessInfo.processInfo.environment)
-        } catch {
-            for line in error.lines { printError(line) }
-            throw ExitCode(78)
-        }
-        if checkConfig {
-            print("configuration OK: \(config)")
-            for line in resolved.summary { print("  " + line) }
-            return
-        }
-        Daemon.bootstrapLogging(level: resolved.logLevel.loggerLevel)
-        let status = Daemon.runBlocking(
-            config: resolved, configPath: config, environment: ProcessInfo.processInfo.environment)
-        if status != 0 { throw ExitCode(status) }
-    }
+/// What the command line asks for.
+enum Command: Equatable {
+    case run(configPath: String, checkOnly: Bool)
+    case help
+    case version
 }
 
+/// A usage error: the message names the offending argument.
+struct UsageError: Error {
+    var message: String
+    /// Adds the option's help line under the error (as for a missing value).
+    var helpLine: String?
+}
+
+enum CommandLineParser {
+    static let usage = "smarticod [--config <path>] [--check-config]"
+
+    /// Parses `arguments` (without the program name). `--help`/`-h` and `--version` win over
+    /// everything else, in the order given; `--config` may be repeated (the last one counts) and
+    /// takes its value as the next argument or after `=`; `--` ends the options (nothing may follow).
+    static func parse(_ arguments: [String]) -> Result<Command, UsageError> {
+        for argument in arguments {
+            if argument == "--" { break }
+            if argument == "--help" || argument == "-h" { return .success(.help) }
+            if argument == "--version" { return .success(.version) }
+        }
+        var configPath = ConfigLoader.defaultPath
+        var checkOnly = false
+        var i = 0
+        while i < arguments.count {
+            let argument = arguments[i]
+            i += 1
+            switch argument {
+            case "--config":
+                guard i < arguments.count, !isOption(arguments[i]), !arguments[i].isEmpty else {
+                    return .failure(UsageError(
+                        message: "Missing value for '--config <path>'",
+                        helpLine: "--config <path>  Path of the JSON configuration file."))
+                }
+                configPath = arguments[i]
+                i += 1
+            case "--check-config":
+                checkOnly = true
+            case "--":
+                if i < arguments.count { return .failure(UsageError(message: "Unexpected argument '\(arguments[i])'")) }
+            default:
+                if argument.hasPrefix("--config=") {
+                    let value = String(argument.dropFirst("--config=".count))
+                    guard !value.isEmpty else {
+                        return .failure(UsageError(
+                            message: "Missing value for '--config <path>'",
+                            helpLine: "--config <path>  Path of the JSON configuration file."))
+                    }
+                    configPath = value
+                } else if argument.hasPrefix("--check-config=") {
+                    return .failure(UsageError(message: "The flag '--check-config' does not take a value (got '\(argument)')"))
+                } else if argument.hasPrefix("-") && argument != "-" {
+                    return .failure(UsageError(message: "Unknown option '\(argument)'"))
+                } else {
+                    return .failure(UsageError(message: "Unexpected argument '\(argument)'"))
+                }
+            }
+        }
+        return .success(.run(configPath: configPath, checkOnly: checkOnly))
+    }
+
+    /// An argument that looks like an option rather than a value (`-x`, `--x`; not `-` alone).
+    private static func isOption(_ argument: String) -> Bool {
+        argument.hasPrefix("-") && argument != "-"
+    }
+
+    static let help = """
+        OVERVIEW: Keep this device's session with Smartico alive and serve it on a
+        local Unix socket.
+
+        Runs in the foreground (systemd style) and logs to stderr. The configuration is
+        one JSON file; every key is documented in docs/configuration.md and
+        config.example.json.
+
+        Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (state_dir or
+        socket unusable: the reason is logged), 2 usage error, 78 invalid configuration
+        (one line per problem on stderr: <path>: <key>: <problem>). SIGHUP reloads the
+        configuration file.
+
+        Environment: https_proxy / http_proxy / no_proxy (either case) when
+        server.proxy is not set; SMARTICOD_LOG_LEVEL overrides log.level.
+
+        Examples:
+          smarticod --config /etc/smarticod/config.json
+          smarticod --config ./config.example.json --check-config
+          SMARTICOD_LOG_LEVEL=debug smarticod --config ./my-config.json
+
+        USAGE: \(usage)
+
+        OPTIONS:
+          --config <path>         Path of the JSON configuration file. (default:
+                                  \(ConfigLoader.defaultPath))
+          --check-config          Validate the configuration and exit (0 when valid, 78
+                                  otherwise). Needs neither the state directory nor the
+                                  server.
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        """
+}
+
+/// Writes `line` and a newline to stderr (unbuffered, whole).
 private func printError(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+    var bytes = Array((line + "\n").utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+        if n > 0 { offset += n } else if n < 0 && errno == EINTR { continue } else { return }
+    }
 }
 
-// Usage errors exit with 2 (daemon.md), not ArgumentParser's 64.
-do {
-    var command = try Smarticod.parseAsRoot()
-    try command.run()
-} catch {
-    if Smarticod.exitCode(for: error) == .validationFailure {
-        printError(Smarticod.fullMessage(for: error))
-        exit(2)
+/// The process environment as a dictionary (the first of duplicate names wins, as getenv).
+private func processEnvironment() -> [String: String] {
+    var result: [String: String] = [:]
+    var p = environ
+    while let entry = p.pointee {
+        let text = String(cString: entry)
+        if let eq = text.firstIndex(of: "=") {
+            let name = String(text[..<eq])
+            if result[name] == nil { result[name] = String(text[text.index(after: eq)...]) }
+        }
+        p += 1
     }
-    Smarticod.exit(withError: error)
+    return result
+}
+
+switch CommandLineParser.parse(Array(CommandLine.arguments.dropFirst())) {
+case .failure(let error):
+    // Usage errors exit with 2 (daemon.md).
+    printError("Error: " + error.message)
+    if let helpLine = error.helpLine { printError("Help:  " + helpLine) }
+    printError("Usage: " + CommandLineParser.usage)
+    printError("  See 'smarticod --help' for more information.")
+    exit(2)
+case .success(.help):
+    print(CommandLineParser.help)
+    exit(0)
+case .success(.version):
+    print(SmarticoVersion.string)
+    exit(0)
+case .success(.run(let configPath, let checkOnly)):
+    let environment = processEnvironment()
+    let resolved: ResolvedConfig
+    do {
+        resolved = try ConfigLoader.loadResolved(path: configPath, environment: environment)
+    } catch {
+        for line in error.lines { printError(line) }
+        exit(78)
+    }
+    if checkOnly {
+        print("configuration OK: \(configPath)")
+        for line in resolved.summary { print("  " + line) }
+        exit(0)
+    }
+    Daemon.bootstrapLogging(level: resolved.logLevel.loggerLevel)
+    let status = Daemon.runBlocking(config: resolved, configPath: configPath, environment: environment)
+    exit(status)
 }

@@ -45,7 +45,9 @@ struct Harness {
     var all: [SessionAction] = []
 
     init(_ config: ResolvedConfig, timeZone: TimeZone = TimeZone(identifier: "UTC")!, seed: UInt64 = 42) {
-        var env = SessionEnvironment(timeZone: timeZone, random: SessionRandom(SeededRandom(seed: seed)))
+        // The machine takes a UTCOffset (no Foundation in the daemon); Foundation's rules drive it here.
+        let zone = UTCOffset { timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double($0))) }
+        var env = SessionEnvironment(timeZone: zone, random: SessionRandom(SeededRandom(seed: seed)))
         env.identifyReplyTimeoutMs = 60_000
         machine = SessionMachine(config: config, environment: env)
     }

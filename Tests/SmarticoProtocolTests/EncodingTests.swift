@@ -1,18 +1,42 @@
 import Foundation
+import Synchronization
 import Testing
 import SmarticoProtocol
 
 @Suite struct EncodingTests {
     @Test func tzoffsetFollowsTheBrowserConvention() throws {
-        let date = Date(timeIntervalSince1970: 1_632_832_357)
-        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: 3 * 3600)), at: date) == -180)
-        #expect(UserAgent.tzoffset(for: try #require(TimeZone(identifier: "UTC")), at: date) == 0)
-        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: -5 * 3600)), at: date) == 300)
-        #expect(UserAgent.tzoffset(for: try #require(TimeZone(secondsFromGMT: 5 * 3600 + 1800)), at: date) == -330)
-        // Daylight saving is taken at the given date.
+        let ms: Int64 = 1_632_832_357_000
+        #expect(UserAgent.tzoffset(in: .fixed(secondsEastOfUTC: 3 * 3600), atEpochMilliseconds: ms) == -180)
+        #expect(UserAgent.tzoffset(in: .utc, atEpochMilliseconds: ms) == 0)
+        #expect(UserAgent.tzoffset(in: .fixed(secondsEastOfUTC: -5 * 3600), atEpochMilliseconds: ms) == 300)
+        #expect(UserAgent.tzoffset(in: .fixed(secondsEastOfUTC: 5 * 3600 + 1800), atEpochMilliseconds: ms) == -330)
+        // Daylight saving is taken at the given instant (the zone's rule gets the instant in seconds).
         let berlin = try #require(TimeZone(identifier: "Europe/Berlin"))
-        #expect(UserAgent.tzoffset(for: berlin, at: Date(timeIntervalSince1970: 1_719_792_000)) == -120)  // July
-        #expect(UserAgent.tzoffset(for: berlin, at: Date(timeIntervalSince1970: 1_704_067_200)) == -60)   // January
+        let zone = UTCOffset { berlin.secondsFromGMT(for: Date(timeIntervalSince1970: Double($0))) }
+        #expect(UserAgent.tzoffset(in: zone, atEpochMilliseconds: 1_719_792_000_000) == -120)  // July
+        #expect(UserAgent.tzoffset(in: zone, atEpochMilliseconds: 1_704_067_200_000) == -60)   // January
+        // Milliseconds before the epoch round down to the second that contains them.
+        let seen = SecondsSeen()
+        _ = UserAgent.tzoffset(in: UTCOffset { seen.record($0); return 0 }, atEpochMilliseconds: -1)
+        _ = UserAgent.tzoffset(in: UTCOffset { seen.record($0); return 0 }, atEpochMilliseconds: 1_999)
+        #expect(seen.values == [-1, 1])
+    }
+
+    /// The C library's local zone agrees with Foundation's idea of the current zone, in winter
+    /// and in summer (whatever zone this machine is in; the daemon's own TZ handling is run
+    /// end to end by DaemonCommandLineTests).
+    @Test func theLocalZoneMatchesFoundation() {
+        for seconds: Int64 in [1_704_067_200, 1_719_792_000, 0, 2_000_000_000] {
+            let expected = TimeZone.current.secondsFromGMT(for: Date(timeIntervalSince1970: Double(seconds)))
+            #expect(UTCOffset.local.secondsEastOfUTC(atEpochSeconds: seconds) == expected, "at \(seconds)")
+        }
+    }
+
+    @Test func systemMillisecondsIsTheWallClock() {
+        let before = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = ClientMessageEncoder.systemMilliseconds()
+        let after = Int64((Date().timeIntervalSince1970 * 1000).rounded(.up))
+        #expect(before <= now && now <= after)
     }
 
     @Test func uuidsAreLowercaseV4() {
@@ -119,4 +143,11 @@ import SmarticoProtocol
         #expect(try JSONValue(parsing: rebuilt.showEngagementBytes()) == JSONValue(parsing: show))
         #expect(e.showEngagement.json.keys.first == "bcid")
     }
+}
+
+/// Collects the seconds a `UTCOffset` rule was asked about (the rule is `@Sendable`).
+private final class SecondsSeen: Sendable {
+    private let seen = Mutex<[Int64]>([])
+    func record(_ s: Int64) { seen.withLock { $0.append(s) } }
+    var values: [Int64] { seen.withLock { $0 } }
 }

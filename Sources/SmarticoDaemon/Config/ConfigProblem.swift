@@ -1,4 +1,4 @@
-import Foundation
+import Synchronization
 
 /// One thing wrong with a configuration: which key, and what is wrong with it.
 ///
@@ -44,22 +44,14 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Collects the problems found while decoding; shared by the decoders of every section.
 /// A class so that nested `init(from:)` calls, which only see a `Decoder`, all reach it.
-final class ConfigProblemSink: @unchecked Sendable {
-    // @unchecked: `problems` is only touched under `lock`.
-    private let lock = NSLock()
-    private var problems: [ConfigProblem] = []
+final class ConfigProblemSink: Sendable {
+    private let problems = Mutex<[ConfigProblem]>([])
 
     func add(_ problem: ConfigProblem) {
-        lock.lock()
-        problems.append(problem)
-        lock.unlock()
+        problems.withLock { $0.append(problem) }
     }
 
-    var all: [ConfigProblem] {
-        lock.lock()
-        defer { lock.unlock() }
-        return problems
-    }
+    var all: [ConfigProblem] { problems.withLock { $0 } }
 }
 
 extension CodingUserInfoKey {
@@ -194,7 +186,7 @@ enum ConfigKeySuggestion {
 
     /// The sibling at the smallest edit distance, if it is close enough to be a typo.
     static func closest(to name: String, in candidates: [String]) -> String? {
-        let lowered = name.lowercased().replacingOccurrences(of: "-", with: "_")
+        let lowered = String(name.lowercased().map { $0 == "-" ? "_" : $0 })
         var best: (String, Int)?
         for candidate in candidates {
             let d = editDistance(lowered, candidate)

@@ -1,5 +1,3 @@
-import Foundation
-
 extension DaemonConfig {
     /// Every semantic problem of this configuration, in key order; empty when it is valid.
     ///
@@ -56,7 +54,7 @@ extension DaemonConfig {
         v.nonEmpty("client.device_id", client.deviceID)
         v.nonEmpty("client.device_type", client.deviceType)
         v.nonEmpty("client.os", client.os)
-        if let page = client.page, !page.isEmpty, URLComponents(string: page)?.scheme == nil {
+        if let page = client.page, !page.isEmpty, AbsoluteURL.parse(page) == nil {
             v.add("client.page", "must be an absolute URL such as \"https://example.com/\", got \(ConfigJSON.quoted(page))")
         }
         if let language = client.language, !Validator.isLanguage(language) {
@@ -203,17 +201,18 @@ public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// Parses and checks a WebSocket URL; the failure is a message for a ``ConfigProblem``.
     public static func parse(_ url: String) -> Result<WebSocketEndpoint, URLProblem> {
         let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased() else {
+        guard let c = AbsoluteURL.parse(url) else {
             return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
         }
+        let scheme = c.scheme
         guard scheme == "ws" || scheme == "wss" else {
             return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not ws or wss"))
         }
-        guard c.user == nil, c.password == nil else {
+        guard !c.hasUserinfo else {
             return .failure(URLProblem("must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"))
         }
         guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard c.fragment == nil else { return .failure(URLProblem("must not have a #fragment")) }
+        guard !c.hasFragment else { return .failure(URLProblem("must not have a #fragment")) }
         let port = c.port ?? (scheme == "wss" ? 443 : 80)
         guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
         var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
@@ -236,15 +235,16 @@ public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     public static func parse(_ url: String) -> Result<HTTPEndpoint, URLProblem> {
         let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
-        guard let c = URLComponents(string: url), let scheme = c.scheme?.lowercased() else {
+        guard let c = AbsoluteURL.parse(url) else {
             return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
         }
+        let scheme = c.scheme
         guard scheme == "https" || scheme == "http" else {
             return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not https or http"))
         }
-        guard c.user == nil, c.password == nil else { return .failure(URLProblem("must not contain user:password@")) }
+        guard !c.hasUserinfo else { return .failure(URLProblem("must not contain user:password@")) }
         guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard c.query == nil, c.fragment == nil else { return .failure(URLProblem("must not have a query or fragment (the daemon adds the query)")) }
+        guard c.percentEncodedQuery == nil, !c.hasFragment else { return .failure(URLProblem("must not have a query or fragment (the daemon adds the query)")) }
         let port = c.port ?? (scheme == "https" ? 443 : 80)
         guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
@@ -254,7 +254,7 @@ public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
 
 /// `url` with any `user:password@` replaced by `(masked)@`, for messages.
 func redactedURL(_ url: String) -> String {
-    guard let schemeEnd = url.range(of: "://") else { return url }
+    guard let schemeEnd = url.firstRange(ofBytes: "://") else { return url }
     let afterScheme = url[schemeEnd.upperBound...]
     let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
     guard let at = afterScheme[..<authorityEnd].lastIndex(of: "@") else { return url }
@@ -266,4 +266,130 @@ public struct URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
     public var message: String
     init(_ message: String) { self.message = message }
     public var description: String { message }
+}
+
+/// The parts of an absolute URL (RFC 3986: `scheme:[//[userinfo@]host[:port]]path[?query][#fragment]`)
+/// that the configuration checks need. It stands in for Foundation's `URLComponents` and accepts
+/// what that accepts: an invalid host or port makes the whole URL invalid, while characters not
+/// allowed in the path or query (a space, `{`, `"`, non-ASCII) are percent-encoded.
+struct AbsoluteURL: Equatable {
+    /// Lower-cased.
+    var scheme: String
+    /// `user[:password]@` was present (even empty).
+    var hasUserinfo = false
+    /// Percent-decoded, IPv6/IPvFuture literals in their brackets; nil without `//`, empty for `ws:///x`.
+    var host: String?
+    /// The explicit port; nil when absent or empty (`host:`).
+    var port: Int?
+    /// The path, percent-encoded; empty for `wss://host?q`.
+    var percentEncodedPath = ""
+    /// The query without its `?`, percent-encoded; nil without a `?`.
+    var percentEncodedQuery: String?
+    /// A `#` was present (even with nothing after it).
+    var hasFragment = false
+
+    /// Nil for a relative reference (no scheme) or an invalid scheme, host or port.
+    static func parse(_ text: String) -> AbsoluteURL? {
+        var rest = Substring(text)
+        var hasFragment = false
+        if let hash = rest.firstIndex(of: "#") {
+            hasFragment = true
+            rest = rest[..<hash]
+        }
+        guard let colon = rest.firstIndex(of: ":") else { return nil }
+        let scheme = rest[..<colon]
+        guard let first = scheme.unicodeScalars.first, isASCIILetter(first),
+              scheme.unicodeScalars.allSatisfy({ isASCIILetter($0) || ("0"..."9").contains($0) || "+-.".unicodeScalars.contains($0) })
+        else { return nil }
+        var url = AbsoluteURL(scheme: scheme.lowercased())
+        url.hasFragment = hasFragment
+        rest = rest[rest.index(after: colon)...]
+
+        if rest.hasPrefix("//") {
+            rest = rest.dropFirst(2)
+            let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) ?? rest.endIndex
+            var authority = rest[..<end]
+            rest = rest[end...]
+            if let at = authority.lastIndex(of: "@") {
+                url.hasUserinfo = true
+                authority = authority[authority.index(after: at)...]
+            }
+            var portText: Substring?
+            if authority.hasPrefix("[") {
+                guard let close = authority.firstIndex(of: "]") else { return nil }
+                let literal = authority[authority.index(after: authority.startIndex)..<close]
+                guard isIPLiteral(literal) else { return nil }
+                url.host = String(authority[...close])
+                let after = authority[authority.index(after: close)...]
+                if !after.isEmpty {
+                    guard after.hasPrefix(":") else { return nil }
+                    portText = after.dropFirst()
+                }
+            } else {
+                var hostText = authority
+                if let c = authority.firstIndex(of: ":") {
+                    hostText = authority[..<c]
+                    portText = authority[authority.index(after: c)...]
+                }
+                guard hostText.unicodeScalars.allSatisfy(isRegNameScalar), let decoded = percentDecoded(hostText) else { return nil }
+                url.host = decoded
+            }
+            if let portText, !portText.isEmpty {
+                guard portText.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let port = Int(portText) else { return nil }
+                url.port = port
+            }
+        }
+
+        if let q = rest.firstIndex(of: "?") {
+            url.percentEncodedPath = percentEncodingInvalid(rest[..<q], alsoAllowed: [])
+            url.percentEncodedQuery = percentEncodingInvalid(rest[rest.index(after: q)...], alsoAllowed: [UInt8(ascii: "?")])
+        } else {
+            url.percentEncodedPath = percentEncodingInvalid(rest, alsoAllowed: [])
+        }
+        return url
+    }
+
+    private static func isASCIILetter(_ s: Unicode.Scalar) -> Bool { ("a"..."z").contains(s) || ("A"..."Z").contains(s) }
+
+    /// unreserved, sub-delims, `%` (escapes are checked when decoding) and non-ASCII (an IDN, as
+    /// Foundation lets through).
+    private static func isRegNameScalar(_ s: Unicode.Scalar) -> Bool {
+        !s.isASCII || isASCIILetter(s) || ("0"..."9").contains(s) || "-._~!$&'()*+,;=%".unicodeScalars.contains(s)
+    }
+
+    /// The inside of `[…]`: an IPv6 address (hex digits, `:`, `.` for an embedded IPv4) or an
+    /// IPvFuture (`v1.x`).
+    private static func isIPLiteral(_ text: Substring) -> Bool {
+        guard !text.isEmpty else { return false }
+        if text.hasPrefix("v") || text.hasPrefix("V") {
+            return text.unicodeScalars.allSatisfy { $0.isASCII && ($0 == ":" || ($0 != "%" && isRegNameScalar($0))) }
+        }
+        return text.utf8.allSatisfy { hexValue($0) != nil || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }
+    }
+
+    /// `text` with every byte that may not appear in a path (or, with `?`, a query) as `%XX`:
+    /// unreserved, sub-delims, `:`, `@`, `/` and well-formed `%XX` escapes stay.
+    private static func percentEncodingInvalid(_ text: Substring, alsoAllowed: [UInt8]) -> String {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for (i, b) in bytes.enumerated() {
+            let keep: Bool
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                keep = true
+            case UInt8(ascii: "%"):
+                keep = i + 2 < bytes.count && hexValue(bytes[i + 1]) != nil && hexValue(bytes[i + 2]) != nil
+            default:
+                keep = "-._~!$&'()*+,;=:@/".utf8.contains(b) || alsoAllowed.contains(b)
+            }
+            if keep {
+                out.append(b)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(b >> 4)], hex[Int(b & 15)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

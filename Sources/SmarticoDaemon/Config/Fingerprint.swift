@@ -1,4 +1,10 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The machine's identifier, read from `/etc/machine-id` or `/var/lib/dbus/machine-id`.
 ///
@@ -13,14 +19,32 @@ public enum MachineID {
     /// A blocking file read: call it at start-up, not on the cooperative pool.
     public static func read(paths: [String] = MachineID.defaultPaths) -> String? {
         for path in paths {
-            guard let data = FileManager.default.contents(atPath: path),
-                  let text = String(data: data, encoding: .utf8) else { continue }
+            guard let bytes = readPrefix(path: path, limit: 4096),
+                  let text = String(validating: bytes, as: UTF8.self) else { continue }
             let firstLine = text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            let trimmed = firstLine.trimmingCharacters(in: .whitespaces)
+            let trimmed = firstLine.trimmingBlanks()
             if !trimmed.isEmpty { return trimmed }
         }
         return nil
     }
+}
+
+/// The first `limit` bytes of the file at `path` (a machine id is 33 bytes); nil when it
+/// cannot be opened or read.
+private func readPrefix(path: String, limit: Int) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { _ = close(fd) }
+    var bytes = [UInt8](repeating: 0, count: limit)
+    var count = 0
+    while count < limit {
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, limit - count) }
+        if n > 0 { count += n; continue }
+        if n == 0 { break }
+        if errno == EINTR { continue }
+        return nil
+    }
+    return Array(bytes[..<count])
 }
 
 /// The `ua.fp` value used when `client.fp` is null: a stable signed 32-bit number derived
@@ -98,12 +122,4 @@ enum SHA256 {
     }
 
     private static func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { (x >> n) | (x << (32 - n)) }
-}
-
-/// Strict base64 (RFC 4648, padded) for TLS pins.
-enum Base64 {
-    static func decode(_ text: String) -> [UInt8]? {
-        guard let data = Data(base64Encoded: text) else { return nil }
-        return Array(data)
-    }
 }

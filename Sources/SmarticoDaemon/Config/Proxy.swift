@@ -1,5 +1,3 @@
-import Foundation
-
 /// An HTTP proxy reached with HTTP CONNECT: `http://[user:pass@]host:port`.
 /// Its description masks the password: `http://user:(masked)@proxy.example:3128`.
 public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
@@ -20,7 +18,7 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
     public var authorization: Secret? {
         guard let username else { return nil }
         let pair = username + ":" + (password?.exposedValue ?? "")
-        return Secret("Basic " + Data(pair.utf8).base64EncodedString())
+        return Secret("Basic " + Base64.encode(pair.utf8))
     }
 
     /// `host:port` as written in a CONNECT request line (IPv6 in brackets).
@@ -38,9 +36,9 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// variables such as `https_proxy=proxy:3128` often leave it out, as curl allows).
     /// The port defaults to 80. Errors never contain the password.
     public static func parse(_ text: String, schemeOptional: Bool = false) -> Result<ProxyEndpoint, ProxyURLError> {
-        var rest = Substring(text.trimmingCharacters(in: .whitespaces))
+        var rest = Substring(text.trimmingBlanks())
         if rest.isEmpty { return .failure(.empty) }
-        if let range = rest.range(of: "://") {
+        if let range = rest.firstRange(ofBytes: "://") {
             let scheme = rest[..<range.lowerBound].lowercased()
             guard scheme == "http" else { return .failure(.unsupportedScheme(scheme)) }
             rest = rest[range.upperBound...]
@@ -65,10 +63,10 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
                 user = userinfo
                 pass = nil
             }
-            guard let decodedUser = String(user).removingPercentEncoding else { return .failure(.badUserinfoEncoding) }
+            guard let decodedUser = percentDecoded(user) else { return .failure(.badUserinfoEncoding) }
             username = decodedUser
             if let pass {
-                guard let decodedPass = String(pass).removingPercentEncoding else { return .failure(.badUserinfoEncoding) }
+                guard let decodedPass = percentDecoded(pass) else { return .failure(.badUserinfoEncoding) }
                 password = Secret(decodedPass)
             }
         }
@@ -90,8 +88,10 @@ public struct ProxyEndpoint: Sendable, Hashable, CustomStringConvertible {
         }
         guard !host.isEmpty else { return .failure(.missingHost) }
         let hostString = String(host)
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: ".-_:%"))
-        guard hostString.unicodeScalars.allSatisfy({ $0.isASCII && allowed.contains($0) }),
+        let allowed: (Unicode.Scalar) -> Bool = { s in
+            ("a"..."z").contains(s) || ("A"..."Z").contains(s) || ("0"..."9").contains(s) || ".-_:%".unicodeScalars.contains(s)
+        }
+        guard hostString.unicodeScalars.allSatisfy(allowed),
               !(hostString.contains(":") && !rest.hasPrefix("[")) else {
             return .failure(.invalidHost(hostString))
         }
@@ -187,7 +187,7 @@ public struct ProxyEnvironment: Sendable, Equatable {
     public init(environment: [String: String]) {
         func lookup(_ lower: String) -> (value: String, variable: String)? {
             for name in [lower, lower.uppercased()] {
-                if let value = environment[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty {
+                if let value = environment[name]?.trimmingBlanks(), !value.isEmpty {
                     return (value, name)
                 }
             }
@@ -232,7 +232,7 @@ public struct NoProxyEntry: Sendable, Equatable {
 
     /// Parses one comma-separated item; nil for an empty item.
     public init?(_ raw: String) {
-        var text = Substring(raw.trimmingCharacters(in: .whitespaces).lowercased())
+        var text = Substring(raw.trimmingBlanks().lowercased())
         if text.isEmpty { return nil }
         port = nil
         subdomainsOnly = false

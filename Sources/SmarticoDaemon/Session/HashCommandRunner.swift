@@ -5,8 +5,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-// Foundation only for trimming stderr excerpts.
-import Foundation
 
 /// Why `user.hash_command` gave no hash. Descriptions name the program and what happened,
 /// with a short excerpt of its stderr; they never contain its stdout (the hash is a secret).
@@ -258,6 +256,6 @@ public enum HashCommandRunner {
             if out.unicodeScalars.count >= 300 { out += "…"; break }
             out.unicodeScalars.append(ch.value < 0x20 || ch.value == 0x7F ? " " : ch)
         }
-        return out.trimmingCharacters(in: .whitespaces)
+        return out.trimmingBlanks()
     }
 }

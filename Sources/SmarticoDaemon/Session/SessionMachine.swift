@@ -1,11 +1,9 @@
-// Foundation only for `TimeZone`/`Date` (ua.tzoffset at send time).
-import Foundation
 import SmarticoProtocol
 
 /// Fixed parameters of the machine that are not in the configuration.
 public struct SessionEnvironment: Sendable {
-    /// The device's time zone for `ua.tzoffset` (computed at each send).
-    public var timeZone: TimeZone
+    /// The device's time zone for `ua.tzoffset` (computed at each send); the system's by default.
+    public var timeZone: UTCOffset
     /// The random source for uuids, `session_id` and backoff jitter.
     public var random: SessionRandom
     /// How long an `identify` request waits for cid 6 before `not_ready`.
@@ -25,7 +23,7 @@ public struct SessionEnvironment: Sendable {
     /// Activity is persisted at most this often.
     public var activityPersistIntervalMs: Int64 = 60_000
 
-    public init(timeZone: TimeZone = .current, random: SessionRandom = .system) {
+    public init(timeZone: UTCOffset = .local, random: SessionRandom = .system) {
         self.timeZone = timeZone
         self.random = random
     }
@@ -202,7 +200,7 @@ public struct SessionMachine: Sendable {
 
     func userAgent(now: Int64) -> UserAgent {
         let c = config.config.client
-        let tz = UserAgent.tzoffset(for: env.timeZone, at: Date(timeIntervalSince1970: Double(now) / 1000))
+        let tz = UserAgent.tzoffset(in: env.timeZone, atEpochMilliseconds: now)
         return UserAgent(fp: Int64(fingerprint), agent: c.agent, host: c.host, deviceType: c.deviceType, tzoffset: tz, os: c.os)
     }
 
@@ -584,7 +582,7 @@ public struct SessionMachine: Sendable {
 
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
         var domain = initResponse?.dynamicImageDomain ?? config.imageDomain
-        if !domain.contains("://") { domain = "https://" + domain }
+        if !domain.contains(bytes: "://") { domain = "https://" + domain }
         let avatar = r.avatarURL(imageDomain: domain)
         return .object([
             "ext_user_id": .string(u.extUserID),
