@@ -51,6 +51,7 @@ struct IntegrationProxyHTTPTests {
                 #expect(line == "HTTP/1.1 407 Proxy Authentication Required")
                 #expect(error.description.contains("proxy 127.0.0.1:\(proxy.port)"))
                 #expect(error.description.contains("407"))
+                #expect(error.description.contains("proxy authentication required: check the user and password"))
                 #expect(!error.description.contains("wrong"))  // the password never shows
             }
         }

@@ -197,7 +197,9 @@ public enum HTTPProxyError: Error, Hashable, Sendable, CustomStringConvertible {
             return "invalid proxy URL \"\(url)\": \(problem)"
         case let .refused(proxy, target, line, body):
             var s = "proxy \(proxy) refused CONNECT \(target): \"\(line)\""
-            if line.contains(" 407") { s += " (proxy authentication required: check the user and password of the proxy URL)" }
+            // The status code is the status line's second word (not `contains(" 407")`: String
+            // searches for a String come from _StringProcessing, kept out of the static daemon).
+            if line.split(separator: " ", maxSplits: 2).dropFirst().first == "407" { s += " (proxy authentication required: check the user and password of the proxy URL)" }
             if !body.isEmpty { s += "; body starts with: " + String(decoding: body, as: UTF8.self) }
             return s
         case let .malformedResponse(proxy, e):
