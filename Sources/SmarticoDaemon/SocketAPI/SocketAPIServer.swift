@@ -438,7 +438,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         subscribers.add(1, ordering: .relaxed)
         let since = options.since
         let durable = options.durable
-        Task {
+        Task(executorPreference: loop) {  // never the global executor (docs/transport.md)
             let start: Result<JournalSeq, SocketAPIError>
             do {
                 if let durable {
@@ -480,7 +480,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         let after = subscription.replayedThrough
         let limit = replayPageSize
         let types = subscription.types
-        Task {
+        Task(executorPreference: loop) {
             let page: Result<[JournalEvent], StoreError>
             do throws(StoreError) { page = .success(try await store.events(after: after, limit: limit, types: types)) } catch {
                 page = .failure(error)
@@ -556,7 +556,7 @@ public final class SocketAPIServer: CustomStringConvertible,
             return
         }
         let number = peer.info.connectionNumber
-        Task {
+        Task(executorPreference: loop) {
             let result: Result<JSONValue, SocketAPIError>
             do {
                 let cursor = try await store.setCursor(name, seq)
