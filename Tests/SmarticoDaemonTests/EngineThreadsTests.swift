@@ -32,19 +32,14 @@ struct EngineThreadsTests {
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
         // The hash command records its blocked-signal mask: the daemon blocks SIGTERM/SIGINT/SIGHUP
-        // in all its threads, its children must not inherit that.
+        // in all its threads, its children must not inherit that. awk reads its own mask and then
+        // runs the hash script (not a shell first: dash clears the mask when it starts).
         let maskFile = setup.dir + "/sigblk.txt"
-        let script = setup.dir + "/hash-mask.sh"
-        try Data("""
-            #!/bin/sh
-            grep '^SigBlk' /proc/$$/status > \(maskFile)
-            v=$(( $(date +%s%N) / 1000000 + 3600000 ))
-            h=$(printf '%s' "$SMARTICO_EXT_USER_ID:s3cret:$v" | tr 'A-Z' 'a-z' | md5sum | cut -d' ' -f1)
-            echo "$h:$v"
-
-            """.utf8).write(to: URL(fileURLWithPath: script))
-        chmod(script, 0o755)
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: [script])
+        let hashScript = try writeHashScript(dir: setup.dir, salt: "s3cret")
+        let hashCommand = ["/usr/bin/awk",
+                           "/^SigBlk/ { print > \"\(maskFile)\" } END { close(\"\(maskFile)\"); exit system(\"\(hashScript)\") }",
+                           "/proc/self/status"]
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: hashCommand)
         let client = try await setup.start()
         defer { client.close() }
         #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
@@ -60,7 +55,7 @@ struct EngineThreadsTests {
         #expect(mask == "SigBlk:\t0000000000000000", "the hash command inherited blocked signals: \(mask)")
 
         // SIGHUP (read from the signalfd on the loop) reloads; still no libdispatch thread after it.
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: [script], logLevel: "info")
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: hashCommand, logLevel: "info")
         kill(pid, SIGHUP)
         #expect(await eventually { setup.log.contains("configuration reloaded") }, "log:\n\(setup.log)")
         #expect(try await EngineSessionTests.isReady(client))
