@@ -40,6 +40,7 @@ public enum Daemon {
     public static func runBlocking(config: ResolvedConfig, configPath: String?, environment: [String: String]) -> Int32 {
         LoopSignalSource.blockInCallingThread(handledSignals)
         signal(SIGPIPE, SIG_IGN)
+        closeInheritedDescriptorsOnExec()
         let loop: EventLoop
         do {
             loop = try EventLoop(name: "smarticod")
@@ -77,6 +78,26 @@ public enum Daemon {
         }
         await loop.shutdown()
         return code
+    }
+
+    /// Marks every descriptor the daemon inherited beyond stdin/stdout/stderr close-on-exec, so
+    /// the hash command does not inherit them: a launcher's descriptor held open by a hash
+    /// command that outlives the daemon (Foundation's `Process` watches a socketpair) makes the
+    /// daemon look alive after it exited. The daemon still uses them (sockets systemd passes).
+    static func closeInheritedDescriptorsOnExec() {
+        guard let dir = opendir("/proc/self/fd") else { return }
+        var fds: [Int32] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if let fd = Int32(name), fd > 2 { fds.append(fd) }
+        }
+        closedir(dir)
+        for fd in fds {
+            let flags = fcntl(fd, F_GETFD)
+            if flags >= 0 && flags & FD_CLOEXEC == 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+        }
     }
 
     /// The daemon on `loop` (the caller shuts the loop down afterwards). Run it in a task that
