@@ -14,6 +14,7 @@
 // They sit here so Transport needs no extra C target; they add no code.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/prctl.h>
 #include <netinet/tcp.h>
 

@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import Dispatch
 import Logging
 import Synchronization
 import Transport
@@ -26,30 +25,93 @@ public enum Daemon {
         }
     }
 
+    /// The signals the daemon handles (through a `signalfd` on its loop).
+    static let handledSignals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+
     /// Runs the daemon until SIGTERM/SIGINT; returns the exit status. Blocks the calling thread
-    /// (the main thread), never a thread of the cooperative pool.
+    /// (the main thread), never a thread of the cooperative pool. Call it before any other thread
+    /// exists: it blocks SIGTERM/SIGINT/SIGHUP here so that every thread started later inherits
+    /// the mask and the signals reach the daemon's `signalfd`.
+    ///
+    /// The daemon never touches Swift's global concurrent executor or libdispatch (whose worker
+    /// threads keep a 1 Hz timer once started): its top-level task prefers the event loop
+    /// (`Task(executorPreference:)`), the store has its own thread, and the calling thread waits on
+    /// a semaphore (docs/transport.md, "No global executor").
     public static func runBlocking(config: ResolvedConfig, configPath: String?, environment: [String: String]) -> Int32 {
+        LoopSignalSource.blockInCallingThread(handledSignals)
+        signal(SIGPIPE, SIG_IGN)
+        closeInheritedDescriptorsOnExec()
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(name: "smarticod")
+        } catch {
+            Logger(label: "smarticod").critical("cannot start the event loop: \(error)")
+            return startFailureExitCode
+        }
         let status = Mutex<Int32>(startFailureExitCode)
-        let done = DispatchSemaphore(value: 0)
-        Task.detached {
-            let code = await run(config: config, configPath: configPath, environment: environment)
+        let done = ThreadLatch()
+        Task(executorPreference: loop) {
+            let code = await run(config: config, configPath: configPath, environment: environment, loop: loop)
             status.withLock { $0 = code }
-            done.signal()
+            done.open()
         }
         done.wait()
+        loop.shutdownAndJoin()
         return status.withLock { $0 }
     }
 
-    /// Runs the daemon until SIGTERM/SIGINT; returns the exit status.
+    /// Runs the daemon until SIGTERM/SIGINT on a loop of its own; returns the exit status.
+    /// SIGTERM/SIGINT/SIGHUP must be blocked in every thread of the process (see
+    /// ``runBlocking(config:configPath:environment:)``, which does it); otherwise they keep their
+    /// default action.
     public static func run(config: ResolvedConfig, configPath: String?, environment: [String: String]) async -> Int32 {
+        signal(SIGPIPE, SIG_IGN)
+        let loop: EventLoop
+        do {
+            loop = try EventLoop(name: "smarticod")
+        } catch {
+            Logger(label: "smarticod").critical("cannot start the event loop: \(error)")
+            return startFailureExitCode
+        }
+        let code = await withTaskExecutorPreference(loop) {
+            await run(config: config, configPath: configPath, environment: environment, loop: loop)
+        }
+        await loop.shutdown()
+        return code
+    }
+
+    /// Marks every descriptor the daemon inherited beyond stdin/stdout/stderr close-on-exec, so
+    /// the hash command does not inherit them: a launcher's descriptor held open by a hash
+    /// command that outlives the daemon (Foundation's `Process` watches a socketpair) makes the
+    /// daemon look alive after it exited. The daemon still uses them (sockets systemd passes).
+    static func closeInheritedDescriptorsOnExec() {
+        guard let dir = opendir("/proc/self/fd") else { return }
+        var fds: [Int32] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if let fd = Int32(name), fd > 2 { fds.append(fd) }
+        }
+        closedir(dir)
+        for fd in fds {
+            let flags = fcntl(fd, F_GETFD)
+            if flags >= 0 && flags & FD_CLOEXEC == 0 { _ = fcntl(fd, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
+    /// The daemon on `loop` (the caller shuts the loop down afterwards). Run it in a task that
+    /// prefers `loop`, so no step lands on the global executor.
+    static func run(config: ResolvedConfig, configPath: String?, environment: [String: String], loop: EventLoop) async -> Int32 {
         var logger = Logger(label: "smarticod")
         logger.logLevel = config.logLevel.loggerLevel
         logger.info("starting smarticod \(SmarticoVersion.string)")
         for line in config.summary { logger.info("\(line)") }
         let notifier = SystemdNotifier()
 
-        // Signals first, so a SIGTERM during start-up is not lost (it waits in the driver's FIFO).
-        let signals = SignalWatcher()
+        // Signals are blocked (runBlocking): one that arrives during start-up stays pending in
+        // the kernel until the watcher starts below.
+        let signals = SignalWatcher(loop: loop)
 
         let store: SmarticoStore
         do {
@@ -58,26 +120,24 @@ public enum Daemon {
             logger.critical("cannot open the store in state_dir \(config.config.stateDir): \(error)")
             return startFailureExitCode
         }
-        let loop: EventLoop
-        do {
-            loop = try EventLoop(name: "smarticod")
-        } catch {
-            logger.critical("cannot start the event loop: \(error)")
-            await store.close()
-            return startFailureExitCode
-        }
         let server = SocketAPIServer(loop: loop, configuration: .init(config.config.socket), store: store)
         let driver = SessionDriver(
             config: config, configPath: configPath, environment: environment, loop: loop, store: store,
             server: server, notifier: notifier, logger: logger)
         let log = logger
-        signals.start(
-            terminate: { driver.terminate(signal: $0) },
-            reload: {
-                log.info("SIGHUP: reloading \(configPath ?? "(no configuration file)")")
-                try? notifier.reloading()
-                driver.reload()
-            })
+        do {
+            try await signals.start(
+                terminate: { driver.terminate(signal: $0) },
+                reload: {
+                    log.info("SIGHUP: reloading \(configPath ?? "(no configuration file)")")
+                    try? notifier.reloading()
+                    driver.reload()
+                })
+        } catch {
+            logger.critical("cannot watch signals: \(error)")
+            await store.close()
+            return startFailureExitCode
+        }
 
         let endpoint: SocketAPIServer.Endpoint
         if let fd = SystemdActivation.listeningSocket(in: SystemdActivation.passedSockets()) {
@@ -93,10 +153,9 @@ public enum Daemon {
             logger.info("listening on \(address)\(passed ? " (socket passed by systemd)" : "")")
         } catch {
             logger.critical("\(error)")
-            signals.stop()
+            await signals.stop()
             await server.close()
             await store.close()
-            await loop.shutdown()
             return startFailureExitCode
         }
         do { try notifier.ready(status: "listening; connecting") } catch {
@@ -106,10 +165,9 @@ public enum Daemon {
         let snapshot = await startSnapshot(config: config, store: store, pool: loop.blockingPool, logger: logger)
         await driver.run(snapshot)
 
-        signals.stop()
+        await signals.stop()
         await server.close()
         await store.close()
-        await loop.shutdown()
         logger.info("stopped")
         return 0
     }
@@ -143,66 +201,59 @@ public enum Daemon {
     }
 }
 
-/// SIGTERM, SIGINT and SIGHUP through Dispatch signal sources (the default actions are ignored,
-/// the sources see the signals on their own queue); SIGPIPE is ignored. The sources exist from
-/// `init`: a SIGTERM that arrives before ``start(terminate:reload:)`` is kept and delivered then.
-final class SignalWatcher: Sendable {
-    private struct State {
-        var sources: [any DispatchSourceSignal] = []
-        var terminate: (@Sendable (Int32) -> Void)?
-        var reload: (@Sendable () -> Void)?
-        var pendingTerminate: Int32?
+/// SIGTERM, SIGINT and SIGHUP read from a `signalfd` on the daemon's loop (``LoopSignalSource``);
+/// the signals must be blocked in every thread (``Daemon/runBlocking(config:configPath:environment:)``).
+/// Nothing reads them before ``start(terminate:reload:)``: one sent earlier waits in the kernel and
+/// is handled then.
+final class SignalWatcher:
+    // `source` is only read and written on the loop thread (inside `loop.submit`).
+    @unchecked Sendable
+{
+    let loop: EventLoop
+    private var source: LoopSignalSource?
+
+    init(loop: EventLoop) {
+        self.loop = loop
     }
 
-    private let queue = DispatchQueue(label: "smarticod.signals")
-    private let state = Mutex(State())
+    /// Hands the signals to these handlers from now on, on the loop thread.
+    func start(terminate: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) async throws {
+        try await loop.submit { [self] in
+            source = try LoopSignalSource(loop: loop, signals: Daemon.handledSignals) { sig in
+                if sig == SIGHUP { reload() } else { terminate(sig) }
+            }
+        }
+    }
+
+    /// Stops reading signals (they stay blocked: a late SIGTERM during shutdown is ignored).
+    func stop() async {
+        _ = try? await loop.submit { [self] in
+            source?.cancel()
+            source = nil
+        }
+    }
+}
+
+/// A one-shot latch a plain thread waits on (a POSIX semaphore: no Dispatch).
+final class ThreadLatch: Sendable {
+    /// Only used through the sem_* calls, which are thread-safe.
+    nonisolated(unsafe) private let semaphore: UnsafeMutablePointer<sem_t>
 
     init() {
-        signal(SIGPIPE, SIG_IGN)
-        for sig in [SIGTERM, SIGINT, SIGHUP] { signal(sig, SIG_IGN) }
-        let queue = self.queue
-        state.withLock { state in
-            for sig in [SIGTERM, SIGINT, SIGHUP] {
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-                source.setEventHandler { [weak self] in self?.deliver(sig) }
-                source.resume()
-                state.sources.append(source)
-            }
-        }
+        semaphore = .allocate(capacity: 1)
+        sem_init(semaphore, 0, 0)
     }
 
-    private func deliver(_ sig: Int32) {
-        let action: (() -> Void)? = state.withLock { state in
-            if sig == SIGHUP {
-                guard let reload = state.reload else { return nil }
-                return { reload() }
-            }
-            guard let terminate = state.terminate else {
-                state.pendingTerminate = state.pendingTerminate ?? sig
-                return nil
-            }
-            return { terminate(sig) }
-        }
-        action?()
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
     }
 
-    /// Hands the signals to these handlers from now on (a SIGTERM/SIGINT seen before goes at once).
-    func start(terminate: @escaping @Sendable (Int32) -> Void, reload: @escaping @Sendable () -> Void) {
-        let pending = state.withLock { state -> Int32? in
-            state.terminate = terminate
-            state.reload = reload
-            defer { state.pendingTerminate = nil }
-            return state.pendingTerminate
-        }
-        if let pending { terminate(pending) }
-    }
+    /// Lets the waiter go. Any thread.
+    func open() { sem_post(semaphore) }
 
-    func stop() {
-        state.withLock { state in
-            for source in state.sources { source.cancel() }
-            state.sources = []
-            state.terminate = nil
-            state.reload = nil
-        }
+    /// Blocks the calling thread until ``open()``.
+    func wait() {
+        while sem_wait(semaphore) != 0 && errno == EINTR {}
     }
 }

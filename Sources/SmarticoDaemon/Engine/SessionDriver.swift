@@ -570,7 +570,7 @@ actor SessionDriver {
         let loop = self.loop
         let inbox = self.inbox
         logger.debug("connecting", metadata: ["conn": "\(conn)", "url": "\(redactedURL(url))"])
-        Task.detached {
+        Task(executorPreference: loop) {  // on the loop, never the global executor (docs/transport.md)
             do throws(ConnectError) {
                 let connection = try await WebSocketClient.connect(url: url, options: options, on: loop)
                 inbox.yield(.opened(conn, connection))

@@ -56,12 +56,17 @@ public final class SocketAPIReply: Sendable {
 /// start out of arrival order: the session driver should implement ``SocketAPIHandler`` itself.
 public final class SocketAPIClosureHandler: SocketAPIHandler {
     private let body: @Sendable (SocketAPICall, SocketPeer) async -> Result<JSONValue, SocketAPIError>
+    private let executor: (any TaskExecutor)?
 
-    public init(_ body: @escaping @Sendable (SocketAPICall, SocketPeer) async -> Result<JSONValue, SocketAPIError>) {
+    /// - Parameter executor: where the tasks run (e.g. the server's ``EventLoop``, so that nothing
+    ///   reaches Swift's global executor and libdispatch); nil: the global executor.
+    public init(executor: (any TaskExecutor)? = nil,
+                _ body: @escaping @Sendable (SocketAPICall, SocketPeer) async -> Result<JSONValue, SocketAPIError>) {
         self.body = body
+        self.executor = executor
     }
 
     public func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {
-        Task { [body] in reply.answer(await body(call, peer)) }
+        Task(executorPreference: executor) { [body] in reply.answer(await body(call, peer)) }
     }
 }

@@ -448,7 +448,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         subscribers.add(1, ordering: .relaxed)
         let since = options.since
         let durable = options.durable
-        Task {
+        Task(executorPreference: loop) {  // never the global executor (docs/transport.md)
             let start: Result<JournalSeq, SocketAPIError>
             do {
                 if let durable {
@@ -490,7 +490,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         let after = subscription.replayedThrough
         let limit = replayPageSize
         let types = subscription.types
-        Task {
+        Task(executorPreference: loop) {
             let page: Result<[JournalEvent], StoreError>
             do throws(StoreError) { page = .success(try await store.events(after: after, limit: limit, types: types)) } catch {
                 page = .failure(error)
@@ -566,7 +566,7 @@ public final class SocketAPIServer: CustomStringConvertible,
             return
         }
         let number = peer.info.connectionNumber
-        Task {
+        Task(executorPreference: loop) {
             let result: Result<JSONValue, SocketAPIError>
             do {
                 let cursor = try await store.setCursor(name, seq)

@@ -60,9 +60,13 @@ public enum EventLoopError: Error, Sendable, CustomStringConvertible {
 /// - ``execute(_:)`` works from any thread; a cross-thread call writes an `eventfd` once per batch.
 /// - The loop is a `SerialExecutor`: an actor can run on it with
 ///   `nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }`.
+/// - The loop is also a `TaskExecutor`: `Task(executorPreference: loop) { … }` or
+///   `withTaskExecutorPreference(loop) { … }` runs that task's nonisolated async code (and the
+///   continuations it awaits) on the loop thread instead of Swift's global concurrent executor, so a
+///   program can run without libdispatch's worker threads (see docs/transport.md, "No global executor").
 ///
 /// Everything not marked "any thread" must be called on the loop thread (see ``preconditionInEventLoop()``).
-public final class EventLoop: SerialExecutor, CustomStringConvertible,
+public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConvertible,
     // Mutable state is either confined to the loop thread (registrations, timers, buffers; every
     // entry point checks `preconditionInEventLoop()`), or guarded by `pending` (a Mutex), or atomic.
     @unchecked Sendable
@@ -218,14 +222,19 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
         }
     }
 
-    // MARK: SerialExecutor
+    // MARK: SerialExecutor, TaskExecutor
 
+    /// Jobs of actors running on this loop and of tasks that prefer it. Any thread.
     public func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         if !enqueueTask(.job(unowned)) {
             // A job must run; after shutdown there is no loop thread, so run it here (best effort).
-            unowned.runSynchronously(on: asUnownedSerialExecutor())
+            runJob(unowned)
         }
+    }
+
+    private func runJob(_ job: UnownedJob) {
+        job.runSynchronously(isolatedTo: asUnownedSerialExecutor(), taskExecutor: asUnownedTaskExecutor())
     }
 
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
@@ -423,7 +432,7 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
     }
 
     private func runTasks() {
-        // Tasks added while these run wait for the next iteration (with a zero timeout).
+        // Tasks queued from other threads while these run wait for the next iteration (woken by the eventfd).
         var batch = pending.withLock { p -> [Task] in
             p.wakePending = false
             if p.tasks.isEmpty { return [] }
@@ -437,12 +446,22 @@ public final class EventLoop: SerialExecutor, CustomStringConvertible,
         for task in batch {
             run(task)
         }
+        // What those queued on this thread (actor hops, resumed continuations of tasks that prefer
+        // this loop) runs now, for a few rounds, rather than costing one `epoll_wait(0)` each. The
+        // bound keeps a task that keeps re-queueing itself from starving the descriptors.
+        var rounds = 0
+        while !localTasks.isEmpty && rounds < 16 {
+            var more: [Task] = []
+            swap(&more, &localTasks)
+            for task in more { run(task) }
+            rounds += 1
+        }
     }
 
     private func run(_ task: Task) {
         switch task {
         case .closure(let body): body()
-        case .job(let job): job.runSynchronously(on: asUnownedSerialExecutor())
+        case .job(let job): runJob(job)
         }
     }
 
