@@ -45,6 +45,16 @@ struct EngineThreadsTests {
         #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
         let pid = try #require(setup.daemon?.pid)
 
+        // Events through the whole path (inbox, group commit task, store, publish) first.
+        _ = try await client.ok("subscribe", ["types": ["engagement"]])
+        var uids: [String] = []
+        for _ in 0..<20 { uids.append(try await sim.emitEngagement(to: "alice")) }
+        var got: [String] = []
+        while got.count < uids.count, let event = await client.nextEvent() {
+            if let uid = event["data"]?["message"]?["engagement_uid"]?.stringValue { got.append(uid) }
+        }
+        #expect(got == uids, "log:\n\(setup.log)")
+
         let names = try Self.threadNames(of: pid)
         #expect(names.filter { $0 == "smarticod" }.count == 2, "main thread and event loop expected: \(names)")
         #expect(names.contains("smarticod-store"), "\(names)")

@@ -496,9 +496,10 @@ actor SessionDriver {
             server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
         } else {
             committing = true
-            // Inherits this actor's isolation: it starts on the loop, and between its store
-            // awaits the FIFO goes on (it touches only the journal queue, never the machine).
-            Task { await self.commitLoop([event]) }
+            // On the loop (an actor-isolated `Task {}` starts there too, but the preference says
+            // so, docs/transport.md). Between its store awaits the FIFO goes on: it touches only
+            // the journal queue and the socket server, never the machine.
+            Task(executorPreference: loop) { await self.commitLoop([event]) }
         }
     }
 
