@@ -17,6 +17,7 @@
 #include <sys/signalfd.h>
 #include <sys/prctl.h>
 #include <netinet/tcp.h>
+#include <malloc.h>  // malloc_trim (ProcessMemory)
 
 /// accept4 without _GNU_SOURCE (glibc declares it only under _GNU_SOURCE); flags: SOCK_NONBLOCK|SOCK_CLOEXEC.
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);

@@ -47,6 +47,12 @@ actor SessionDriver {
     private var timerDeadlines: [SessionTimer: Int64] = [:]
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
+    /// Gives the heap's free pages back after a burst (``ProcessMemory``): armed again every
+    /// `trimAfterInputs` inputs, it fires once the burst has been over for `trimDelay`.
+    private var trimTimer: LoopTimer?
+    private var inputsSinceTrimArmed = 0
+    static let trimAfterInputs = 512
+    static let trimDelay: Duration = .seconds(5)
     /// How often journal retention runs without appends.
     static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
@@ -112,8 +118,15 @@ actor SessionDriver {
         maintenanceTimer = maintenance
         await process(.maintenance)
         await feed(.start(snapshot))
+        let trim = LoopTimer(loop: loop) { ProcessMemory.returnFreePagesToSystem() }
+        trimTimer = trim
         var leftover: [DriverInput] = []
         while !stopped, let batch = await inbox.next() {
+            inputsSinceTrimArmed += batch.count
+            if inputsSinceTrimArmed >= Self.trimAfterInputs {
+                inputsSinceTrimArmed = 0
+                trim.schedule(after: Self.trimDelay)
+            }
             for (i, input) in batch.enumerated() {
                 await process(input)
                 if stopped {
@@ -135,6 +148,8 @@ actor SessionDriver {
         watchdogTimer = nil
         maintenanceTimer?.invalidate()
         maintenanceTimer = nil
+        trimTimer?.invalidate()
+        trimTimer = nil
         for connection in connections.values { connection.abort() }
         connections.removeAll()
         for (_, reply) in replies { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
