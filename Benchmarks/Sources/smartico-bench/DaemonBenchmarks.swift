@@ -636,7 +636,9 @@ final class DaemonBench {
         print("  idle daemon for \(seconds) s (healthy session, one idle subscriber)")
         let peer = try subscribedPeer(d.socketPath)
         defer { close(peer) }
-        sleep(2)  // let the previous load's work (journal commits, retention) settle
+        // Let the previous load's work settle: journal commits, retention, and the heap trim the
+        // driver runs 5 s after a burst (SessionDriver.trimDelay).
+        sleep(7)
         let before = d.threadSwitches()
         sleep(UInt32(seconds))
         let after = d.threadSwitches()
