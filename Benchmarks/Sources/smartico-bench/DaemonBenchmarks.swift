@@ -476,18 +476,29 @@ final class DaemonBench {
         for rate in [100, 1_000] {
             for peers in [1, 10, 100] {
                 let events = rate == 100 ? (quick ? 200 : 1_000) : (quick ? 1_000 : 5_000)
-                let relay = try relayLatency(peers: peers, rate: rate, events: events)
-                let ours = try await daemonLatency(peers: peers, rate: rate, events: events)
-                let ratio = ours.p99 / relay.p99
                 let isGoalRow = rate == 1_000 && peers == 10
-                let missing = ours.missing > 0 ? " (\(ours.missing) of \(ours.samples + ours.missing) lines missing)" : ""
+                // Both tails carry the machine's noise (the relay's p99 moved from 0.2 to 11 ms between
+                // runs), so the goal row alternates relay and daemon three times and judges the median
+                // ratio; the figures shown are those of the median round.
+                let rounds = isGoalRow && !quick ? 3 : 1
+                var measured: [(relay: LatencySummary, ours: LatencySummary, ratio: Double)] = []
+                for _ in 0..<rounds {
+                    let relay = try relayLatency(peers: peers, rate: rate, events: events)
+                    let ours = try await daemonLatency(peers: peers, rate: rate, events: events)
+                    measured.append((relay, ours, ours.p99 / relay.p99))
+                }
+                let byRatio = measured.sorted { $0.ratio < $1.ratio }
+                let (relay, ours, ratio) = byRatio[byRatio.count / 2]
+                let missingLines = measured.map(\.ours.missing).reduce(0, +)
+                let missing = missingLines > 0 ? " (\(missingLines) lines missing)" : ""
+                let allRatios = rounds > 1 ? " (median of \(rounds) rounds: " + measured.map { fmt($0.ratio, 2) + "×" }.joined(separator: ", ") + ")" : ""
                 report.addFigure(
                     "end-to-end latency sim → smarticod → \(peers) peer\(peers == 1 ? "" : "s") at \(rate) events/s (\(events) events)",
                     figure: ours.text + missing,
                     reference: "C relay: " + relay.text,
-                    ratio: "p99 " + fmt(ratio, 2) + "×",
+                    ratio: "p99 " + fmt(ratio, 2) + "×" + allRatios,
                     goal: isGoalRow ? "p99 ≤ 5× relay" : "—",
-                    met: isGoalRow ? (ratio <= 5 && ours.missing == 0 ? "yes" : "NO") : "")
+                    met: isGoalRow ? (ratio <= 5 && missingLines == 0 ? "yes" : "NO") : "")
             }
         }
     }
