@@ -62,6 +62,8 @@ struct EngineSessionTests {
         let replayed = await replayer.nextEvent { $0["event"]?.stringValue == "engagement" }
         #expect(replayed?["seq"]?.int64Value == seq)
         #expect(replayed?["data"]?["message"]?["engagement_uid"]?.stringValue == uid)
+        // Journaled without its bridge, replayed with it: the same data as the live line.
+        #expect(replayed?["data"] != nil && replayed?["data"] == received["data"])
 
         // A client event goes out at once with its uuid.
         let sent = try await client.ok("event", ["event_type": "engine_test", "payload": ["n": 1]])

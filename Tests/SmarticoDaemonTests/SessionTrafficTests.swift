@@ -192,6 +192,35 @@ import Testing
         #expect(dl.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&dp=dp%3Agf_missions%26id%3D3"))
     }
 
+    /// An engagement is journaled without its `bridge` (the payload once, not twice); replay puts it
+    /// back: the replayed line's data is byte for byte the live one, through the real store.
+    @Test func engagementRowsAreJournaledWithoutTheBridgeAndReplayedWithIt() async throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
+        h.bringUp()
+        // Escapes, non-ASCII and exact numbers must survive the round trip.
+        let raw = ClientEngagementEvent(
+            engagementUID: "e-7", engagementID: 7, templateHTML: "<p class=\"x\">Grüße \u{1F600}\n</p>",
+            extra: ["amount": .number(JSONNumber(literal: "1.50e3")!), "nested": ["a": [1, "b", .null]]]).json
+        guard case .journalOnce(_, _, let event)? = h.server(raw).last else { Issue.record("no journalOnce for 110"); return }
+        let (row, line) = SessionDriver.journalRow(event, tsMs: h.now)
+        #expect(line == event.data.serialized(), "the live line's data is the event's data")
+        #expect(row.data.count < line.count * 2 / 3, "journaled \(row.data.count) of \(line.count) bytes")
+        #expect(!String(decoding: row.data, as: UTF8.self).contains("\"bridge\""))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("smarticod-session-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let store = try await SmarticoStore.open(directory: dir)
+        _ = try await store.journal([JournalWrite(row, once: "e-7", user: "u1")])
+        let stored = try #require(try await store.events(after: 0, limit: 1).first)
+        #expect(EngagementJournal.lineData(name: stored.name, journaled: stored.data) == line)
+        // Rows that kept their bridge (journaled before this change), and other events, pass as they are.
+        #expect(EngagementJournal.lineData(name: "engagement", journaled: line) == line)
+        let other = Array(#"{"message":{"a":1},"popup_url":null}"#.utf8)
+        #expect(EngagementJournal.lineData(name: "deeplink", journaled: other) == other)
+        #expect(EngagementJournal.lineData(name: "engagement", journaled: Array("not json".utf8)) == Array("not json".utf8))
+        await store.close()
+    }
+
     @Test func engagementDeduplicationThroughTheRealStore() async throws {
         var h = Harness(SessionFixtures.config(user: "u1", hash: "h"))
         h.bringUp()

@@ -383,8 +383,8 @@ actor SessionDriver {
         case .emit(let event):
             emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
-            let row = event.journalEvent(tsMs: now)
-            toSubscribers(Outgoing(name: event.name, data: row.data, tsMs: now,
+            let (row, line) = Self.journalRow(event, tsMs: now)
+            toSubscribers(Outgoing(name: event.name, data: line, tsMs: now,
                                    write: JournalWrite(row, once: uid, user: user)))
         case .reply(let id, let result):
             replies.removeValue(forKey: id)?.complete(result)
@@ -478,8 +478,18 @@ actor SessionDriver {
         if event.name == "session" || event.name == "error", logger.logLevel <= .info {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
-        let row = event.journalEvent(tsMs: now)
-        toSubscribers(Outgoing(name: event.name, data: row.data, tsMs: now, write: event.journaled ? JournalWrite(row) : nil))
+        let (row, line) = Self.journalRow(event, tsMs: now)
+        toSubscribers(Outgoing(name: event.name, data: line, tsMs: now, write: event.journaled ? JournalWrite(row) : nil))
+    }
+
+    /// The journal row of `event` and its line's `data` bytes, each serialized once: the same
+    /// bytes, except that an engagement is journaled without its `bridge` (``EngagementJournal``).
+    static func journalRow(_ event: DaemonEvent, tsMs: Int64) -> (row: NewJournalEvent, line: [UInt8]) {
+        if event.name == "engagement", let split = EngagementJournal.split(event.data) {
+            return (NewJournalEvent(name: event.name, tsMs: tsMs, data: split.journal), split.line)
+        }
+        let row = event.journalEvent(tsMs: tsMs)
+        return (row, row.data)
     }
 
     // MARK: Group commit

@@ -522,12 +522,14 @@ public final class SocketAPIServer: CustomStringConvertible,
             return
         }
         for event in events {
+            // An engagement row was journaled without its `bridge` member: put it back.
+            let data = EngagementJournal.lineData(name: event.name, journaled: event.data)
             var tail: [UInt8] = []
-            tail.reserveCapacity(event.data.count + 32)
+            tail.reserveCapacity(data.count + 32)
             appendASCII(",\"ts\":", to: &tail)
             appendDecimal(event.tsMs, to: &tail)
             appendASCII(",\"data\":", to: &tail)
-            tail.append(contentsOf: event.data)
+            tail.append(contentsOf: data)
             appendASCII("}\n", to: &tail)
             deliver(PreparedEvent(name: event.name, seq: event.seq, tail: tail), to: peer)
             guard peer.isOpen, !peer.dropping else { return }
