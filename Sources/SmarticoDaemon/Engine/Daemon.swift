@@ -41,13 +41,7 @@ public enum Daemon {
         LoopSignalSource.blockInCallingThread(handledSignals)
         signal(SIGPIPE, SIG_IGN)
         closeInheritedDescriptorsOnExec()
-        let loop: EventLoop
-        do {
-            loop = try EventLoop(name: "smarticod")
-        } catch {
-            Logger(label: "smarticod").critical("cannot start the event loop: \(error)")
-            return startFailureExitCode
-        }
+        guard let loop = makeLoop() else { return startFailureExitCode }
         let status = Mutex<Int32>(startFailureExitCode)
         let done = ThreadLatch()
         Task(executorPreference: loop) {
@@ -60,19 +54,23 @@ public enum Daemon {
         return status.withLock { $0 }
     }
 
+    /// The daemon's event loop, or nil (logged) when the kernel refuses its epoll/eventfd.
+    private static func makeLoop() -> EventLoop? {
+        do {
+            return try EventLoop(name: "smarticod")
+        } catch {
+            Logger(label: "smarticod").critical("cannot start the event loop: \(error)")
+            return nil
+        }
+    }
+
     /// Runs the daemon until SIGTERM/SIGINT on a loop of its own; returns the exit status.
     /// SIGTERM/SIGINT/SIGHUP must be blocked in every thread of the process (see
     /// ``runBlocking(config:configPath:environment:)``, which does it); otherwise they keep their
     /// default action.
     public static func run(config: ResolvedConfig, configPath: String?, environment: [String: String]) async -> Int32 {
         signal(SIGPIPE, SIG_IGN)
-        let loop: EventLoop
-        do {
-            loop = try EventLoop(name: "smarticod")
-        } catch {
-            Logger(label: "smarticod").critical("cannot start the event loop: \(error)")
-            return startFailureExitCode
-        }
+        guard let loop = makeLoop() else { return startFailureExitCode }
         let code = await withTaskExecutorPreference(loop) {
             await run(config: config, configPath: configPath, environment: environment, loop: loop)
         }
