@@ -20,6 +20,29 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A TCP listener on 127.0.0.1, port chosen by the kernel (written to *addr); -1 on failure. */
+static int listen_loopback(int backlog, struct sockaddr_in *addr) {
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0) return -1;
+    memset(addr, 0, sizeof *addr);
+    addr->sin_family = AF_INET;
+    addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof *addr;
+    if (bind(lfd, (struct sockaddr *)addr, sizeof *addr) != 0 || listen(lfd, backlog) != 0 ||
+        getsockname(lfd, (struct sockaddr *)addr, &len) != 0) { close(lfd); return -1; }
+    return lfd;
+}
+
+/* A TCP connection to *addr with TCP_NODELAY; -1 on failure. */
+static int dial_nodelay(const struct sockaddr_in *addr) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (const struct sockaddr *)addr, sizeof *addr) != 0) { close(fd); return -1; }
+    return fd;
+}
+
 static int read_full(int fd, char *buf, size_t n) {
     size_t got = 0;
     while (got < n) {
@@ -54,26 +77,19 @@ static void *echo_thread(void *p) {
         if (write_full(fd, buf, (size_t)a->size) != 0) break;
     }
     free(buf);
-    close(fd);
+    if (fd >= 0) close(fd);
     return NULL;
 }
 
 int cbench_tcp_pingpong(int iterations, int warmup, int size, uint64_t *rtt_ns) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr;
+    int lfd = listen_loopback(1, &addr);
     if (lfd < 0) return -1;
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&addr, &len) != 0) { close(lfd); return -1; }
     struct echo_args args = { lfd, size, iterations + warmup };
     pthread_t t;
     if (pthread_create(&t, NULL, echo_thread, &args) != 0) { close(lfd); return -1; }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+    int fd = dial_nodelay(&addr);
+    int rc = fd < 0 ? -1 : 0;
     char *buf = calloc(1, (size_t)size);
     for (int i = 0; rc == 0 && i < iterations + warmup; i++) {
         uint64_t t0 = now_ns();
@@ -81,7 +97,7 @@ int cbench_tcp_pingpong(int iterations, int warmup, int size, uint64_t *rtt_ns) 
         if (i >= warmup) rtt_ns[i - warmup] = now_ns() - t0;
     }
     free(buf);
-    close(fd);
+    if (fd >= 0) close(fd);
     pthread_join(t, NULL);
     close(lfd);
     return rc;
@@ -123,14 +139,9 @@ static void *drain_thread(void *p) {
 }
 
 int cbench_tcp_stream(int conns, int size, int msgs_per_conn, uint64_t *elapsed_ns) {
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr;
+    int lfd = listen_loopback(conns, &addr);
     if (lfd < 0) return -1;
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, conns) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&addr, &len) != 0) { close(lfd); return -1; }
     int *readers = calloc((size_t)conns, sizeof(int));
     int *writers = calloc((size_t)conns, sizeof(int));
     int rc = 0, made = 0;
@@ -382,21 +393,16 @@ static void *relay_thread(void *p) {
     }
 done:
     free(in); free(out);
-    close(fd);
+    if (fd >= 0) close(fd);
     return NULL;
 }
 
 int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
                  int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns) {
     if (in_size < 64 || out_size < 64) { errno = EINVAL; return -1; }
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr;
+    int lfd = listen_loopback(1, &addr);
     if (lfd < 0) return -1;
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (bind(lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&addr, &len) != 0) { close(lfd); return -1; }
     int *relay_side = calloc((size_t)subscribers, sizeof(int));
     int *peer_side = calloc((size_t)subscribers, sizeof(int));
     for (int s = 0; s < subscribers; s++) {
@@ -409,10 +415,8 @@ int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out
     pthread_t t;
     if (pthread_create(&t, NULL, relay_thread, &args) != 0) { close(lfd); return -1; }
     cbench_rx *rx = cbench_rx_start(peer_side, subscribers, events, id_base, recv_ns, 10000);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int rc = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+    int fd = dial_nodelay(&addr);
+    int rc = fd < 0 ? -1 : 0;
     char *buf = malloc((size_t)in_size);
     uint64_t start = now_ns();
     uint64_t period = rate > 0 ? 1000000000ull / (uint64_t)rate : 0;
@@ -425,7 +429,7 @@ int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out
     int64_t stray = 0;
     int st = cbench_rx_join(rx, &stray);
     free(buf);
-    close(fd);
+    if (fd >= 0) close(fd);
     pthread_join(t, NULL);
     close(lfd);
     for (int s = 0; s < subscribers; s++) { close(relay_side[s]); close(peer_side[s]); }

@@ -616,8 +616,8 @@ final class DaemonBench {
         let message = engagementMessage()
         let decoder = JSONDecoder()
         let data = Data(message)
-        let decode = Timed { n in for _ in 0..<n { blackHole(try? decoder.decode(BenchEngagement.self, from: data)) } }
-        precondition((try? decoder.decode(BenchEngagement.self, from: data)) != nil, "the reference decoder fails on the 110")
+        let decode = Timed { n in for _ in 0..<n { blackHole(try? decoder.decode(FoundationEngagement.self, from: data)) } }
+        precondition((try? decoder.decode(FoundationEngagement.self, from: data)) != nil, "the reference decoder fails on the 110")
         let (ns, _) = compare(decode, nil, rounds: report.rounds, batchNanos: report.batchNanos)
         let decodesPerSecond = 1e9 / ns
         report.addFigure(
@@ -713,23 +713,6 @@ final class DaemonBench {
     }
 }
 
-/// The generated 110 as Foundation would decode it into a Codable struct.
-private struct BenchEngagement: Decodable {
-    var engagement_uid: String
-    var activityType: Int
-    var engagement_id: Int64
-    var root_audience_id: Int64?
-    var audience_id: Int64?
-    var resource_id: Int64?
-    var resource_variation_id: Int64?
-    var template_html: String?
-    var template_engine: Int?
-    var params: [String: String]?
-    var source_product_id: Int?
-    var cid: Int
-    var ts: Int64
-    var uuid: String
-}
 
 private func mb(_ r: (total: Int, anon: Int, file: Int)?) -> String {
     guard let r else { return "?" }

@@ -29,13 +29,7 @@ func realisticEngagementBytes(templateBytes: Int) -> [UInt8] {
     html = String(html.utf8.prefix(templateBytes - 6))!
     while html.hasSuffix("\\") { html.removeLast() }  // never cut an escape in half
     html += "</div>"
-    let json = """
-    {"engagement_uid":"06f0cd67-ec24-4eeb-bbe9-c3529e8743fa","activityType":30,"engagement_id":236356783,\
-    "root_audience_id":31068,"audience_id":31068,"resource_id":5843,"resource_variation_id":5843,\
-    "template_html":"\(html)","template_engine":1,"params":{"title":"Welcome","button":"Play now","dp":"dp:gf_saw&id=5"},\
-    "source_product_id":0,"cid":110,"ts":1632913275835,"uuid":"df4a39fb-0536-4c68-9c32-0c1db7e75588"}
-    """
-    return Array(json.utf8)
+    return engagementBytes(templateHTML: html)
 }
 
 /// permessage-deflate of JSON engagements: Transport's codec (`MessageDeflater` /

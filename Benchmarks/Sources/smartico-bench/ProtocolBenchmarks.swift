@@ -2,8 +2,9 @@ import Foundation
 import SmarticoProtocol
 
 /// The same 110 engagement the daemon receives, as Foundation would decode it
-/// into a Codable struct: the reference for "how fast is our decoder".
-private struct FoundationEngagement: Decodable {
+/// into a Codable struct: the reference for "how fast is our decoder" (and for the daemon's
+/// CPU-per-event row).
+struct FoundationEngagement: Decodable {
     var engagement_uid: String
     var activityType: Int
     var engagement_id: Int64
@@ -24,6 +25,11 @@ func engagementBytes(templateBytes: Int) -> [UInt8] {
     var html = "<div class=\\\"popup\\\"><h1>Welcome back!</h1><p>"
     while html.utf8.count < templateBytes - 10 { html += "Spin the wheel and win up to 500 free spins today. " }
     html += "</p></div>"
+    return engagementBytes(templateHTML: html)
+}
+
+/// A 110 engagement with fixed ids around `templateHTML` (already JSON-escaped).
+func engagementBytes(templateHTML html: String) -> [UInt8] {
     let json = """
     {"engagement_uid":"06f0cd67-ec24-4eeb-bbe9-c3529e8743fa","activityType":30,"engagement_id":236356783,\
     "root_audience_id":31068,"audience_id":31068,"resource_id":5843,"resource_variation_id":5843,\
