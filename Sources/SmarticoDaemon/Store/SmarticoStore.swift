@@ -347,10 +347,8 @@ public actor SmarticoStore {
     /// the disk. Retention (count, and age relative to the newest `tsMs` of the batch) is applied in
     /// the same transaction.
     public func appendEvents(_ events: [NewJournalEvent]) throws(StoreError) -> [JournalSeq] {
-        guard !events.isEmpty else { return [] }
-        let seqs = try inTransaction { db in try self.append(events, db) }
-        cachedLastSeq = seqs.last ?? cachedLastSeq
-        return seqs
+        // Unconditional writes always get a seq.
+        try journal(events.map(JournalWrite.init)).compactMap { $0 }
     }
 
     /// Journals an engagement once per (user, uid): in one transaction, marks `uid` seen for `user`
@@ -358,12 +356,7 @@ public actor SmarticoStore {
     public func appendEngagement(user: String, uid: String, event: NewJournalEvent) throws(StoreError)
         -> JournalSeq?
     {
-        let seq = try inTransaction { db -> JournalSeq? in
-            guard try self.insertSeen(user: user, uid: uid, db) else { return nil }
-            return try self.append([event], db).first
-        }
-        if let seq { cachedLastSeq = seq }
-        return seq
+        try journal([JournalWrite(event, once: uid, user: user)]).first ?? nil
     }
 
     /// Group commit: journals every write of `writes`, in order, in **one** transaction (one `fsync`),
@@ -541,22 +534,6 @@ public actor SmarticoStore {
 
     private static func readLastSeq(_ db: SQLiteConnection) throws(SQLiteError) -> JournalSeq {
         try db.queryFirst("SELECT value FROM meta WHERE key = 'last_seq'") { $0.int64(0) } ?? 0
-    }
-
-    private func append(_ events: [NewJournalEvent], _ db: SQLiteConnection) throws -> [JournalSeq] {
-        var seq = try Self.readLastSeq(db)
-        var seqs: [JournalSeq] = []
-        seqs.reserveCapacity(events.count)
-        var newest = Int64.min
-        for event in events {
-            seq += 1
-            try insertJournalRow(seq: seq, event, db)
-            seqs.append(seq)
-            newest = max(newest, event.tsMs)
-        }
-        try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(seq)])
-        _ = try retain(nowMs: newest, db)
-        return seqs
     }
 
     private func insertJournalRow(seq: JournalSeq, _ event: NewJournalEvent, _ db: SQLiteConnection) throws {
