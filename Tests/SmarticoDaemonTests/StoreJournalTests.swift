@@ -248,3 +248,32 @@ import Testing
         await store.close()
     }
 }
+
+@Suite struct StoreCacheTests {
+    /// Under load the page cache may grow past SQLite's 2 MB default (so commits and checkpoints
+    /// stop re-reading the pages they just wrote), and `releaseCacheMemory()` gives it back after
+    /// the burst without losing anything.
+    @Test func pageCacheGrowsUnderLoadAndIsGivenBack() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + "\"}"
+        var seq = 0
+        for _ in 0..<30 {  // 3,000 events of ~2 KB, in commits of 100
+            let batch = (0..<100).map { _ in JournalWrite(journalEvent("engagement", ts: 1, payload)) }
+            seq = try await store.journal(batch).compactMap { $0 }.last.map(Int.init) ?? seq
+        }
+        #expect(seq == 3_000)
+        let held = await store.cacheBytes()
+        #expect(held > 4 << 20, "the cache held only \(held) bytes: the cache_size pragma did not take effect")
+        #expect(held <= (SmarticoStore.cacheKiB + 1_024) << 10, "the cache grew past its limit: \(held) bytes")
+        let freed = await store.releaseCacheMemory()
+        #expect(freed > 4 << 20, "released only \(freed) of \(held) bytes")
+        #expect(await store.cacheBytes() < 1 << 20)
+        // Nothing was lost: every event reads back (through a cache that fills again).
+        let all = try await store.events(after: 0, limit: 5_000)
+        #expect(all.count == 3_000 && all.first?.seq == 1 && all.last?.seq == 3_000)
+        #expect(all.allSatisfy { $0.data == bytes(payload) })
+        await store.close()
+    }
+}

@@ -24,6 +24,8 @@ enum DriverInput: Sendable {
     case reloaded(Result<ResolvedConfig, ConfigError>)
     /// Hourly: journal retention by age (appends apply it too, but an idle journal has none).
     case maintenance
+    /// A burst is over: give the store's page cache and the heap's free pages back.
+    case trimMemory
 }
 
 /// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.

@@ -47,7 +47,7 @@ actor SessionDriver {
     private var timerDeadlines: [SessionTimer: Int64] = [:]
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
-    /// Gives the heap's free pages back after a burst (``ProcessMemory``): armed again every
+    /// Gives the store's page cache and the heap's free pages back after a burst (``ProcessMemory``): armed again every
     /// `trimAfterInputs` inputs, it fires once the burst has been over for `trimDelay`.
     private var trimTimer: LoopTimer?
     private var inputsSinceTrimArmed = 0
@@ -118,7 +118,7 @@ actor SessionDriver {
         maintenanceTimer = maintenance
         await process(.maintenance)
         await feed(.start(snapshot))
-        let trim = LoopTimer(loop: loop) { ProcessMemory.returnFreePagesToSystem() }
+        let trim = LoopTimer(loop: loop) { inbox.yield(.trimMemory) }
         trimTimer = trim
         var leftover: [DriverInput] = []
         while !stopped, let batch = await inbox.next() {
@@ -211,6 +211,10 @@ actor SessionDriver {
                 logger.error("journal retention failed: \(error)")
             }
             maintenanceTimer?.schedule(after: Self.maintenanceInterval)
+        case .trimMemory:
+            // The cache first, so that the pages it frees are among those the heap trim returns.
+            await store.releaseCacheMemory()
+            ProcessMemory.returnFreePagesToSystem()
         case .reloaded(let result):
             switch result {
             case .failure(let error):

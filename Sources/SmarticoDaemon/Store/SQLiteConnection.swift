@@ -106,6 +106,24 @@ final class SQLiteConnection {
 
     var isOpen: Bool { handle != nil }
 
+    /// Frees the page cache's unused pages (`sqlite3_db_release_memory`); returns the bytes freed.
+    @discardableResult
+    func releaseCacheMemory() -> Int {
+        guard let db = handle else { return 0 }
+        let before = cacheBytes
+        sqlite3_db_release_memory(db)
+        return max(0, before - cacheBytes)
+    }
+
+    /// The heap memory held by this connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).
+    var cacheBytes: Int {
+        guard let db = handle else { return 0 }
+        var current: Int32 = 0
+        var highwater: Int32 = 0
+        guard sqlite3_db_status(db, SQLITE_DBSTATUS_CACHE_USED, &current, &highwater, 0) == SQLITE_OK else { return 0 }
+        return Int(current)
+    }
+
     private func error(_ rc: Int32, sql: String?) -> SQLiteError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "the connection is closed"
         let extended = handle.map { sqlite3_extended_errcode($0) } ?? rc
