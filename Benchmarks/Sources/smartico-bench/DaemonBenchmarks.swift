@@ -629,6 +629,40 @@ final class DaemonBench {
             ratio: fmt(perCPUSecond / decodesPerSecond, 2) + "×",
             goal: "≥ 100,000 events/s on one core",
             met: perCPUSecond >= 100_000 ? "yes" : "NO")
+        try eventFloorRow(events: events, daemonMicros: r.daemonCPU * 1e6 / Double(r.events))
+    }
+
+    /// The floor row: `cbench_event_floor` on 64 distinct 110s of the benchmark's size.
+    func eventFloorRow(events: Int, daemonMicros: Double) throws {
+        var msgs: [UInt8] = []
+        var lens: [Int] = []
+        for i in 0..<64 {
+            var m = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-\(String(100_000_000_000 + i))",
+                                                engagementID: firstEngagementID + Int64(i), templateBytes: templateBytes)
+            m["ts"] = .number(1_632_913_275_835 + Int64(i))
+            m["uuid"] = .string("df4a39fb-0536-4c68-9c32-\(String(200_000_000_000 + i))")
+            let bytes = m.serialized()
+            msgs += bytes
+            lens.append(bytes.count)
+        }
+        let batch = 64
+        var user = 0.0, system = 0.0, wall = 0.0
+        let path = workDir + "/event-floor"
+        let rc = msgs.withUnsafeBufferPointer { m in
+            lens.withUnsafeBufferPointer { l in
+                cbench_event_floor(m.baseAddress, l.baseAddress, Int32(l.count), Int64(events), Int32(batch), path, &user, &system, &wall)
+            }
+        }
+        guard rc == 0 else { throw BenchFailure("cbench_event_floor failed (\(rc)): \(String(cString: strerror(errno)))") }
+        let perEvent = (user + system) / Double(events)
+        report.addFigure(
+            "engagement event, its floor: the same work in plain C on one thread (read, inflate with context, journal append "
+                + "+ fdatasync every \(batch), line copied and written; no JSON validation), \(events) events",
+            figure: fmt(1e6 / perEvent, 0) + " events per CPU-second (\(fmt(perEvent, 1)) µs/event: "
+                + "\(fmt(user / Double(events), 1)) user + \(fmt(system / Double(events), 1)) system; wall \(fmt(wall, 2)) s)",
+            reference: "smarticod above: \(fmt(daemonMicros, 0)) µs/event",
+            ratio: "daemon \(fmt(daemonMicros / perEvent, 1))× the floor",
+            goal: "—", met: "")
     }
 
     func engagementMessage() -> [UInt8] {

@@ -82,4 +82,19 @@ int cbench_spawn_daemon(const char *binary, const char *config_path, const char 
 /// returns its wait status, or -1 on timeout (the child is then killed with SIGKILL and reaped).
 int cbench_wait_exit(int pid, int timeout_ms);
 
+
+/// The floor under the daemon's CPU per event: the least work any design that journals
+/// before it shows must do, written plainly in C on one thread. A feeder thread compresses
+/// the messages (`nmsgs` back to back in `msgs`, cycled for `events` events) with one
+/// raw-deflate context (context takeover, as the simulator does) and streams them over a
+/// socketpair; the measured thread reads them in large reads, inflates each, appends a
+/// journal record (`{"message":…,"popup_url":null}`) to `journal_path` and builds the
+/// subscriber line (envelope, message, bridge) by copying; every `batch` events it writes
+/// the records with one pwrite, `fdatasync`s, and writes the lines with one write to a
+/// socket drained by another thread. No JSON parsing or validation at all. Stores the
+/// measured thread's user and system CPU (µs, getrusage RUSAGE_THREAD) and the wall time.
+/// Returns 0, -1 with errno set, or -2 when inflate fails. The journal file is removed.
+int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, int64_t events, int batch,
+                       const char *journal_path, double *user_us, double *sys_us, double *wall_s);
+
 #endif
