@@ -50,6 +50,7 @@ public struct RawJSONObject: Sendable {
     /// True when the member's (decoded) name is `name`, compared by code points as `JSONObject` does.
     public func member(_ member: JSONMemberRange, isNamed name: String) -> Bool {
         if member.keyHasEscapes { return sameCodePoints(self.name(of: member), name) }
+        guard name.utf8.count == member.key.count else { return false }
         var name = name
         return name.withUTF8 { n in
             n.count == member.key.count && bytes.withUnsafeBufferPointer { b in
