@@ -99,6 +99,23 @@ public enum BridgeMessage: Sendable, Equatable {
     /// SHOW_ENGAGEMENT for a CLIENT_ENGAGEMENT_EVENT.
     public init(showing event: ClientEngagementEvent) { self = .showEngagement(event.json) }
 
+    /// SHOW_ENGAGEMENT's bytes for a 110 kept as the bytes that arrived: `{"bcid":3`, then the
+    /// message's members copied as received except any `bcid` member (dropped, as `json`
+    /// drops it), then `}`. The same JSON value as `BridgeMessage.showEngagement(message.parsed()).json`
+    /// with `bcid` first; byte for byte its compact serialization when `message` is compact.
+    /// A pure function of the message's bytes: live and replayed lines use it alike.
+    public static func showEngagementBytes(_ message: RawJSONObject) -> [UInt8] {
+        var out: [UInt8] = []
+        appendShowEngagement(message, to: &out)
+        return out
+    }
+
+    /// Appends ``showEngagementBytes(_:)`` to `out`.
+    public static func appendShowEngagement(_ message: RawJSONObject, to out: inout [UInt8]) {
+        out.reserveCapacity(out.count + message.objectRange.count + 10)
+        message.appendObject(prefix: #""bcid":3"#, dropping: "bcid", to: &out)
+    }
+
     public var bcid: Int64 {
         switch self {
         case .pageReady: 1

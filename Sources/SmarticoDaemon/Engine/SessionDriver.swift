@@ -487,9 +487,14 @@ actor SessionDriver {
     }
 
     /// The journal row of `event` and its line's `data` bytes, each serialized once: the same
-    /// bytes, except that an engagement is journaled without its `bridge` (``EngagementJournal``).
+    /// bytes, except that an engagement is journaled without its `bridge`, and assembled by
+    /// copying the 110's bytes (``EngagementJournal``).
     static func journalRow(_ event: DaemonEvent, tsMs: Int64) -> (row: NewJournalEvent, line: [UInt8]) {
-        if event.name == "engagement", let split = EngagementJournal.split(event.data) {
+        if case .engagement(let engagement) = event.payload {
+            let (journal, line) = engagement.assemble()
+            return (NewJournalEvent(name: event.name, tsMs: tsMs, data: journal), line)
+        }
+        if event.name == "engagement", case .tree(let data) = event.payload, let split = EngagementJournal.split(data) {
             return (NewJournalEvent(name: event.name, tsMs: tsMs, data: split.journal), split.line)
         }
         let row = event.journalEvent(tsMs: tsMs)

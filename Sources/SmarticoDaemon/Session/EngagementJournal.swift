@@ -1,51 +1,104 @@
 import SmarticoProtocol
 
-/// How an `engagement` event's `data` is journaled (docs/store.md, "Engagement rows").
+/// The `data` of an `engagement` event kept as bytes: the 110 and the popup URL. The journal row
+/// and the line are assembled from them by copying (``EngagementJournal``), no tree built.
+struct EngagementData: Sendable, Equatable {
+    /// The 110 as received, or its compact serialization when the received bytes cannot go
+    /// into a line as they are (``EngagementJournal/data(for:popupURL:)``).
+    let message: RawJSONObject
+    let popupURL: String?
+
+    /// The journal row's bytes and the line's `data` bytes.
+    func assemble() -> (journal: [UInt8], line: [UInt8]) {
+        EngagementJournal.assemble(message: message, popupURL: popupURL)
+    }
+}
+
+/// How an `engagement` event's `data` is built, journaled and replayed (docs/store.md,
+/// "Engagement rows").
 ///
 /// The line a subscriber gets carries the 110's payload twice: once in `message` (the 110 as
 /// received) and once in `bridge` (SHOW_ENGAGEMENT, the same payload behind `bcid` 3), as
-/// socket-api.md specifies. `bridge` is a pure function of `message`, so the journal stores the
-/// data without it — half the bytes every engagement writes to the WAL and again at the
-/// checkpoint, and rows small enough to share B-tree pages — and replay puts it back, byte for
-/// byte the line that was published live.
+/// socket-api.md specifies. `bridge` is a pure function of `message`'s bytes
+/// (`BridgeMessage.appendShowEngagement`), so the journal stores the data without it — half
+/// the bytes every engagement writes to the WAL and again at the checkpoint — and replay puts
+/// it back with the same function: byte for byte the line that was published live.
+///
+/// `message` is the 110's bytes exactly as they arrived (spaces, member order, escapes and
+/// number spellings kept), spliced, never parsed into a tree and serialized again; `bridge`
+/// is `{"bcid":3` followed by the message's members copied as received (a `bcid` member of
+/// the message dropped). A line must stay one line, so a 110 whose bytes contain a line feed
+/// or carriage return (legal between tokens) is spliced in its compact serialization instead.
 enum EngagementJournal {
     /// The data object members of a live `engagement` event, in order.
     static let memberOrder = ["message", "popup_url", "bridge"]
 
-    /// For an `engagement` event's data (`{"message":…,"popup_url":…,"bridge":…}`, in that order):
-    /// the bytes to journal (without `bridge`) and the bytes of the line's `data` (all three,
-    /// exactly `data.serialized()`). nil for anything else: journal it as it is.
-    static func split(_ data: JSONValue) -> (journal: [UInt8], line: [UInt8])? {
-        guard case .object(let object) = data, object.keys == memberOrder,
-              case .object = object.values[0], case .object(let bridge) = object.values[2]
-        else { return nil }
-        var journal: [UInt8] = []
-        journal.reserveCapacity(4096)
-        JSONObject(keys: Array(object.keys[0...1]), values: Array(object.values[0...1])).serialize(into: &journal)
-        var line = journal
-        line.removeLast()  // the object's closing brace
-        appendBridge(bridge, to: &line)
-        return (journal, line)
+    /// The engagement data for a 110: its bytes as received when they can go into a line as
+    /// they are, else its compact serialization.
+    static func data(for event: ClientEngagementEvent, popupURL: String?) -> EngagementData {
+        if let raw = event.raw, isSpliceable(raw) { return EngagementData(message: raw, popupURL: popupURL) }
+        return EngagementData(message: RawJSONObject(compacting: event.json), popupURL: popupURL)
     }
 
-    /// The line's `data` bytes for a journal row: an `engagement` row journaled by ``split(_:)``
-    /// gets its `bridge` back; every other row (older rows that kept `bridge`, other events) is
-    /// returned as it is.
-    static func lineData(name: String, journaled data: [UInt8]) -> [UInt8] {
-        guard name == "engagement",
-              case .object(let object)? = try? JSONValue(parsing: data),
-              object.keys == Array(memberOrder[0...1]),
-              case .object(let message) = object.values[0]
-        else { return data }
-        var line = data
-        line.removeLast()
-        appendBridge(BridgeMessage.showEngagement(message).json, to: &line)
+    /// True when the bytes can be copied into an NDJSON line: valid JSON (checked when they were
+    /// decoded) with no line break. Inside strings, control characters are escaped in valid
+    /// JSON; between tokens only `\n`/`\r` would break the line.
+    static func isSpliceable(_ message: RawJSONObject) -> Bool { !message.containsLineBreaks }
+
+    /// The journal bytes `{"message":…,"popup_url":…}` and the line's data
+    /// `{"message":…,"popup_url":…,"bridge":…}`.
+    static func assemble(message: RawJSONObject, popupURL: String?) -> (journal: [UInt8], line: [UInt8]) {
+        var journal: [UInt8] = []
+        journal.reserveCapacity(message.bytes.count + (popupURL?.utf8.count ?? 4) + 32)
+        journal.append(contentsOf: #"{"message":"#.utf8)
+        journal.append(contentsOf: message.bytes)
+        journal.append(contentsOf: #","popup_url":"#.utf8)
+        if let popupURL { JSONValue.serializeString(popupURL, into: &journal) } else { journal.append(contentsOf: "null".utf8) }
+        journal.append(UInt8(ascii: "}"))
+        return (journal, line(journal: journal, message: message))
+    }
+
+    /// The line's data for a journaled row that ends with `}` and whose `message` is `message`:
+    /// the row with `,"bridge":…` put before that brace. Live and replay both come here.
+    private static func line(journal: [UInt8], message: RawJSONObject) -> [UInt8] {
+        var line: [UInt8] = []
+        line.reserveCapacity(journal.count + message.objectRange.count + 24)
+        journal.withUnsafeBufferPointer { line.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<($0.count - 1)])) }
+        line.append(contentsOf: #","bridge":"#.utf8)
+        BridgeMessage.appendShowEngagement(message, to: &line)
+        line.append(UInt8(ascii: "}"))
         return line
     }
 
-    private static func appendBridge(_ bridge: JSONObject, to line: inout [UInt8]) {
-        line.append(contentsOf: #","bridge":"#.utf8)
-        bridge.serialize(into: &line)
-        line.append(UInt8(ascii: "}"))
+    /// For an `engagement` event's data built as a tree (`{"message":…,"popup_url":…,"bridge":…}`,
+    /// in that order, `popup_url` a string or null): the bytes to journal and the line's data,
+    /// as for the message's compact serialization. nil for anything else: journal it as it is.
+    static func split(_ data: JSONValue) -> (journal: [UInt8], line: [UInt8])? {
+        guard case .object(let object) = data, object.keys == memberOrder,
+              case .object(let message) = object.values[0], case .object = object.values[2]
+        else { return nil }
+        let popupURL: String?
+        switch object.values[1] {
+        case .string(let s): popupURL = s
+        case .null: popupURL = nil
+        default: return nil
+        }
+        return assemble(message: RawJSONObject(compacting: message), popupURL: popupURL)
+    }
+
+    /// The line's `data` bytes for a journal row: an `engagement` row journaled without its
+    /// `bridge` (`{"message":{…},"popup_url":…}`, however `message` is spelled) gets it back,
+    /// built from the message's bytes as on the live line; every other row (older rows that kept
+    /// `bridge`, other events, anything unexpected) is returned as it is.
+    static func lineData(name: String, journaled data: [UInt8]) -> [UInt8] {
+        let trusted = JSONParseOptions(maxDepth: .max)
+        guard name == "engagement",
+              let row = try? RawJSONObject(validating: data, options: trusted),
+              row.objectRange.upperBound == data.count,
+              row.members.count == 2,
+              row.member(row.members[0], isNamed: "message"), row.member(row.members[1], isNamed: "popup_url"),
+              let message = try? RawJSONObject(validating: Array(data[row.members[0].value]), options: trusted)
+        else { return data }
+        return line(journal: data, message: message)
     }
 }

@@ -83,12 +83,8 @@ extension SessionMachine {
 
         switch msg {
         case .engagement(let e):
-            let data: JSONValue = .object([
-                "message": .object(e.json),
-                "popup_url": identity?.popupURL.map(JSONValue.string) ?? .null,
-                "bridge": .object(BridgeMessage(showing: e).json),
-            ])
-            let event = DaemonEvent(name: "engagement", data: data, journaled: true)
+            // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
+            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURL: identity?.popupURL))
             if let uid = e.engagementUID {
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))
             } else {

@@ -172,19 +172,55 @@ public struct DaemonEvent: Sendable, Equatable {
     /// `engagement`, `minigame`, `deeplink`, `message`, `session`, `identified`, `props`,
     /// `game_opening`, `bridge`, `error`.
     public var name: String
-    public var data: JSONValue
     /// Written to the journal before anyone sees it.
     public var journaled: Bool
+    /// The data as a tree, or an engagement's as bytes to copy.
+    var payload: Payload
+
+    enum Payload: Sendable, Equatable {
+        case tree(JSONValue)
+        /// An `engagement` event whose 110 is kept as the bytes that arrived (``EngagementJournal``).
+        case engagement(EngagementData)
+    }
 
     public init(name: String, data: JSONValue, journaled: Bool) {
         self.name = name
-        self.data = data
+        self.payload = .tree(data)
         self.journaled = journaled
     }
 
-    /// The journal row for this event.
+    /// An `engagement` event whose data is assembled from the 110's bytes, not built as a tree.
+    init(engagement: EngagementData) {
+        self.name = "engagement"
+        self.payload = .engagement(engagement)
+        self.journaled = true
+    }
+
+    /// The event's `data`. For an engagement kept as bytes this parses the line's data (each
+    /// time it is read): the daemon itself copies the bytes (``EngagementJournal``).
+    public var data: JSONValue {
+        get {
+            switch payload {
+            case .tree(let v): return v
+            case .engagement(let e): return (try? JSONValue(parsing: e.assemble().line, options: JSONParseOptions(maxDepth: .max))) ?? .null
+            }
+        }
+        set { payload = .tree(newValue) }
+    }
+
+    /// The journal row for this event (an engagement's without its `bridge`, see ``EngagementJournal``).
     public func journalEvent(tsMs: Int64) -> NewJournalEvent {
-        NewJournalEvent(name: name, tsMs: tsMs, data: data.serialized())
+        switch payload {
+        case .tree(let v): NewJournalEvent(name: name, tsMs: tsMs, data: v.serialized())
+        case .engagement(let e): NewJournalEvent(name: name, tsMs: tsMs, data: e.assemble().journal)
+        }
+    }
+
+    /// Same name, journaling and data (as JSON values, whatever form they are kept in).
+    public static func == (lhs: DaemonEvent, rhs: DaemonEvent) -> Bool {
+        guard lhs.name == rhs.name, lhs.journaled == rhs.journaled else { return false }
+        if lhs.payload == rhs.payload { return true }
+        return lhs.data == rhs.data
     }
 }
 

@@ -20,21 +20,35 @@ public enum ServerMessage: Sendable, Equatable {
     /// not an error, every field kept. `ClassID(cid).name`/`.eventName` give a friendly name.
     case other(cid: ClassID, json: JSONObject)
 
-    /// Decodes the bytes of one server message. A 110 keeps `bytes` as `originalBytes`.
+    /// Decodes the bytes of one server message. A 110 is validated but only the fields it checks
+    /// are parsed; it keeps `bytes` (`ClientEngagementEvent.raw`). Every other cid is parsed.
     public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
-        let o = try parseObject(bytes, options: options)
-        return try ServerMessage(json: o, originalBytes: bytes)
+        let scan: JSONScan
+        do { scan = try JSONScanner.scan(bytes, options: options) } catch { throw ProtocolError(error) }
+        return try decode(bytes, scan: scan, options: options)
     }
 
-    /// Decodes the bytes of one server message from a buffer (nothing of it is retained).
+    /// Decodes the bytes of one server message from a buffer (a 110 copies them; nothing else
+    /// of the buffer is retained).
     public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
-        try ServerMessage(json: try parseObject(bytes, options: options), originalBytes: nil)
+        let scan: JSONScan
+        do { scan = try JSONScanner.scan(bytes, options: options) } catch { throw ProtocolError(error) }
+        return try decode(Array(bytes), scan: scan, options: options)
+    }
+
+    /// After a successful scan: the 110 fast path, or the full parse for any other cid (its
+    /// errors are the parser's own, so they are the same as without the scan).
+    private static func decode(_ bytes: [UInt8], scan: JSONScan, options: JSONParseOptions) throws(ProtocolError) -> ServerMessage {
+        let raw = try RawJSONObject(bytes: bytes, scan: scan)
+        if let cidMember = raw.lastMember(named: "cid"), case .number(let n) = raw.value(of: cidMember),
+           n.int64 == ClassID.clientEngagementEvent.rawValue {
+            return .engagement(try ClientEngagementEvent(raw: raw))
+        }
+        return try ServerMessage(json: try parseObject(bytes, options: options))
     }
 
     /// Types an already parsed message object.
-    public init(json: JSONObject) throws(ProtocolError) { try self.init(json: json, originalBytes: nil) }
-
-    init(json o: JSONObject, originalBytes: [UInt8]?) throws(ProtocolError) {
+    public init(json o: JSONObject) throws(ProtocolError) {
         let cid = ClassID(try readClassID(o, field: "cid"))
         switch cid {
         case .ping: self = .ping(try Ping(json: o))
@@ -47,7 +61,7 @@ public enum ServerMessage: Sendable, Equatable {
         case .registerPushTokenResponse: self = .registerPushTokenResponse(try ResponseMessage(json: o))
         case .executeDeepLinkEvent: self = .executeDeepLink(try ExecuteDeepLinkEvent(json: o))
         case .publicPropertiesChangedEvent: self = .publicPropertiesChanged(try PublicPropertiesChangedEvent(json: o))
-        case .clientEngagementEvent: self = .engagement(try ClientEngagementEvent(json: o, originalBytes: originalBytes))
+        case .clientEngagementEvent: self = .engagement(try ClientEngagementEvent(json: o))
         case .sawShowSpinPush: self = .sawShowSpinPush(try SawShowSpinPush(json: o))
         default: self = .other(cid: cid, json: o)
         }
@@ -57,11 +71,12 @@ public enum ServerMessage: Sendable, Equatable {
     public var cid: ClassID {
         switch self {
         case .other(let cid, _): cid
+        case .engagement: .clientEngagementEvent
         default: ClassID(json["cid"]?.int64Value ?? 0)
         }
     }
 
-    /// The complete message object, as received.
+    /// The complete message object, as received (a 110's is parsed from its bytes when read).
     public var json: JSONObject {
         switch self {
         case .ping(let m): m.json
@@ -78,7 +93,10 @@ public enum ServerMessage: Sendable, Equatable {
     }
 
     /// `uuid` of the message, if any (for request/response matching).
-    public var uuid: String? { json["uuid"]?.stringValue }
+    public var uuid: String? {
+        if case .engagement(let e) = self { return e.uuid }
+        return json["uuid"]?.stringValue
+    }
 
     /// `engagement_uid` of a 110 or a 105: the key of the de-duplication set those two share
     /// (the server re-delivers pending engagements after every IDENTIFY).

@@ -408,27 +408,77 @@ public struct PublicPropertiesChangedEvent: SmarticoMessage {
 
 /// CLIENT_ENGAGEMENT_EVENT (cid 110), 002 §1.10: a popup to show. The client must be
 /// transparent to its fields: `json` is the complete message and `originalBytes` (when decoded
-/// from a byte array) the exact bytes received. Only the fields a daemon needs are typed.
+/// from bytes) the exact bytes received. Only the fields a daemon needs are typed.
+///
+/// Decoded from bytes, the message is validated but not parsed: only the fields it checks are
+/// (`cid`, `ts`, `uuid`, `engagement_uid`, `activityType`, `engagement_id`), and `json` parses
+/// the kept bytes each time it is read. `raw` gives the bytes and their members to copy.
 public struct ClientEngagementEvent: SmarticoMessage {
     public static let classIDs: [ClassID] = [.clientEngagementEvent]
-    public let json: JSONObject
-    /// The bytes this message was decoded from, if it was decoded from a `[UInt8]` (shared, not copied).
-    public let originalBytes: [UInt8]?
 
-    public init(json: JSONObject) throws(ProtocolError) { try self.init(json: json, originalBytes: nil) }
-
-    /// Decodes a 110 and keeps `bytes` as `originalBytes`.
-    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientEngagementEvent {
-        try ClientEngagementEvent(json: try parseObject(bytes, options: options), originalBytes: bytes)
+    private enum Storage: Sendable {
+        case tree(JSONObject)
+        case raw(RawJSONObject)
     }
 
-    init(json: JSONObject, originalBytes: [UInt8]?) throws(ProtocolError) {
+    private let storage: Storage
+    /// `uuid`, when present (a string).
+    public let uuid: String?
+    /// `ts`, when present (an integer).
+    public let ts: Int64?
+    /// The key for de-duplication (shared with 105).
+    public let engagementUID: String?
+    private let activityTypeValue: Int64?
+    public let engagementID: Int64?
+
+    /// The complete message, every field in order. For a message decoded from bytes this parses
+    /// them (each time): read `raw` or the typed properties on hot paths.
+    public var json: JSONObject {
+        switch storage {
+        case .tree(let o): o
+        case .raw(let r): r.parsed()
+        }
+    }
+
+    /// The message as the bytes it was decoded from, validated, with its members' ranges; nil
+    /// for a message built or typed from a `JSONObject`.
+    public var raw: RawJSONObject? {
+        if case .raw(let r) = storage { return r }
+        return nil
+    }
+
+    /// The bytes this message was decoded from, if it was decoded from bytes (shared, not copied).
+    public var originalBytes: [UInt8]? { raw?.bytes }
+
+    public init(json: JSONObject) throws(ProtocolError) {
+        let f = try Self.check(json)
+        storage = .tree(json)
+        (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
+    }
+
+    /// Decodes a 110 from bytes without parsing more than the fields it checks: same errors as
+    /// `init(json:)` on the parsed bytes, and the bytes are kept as `originalBytes`/`raw`.
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientEngagementEvent {
+        try ClientEngagementEvent(raw: try RawJSONObject(validating: bytes, options: options))
+    }
+
+    /// Types a validated raw object (the fields it checks are parsed from their bytes).
+    public init(raw: RawJSONObject) throws(ProtocolError) {
+        let f = try Self.check(raw.picking(Self.checkedFields))
+        storage = .raw(raw)
+        (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
+    }
+
+    /// Every field `check` reads: an object of just these has the same verdict as the whole message.
+    static let checkedFields = ["cid", "ts", "uuid", "engagement_uid", "activityType", "engagement_id"]
+
+    private static func check(_ json: JSONObject) throws(ProtocolError)
+        -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?) {
         let r = try Self.reader(json)
-        try r.string("engagement_uid")
-        try r.integer("activityType")
-        try r.integer("engagement_id")
-        self.json = json
-        self.originalBytes = originalBytes
+        let uid = try r.string("engagement_uid")
+        let activityType = try r.integer("activityType")
+        let engagementID = try r.integer("engagement_id")
+        return (json["uuid"]?.stringValue, json["ts"]?.int64Value, uid, activityType, engagementID)
     }
 
     /// Builds an engagement (the simulator's side).
@@ -441,37 +491,32 @@ public struct ClientEngagementEvent: SmarticoMessage {
         o.set("template_html", templateHTML.json)
         o.merge(extra)
         o["cid"] = .number(ClassID.clientEngagementEvent.rawValue)
-        json = o
-        originalBytes = nil
+        storage = .tree(o)
+        uuid = o["uuid"]?.stringValue
+        ts = o["ts"]?.int64Value
+        self.engagementUID = o.string("engagement_uid")
+        activityTypeValue = o.int64("activityType")
+        self.engagementID = o.int64("engagement_id")
     }
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.json == rhs.json }
+    /// Same JSON value (as `JSONObject`'s `==`, whatever the spelling of the bytes).
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        if case .raw(let a) = lhs.storage, case .raw(let b) = rhs.storage, a == b { return true }
+        return lhs.json == rhs.json
+    }
 
-    /// The key for de-duplication (shared with 105).
-    public var engagementUID: String? { json.string("engagement_uid") }
-    public var activityType: ActivityType? { json.int64("activityType").map(ActivityType.init(rawValue:)) }
-    public var engagementID: Int64? { json.int64("engagement_id") }
+    /// The message's class id (always 110).
+    public var cid: ClassID { .clientEngagementEvent }
+    public var activityType: ActivityType? { activityTypeValue.map(ActivityType.init(rawValue:)) }
 
     /// The SHOW_ENGAGEMENT bridge message for this event (`bcid: 3` + every field).
     public var showEngagement: BridgeMessage { .showEngagement(json) }
 
-    /// Bytes of the SHOW_ENGAGEMENT bridge message: `{"bcid":3,` spliced in front of the
-    /// original bytes when they are known (byte-exact, no re-serialization), else serialized.
+    /// Bytes of the SHOW_ENGAGEMENT bridge message: for a message decoded from bytes,
+    /// `{"bcid":3` and its members copied as received (``BridgeMessage/showEngagementBytes(_:)``);
+    /// else serialized.
     public func showEngagementBytes() -> [UInt8] {
-        let prefix: [UInt8] = Array(#"{"bcid":3"#.utf8)
-        if let bytes = originalBytes {
-            var k = 0
-            while k < bytes.count, bytes[k] == 0x20 || bytes[k] == 0x0A || bytes[k] == 0x0D || bytes[k] == 0x09 { k += 1 }
-            if k < bytes.count, bytes[k] == UInt8(ascii: "{") {
-                var j = k + 1
-                while j < bytes.count, bytes[j] == 0x20 || bytes[j] == 0x0A || bytes[j] == 0x0D || bytes[j] == 0x09 { j += 1 }
-                var out = prefix
-                out.reserveCapacity(bytes.count + prefix.count + 1)
-                if j < bytes.count, bytes[j] != UInt8(ascii: "}") { out.append(UInt8(ascii: ",")) }
-                out.append(contentsOf: bytes[(k + 1)...])
-                return out
-            }
-        }
+        if let raw { return BridgeMessage.showEngagementBytes(raw) }
         return BridgeMessage.showEngagement(json).serialized()
     }
 }

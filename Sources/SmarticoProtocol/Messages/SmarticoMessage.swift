@@ -2,7 +2,8 @@
 ///
 /// Every message type stores its complete JSON object (`json`): the typed properties read
 /// from it, so fields this module does not know, and the member order, survive a
-/// decode → encode round trip unchanged. `init(json:)` checks the class id and the type of
+/// decode → encode round trip unchanged (a 110 decoded from bytes keeps the bytes instead and
+/// parses `json` from them when it is read). `init(json:)` checks the class id and the type of
 /// every field the type knows, and names the first one that is wrong.
 public protocol SmarticoMessage: Sendable, Equatable, Codable {
     /// The class ids this type represents (several only for `ResponseMessage`).
