@@ -45,7 +45,7 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
         let store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        #expect(StoreSchema.latestVersion == 2)
+        #expect(StoreSchema.latestVersion == 3)
         #expect(try await store.integrityCheck().isEmpty)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
         await store.close()
@@ -65,7 +65,7 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
             INSERT INTO user(id, ext_user_id, hash) VALUES (1, 'alice', 'h');
             """)
         let store = try await SmarticoStore.open(directory: dir.path)
-        #expect(try await store.schemaVersion() == 2)
+        #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
         #expect(await store.deviceID() == "11111111-2222-4333-8444-555555555555")
         #expect(await store.lastSeq() == 42)
         #expect(try await store.events(after: 40, limit: 10).map(\.seq) == [41, 42])
@@ -81,6 +81,43 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         #expect(try await store.markSeen(user: "alice", uid: "e1"))
         try await store.setPush(StoredPush(token: "t", platform: 5, status: 4))
         #expect(try await store.appendEvents([journalEvent("message", ts: 3, "{}")]) == [43])
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    /// Version 3 drops the seen-set's (user, id) index; the set, its pruning and the rest still work.
+    @Test func migratesAVersion2DatabaseDroppingTheSeenIndex() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        // Version 2 as it shipped: build it with the code's own steps 1 and 2, then add rows.
+        try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            try StoreSchema.migrate(db, upTo: 2)
+            try db.execute("""
+                INSERT INTO seen(user, uid) VALUES ('alice', 'u1'), ('alice', 'u2'), ('bob', 'u1');
+                INSERT INTO journal(seq, name, ts_ms, data) VALUES (7, 'message', 1, '{}');
+                UPDATE meta SET value = 7 WHERE key = 'last_seq';
+                """)
+        }
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 2))
+        #expect(try await store.schemaVersion() == 3)
+        let indexes = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return try db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'seen'") { $0.text(0) }
+        }
+        #expect(!indexes.contains("seen_user_id"))
+        #expect(indexes.count == 1)  // the UNIQUE (user, uid) autoindex: the set's lookup
+        #expect(await store.lastSeq() == 7)
+        #expect(try await !store.markSeen(user: "alice", uid: "u2"))
+        #expect(try await store.markSeen(user: "alice", uid: "u3"))
+        // Pruning (limit 2: after every insert, exact) keeps alice's newest two (u3 pushed out u1,
+        // u4 pushes out u2) and leaves bob's alone.
+        #expect(try await store.markSeen(user: "alice", uid: "u4"))
+        #expect(try await store.markSeen(user: "alice", uid: "u1"))  // pruned by now: new again
+        #expect(try await !store.markSeen(user: "bob", uid: "u1"))
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
     }

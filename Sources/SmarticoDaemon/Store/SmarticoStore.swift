@@ -386,10 +386,9 @@ public actor SmarticoStore {
                 newest = max(newest, write.event.tsMs)
                 results.append(seq)
             }
-            if seq != first {
-                try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(seq)])
-                _ = try self.retain(nowMs: newest, db)
-            }
+            // No meta write here: while the journal holds rows, its newest seq is the high-water
+            // mark (`readLastSeq`); `retain` records it in `meta` before it deletes any.
+            if seq != first { _ = try self.retain(nowMs: newest, slack: self.retentionSlack, db) }
             return results
         }
         if let last = results.lazy.compactMap({ $0 }).last { cachedLastSeq = last }
@@ -549,8 +548,13 @@ public actor SmarticoStore {
         return try db.transaction { try body(db) }
     }
 
+    /// The high-water mark of seqs: the newest journal row, or — when retention deleted rows — the
+    /// value `retain` recorded in `meta` before deleting, whichever is larger. So appends write no
+    /// `meta` page, and seq never goes backwards even when retention emptied the journal.
     private static func readLastSeq(_ db: SQLiteConnection) throws(SQLiteError) -> JournalSeq {
-        try db.queryFirst("SELECT value FROM meta WHERE key = 'last_seq'") { $0.int64(0) } ?? 0
+        try db.queryFirst("""
+            SELECT max((SELECT value FROM meta WHERE key = 'last_seq'), coalesce((SELECT max(seq) FROM journal), 0))
+            """) { $0.int64(0) } ?? 0
     }
 
     private func insertJournalRow(seq: JournalSeq, _ event: NewJournalEvent, _ db: SQLiteConnection) throws {
@@ -558,17 +562,35 @@ public actor SmarticoStore {
                    [.integer(seq), .text(event.name), .integer(event.tsMs), .blob(event.data)])
     }
 
-    private func retain(nowMs: Int64, _ db: SQLiteConnection) throws -> Int {
-        var deleted = 0
+    /// How many events over `journal.retention_events` an append may leave before retention deletes
+    /// them (1/64 of the limit, at most 256; 0 for limits under 64): deleting rows frees pages, which
+    /// rewrites the freelist, the table's and the index's pages in that commit. Batched, an append of
+    /// one event writes ~3 pages fewer (docs/store.md, "Pages per commit").
+    var retentionSlack: Int64 { Int64(min(256, max(0, options.retentionEvents) / 64)) }
+
+    /// Deletes what retention no longer keeps: by count once more than `slack` events are over the
+    /// limit, and by age. Records the seq high-water mark in `meta` first when it deletes anything.
+    private func retain(nowMs: Int64, slack: Int64 = 0, _ db: SQLiteConnection) throws -> Int {
         let last = try Self.readLastSeq(db)
         let keep = Int64(max(0, options.retentionEvents))
-        if last > keep {
+        let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
+        let cutoff: Int64? = !overflow && nowMs > Int64.min + window ? nowMs - window : nil
+        let first = try db.queryFirst("SELECT min(seq) FROM journal") { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
+        guard let first else { return 0 }
+        let byCount = last - keep >= first + slack
+        var byAge = false
+        if let cutoff, let oldest = try db.queryFirst("SELECT min(ts_ms) FROM journal", [], { $0.int64(0) }) {
+            byAge = oldest < cutoff
+        }
+        guard byCount || byAge else { return 0 }
+        try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(last)])
+        var deleted = 0
+        if byCount {
             try db.run("DELETE FROM journal WHERE seq <= ?", [.integer(last - keep)])
             deleted += db.changes
         }
-        let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
-        if !overflow, nowMs > Int64.min + window {
-            try db.run("DELETE FROM journal WHERE ts_ms < ?", [.integer(nowMs - window)])
+        if byAge, let cutoff {
+            try db.run("DELETE FROM journal WHERE ts_ms < ?", [.integer(cutoff)])
             deleted += db.changes
         }
         return deleted
@@ -586,9 +608,11 @@ public actor SmarticoStore {
         let limit = max(1, options.seenPerUser)
         let prune = Int64(max(1, min(256, limit / 16)))
         guard db.lastInsertRowID % prune == 0 else { return true }
+        // `+user`: walk the table in id (rowid) order, newest first, rather than the (user, uid)
+        // index and a sort (schema version 3 has no (user, id) index: one page less per commit).
         try db.run("""
-            DELETE FROM seen WHERE user = ?1 AND id <= (
-                SELECT id FROM seen WHERE user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
+            DELETE FROM seen WHERE id <= (
+                SELECT id FROM seen WHERE +user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2) AND +user = ?1
             """, [.text(user), .integer(Int64(limit))])
         return true
     }

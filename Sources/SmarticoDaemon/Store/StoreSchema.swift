@@ -75,6 +75,12 @@ enum StoreSchema {
                 app_package_id TEXT
             );
             """),
+        Step(version: 3, sql: """
+            -- Every index is one more page written (to the WAL, then again at the checkpoint) in each
+            -- commit. Pruning the seen-set walks the table in id (rowid) order instead; the
+            -- UNIQUE (user, uid) index stays, it is the set's lookup.
+            DROP INDEX IF EXISTS seen_user_id;
+            """),
     ]
 
     /// The newest schema version this code knows.
