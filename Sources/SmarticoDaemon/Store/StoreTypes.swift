@@ -8,7 +8,8 @@ public typealias JournalSeq = Int64
 public struct StoreOptions: Sendable, Equatable {
     /// `outbox.max_messages`: beyond it `enqueue` throws `StoreError.queueFull`.
     public var maxOutboxMessages: Int
-    /// `journal.retention_events`: at most this many journaled events are kept.
+    /// `journal.retention_events`: this many journaled events are kept; appends delete older ones
+    /// in batches (``SmarticoStore/retentionSlack``: up to 1/64 more are kept between two deletions).
     public var retentionEvents: Int
     /// `journal.retention_hours`: events older than this are deleted.
     public var retentionHours: Int
