@@ -41,6 +41,7 @@ public enum Daemon {
         LoopSignalSource.blockInCallingThread(handledSignals)
         signal(SIGPIPE, SIG_IGN)
         closeInheritedDescriptorsOnExec()
+        ProcessMemory.useOneArena()
         guard let loop = makeLoop() else { return startFailureExitCode }
         let status = Mutex<Int32>(startFailureExitCode)
         let done = ThreadLatch()

@@ -21,4 +21,18 @@ public enum ProcessMemory {
         return false
         #endif
     }
+
+    /// Makes every thread allocate from glibc's main arena. `malloc_trim` gives back the free
+    /// top of the main arena but not of a thread's own arena (glibc's `mtrim` only releases whole
+    /// free pages inside a thread arena's bins), so memory a burst left at the top of, say, the
+    /// store thread's arena would stay resident for good. With one arena the post-burst trim
+    /// reaches all of it. Call before starting threads. Returns false if glibc refused.
+    @discardableResult
+    public static func useOneArena() -> Bool {
+        #if canImport(Glibc)
+        return mallopt(M_ARENA_MAX, 1) == 1
+        #else
+        return false
+        #endif
+    }
 }

@@ -1,0 +1,56 @@
+import Foundation
+import SmarticoProtocol
+import SmarticoTestSupport
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 7: memory a burst used is given back once it is over. The store's page cache (16 MiB
+/// under load) and the loop's buffers are freed after the burst; they must also leave the process
+/// (`sqlite3_db_release_memory`, then `malloc_trim`, with every thread allocating from glibc's main
+/// arena, whose top `malloc_trim` can shrink: `ProcessMemory.useOneArena()`).
+@Suite("Engine: memory after a burst")
+struct EngineMemoryTests {
+    static func rssAnonKiB(_ pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
+            return Int(line.dropFirst("RssAnon:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+        }
+        return nil
+    }
+
+    @Test func aBurstsMemoryIsGivenBackAfterIt() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
+        let pid = try #require(setup.daemon?.pid)
+        _ = try await client.ok("subscribe", ["types": ["engagement"]])
+        let idle = try #require(Self.rssAnonKiB(pid))
+
+        // A burst: 4,000 engagements of ~2 KB, journaled (the page cache fills) and published.
+        let total = 4_000
+        for _ in 0..<(total / 500) {
+            _ = try await sim.control(["op": "emit", "kind": "engagement", "user": "alice", "bodies": false, "count": 500])
+        }
+        var received = 0
+        while received < total, await client.nextEvent(timeoutMs: 15_000) != nil { received += 1 }
+        #expect(received == total, "log:\n\(setup.log)")
+        let peak = try #require(Self.rssAnonKiB(pid))
+        #expect(peak - idle > 8 << 10, "the burst did not grow the daemon's memory (\(idle) → \(peak) KiB): the test shows nothing")
+
+        // 5 s after the burst the driver trims; give it up to 15 s.
+        var after = peak
+        let trimmed = await eventually(timeout: .seconds(15)) {
+            after = Self.rssAnonKiB(pid) ?? after
+            return after < idle + (3 << 10)
+        }
+        #expect(trimmed, "RssAnon idle \(idle) KiB, after the burst \(peak) KiB, 15 s later \(after) KiB")
+        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        _ = await sim.stop()
+    }
+}
