@@ -42,6 +42,17 @@ static inline int smartico_SSL_set_tlsext_host_name(SSL *ssl, const char *name) 
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }
 
+/// Adds a hashed certificate directory (or a `:`-separated list) to a hash-dir lookup; CAs are read from it
+/// only when a chain names them.
+static inline int smartico_X509_LOOKUP_add_dir(X509_LOOKUP *lookup, const char *dirs) {
+    return X509_LOOKUP_add_dir(lookup, dirs, X509_FILETYPE_PEM);
+}
+
+/// How many objects (certificates, CRLs) a store holds in memory.
+static inline int smartico_X509_STORE_object_count(X509_STORE *store) {
+    return sk_X509_OBJECT_num(X509_STORE_get0_objects(store));
+}
+
 /// Pointer to and length of the bytes held by a memory BIO.
 static inline long smartico_BIO_get_mem_data(BIO *bio, char **data) {
     return BIO_get_mem_data(bio, data);

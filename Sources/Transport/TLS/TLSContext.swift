@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import COpenSSL
 
 /// Lowest TLS version accepted.
@@ -73,7 +76,12 @@ public final class TLSContext:
     public let spkiPins: [String]
 
     /// A client context.
-    public init(client config: TLSClientConfiguration) throws(TLSError) {
+    public convenience init(client config: TLSClientConfiguration) throws(TLSError) {
+        try self.init(client: config, systemTrust: nil)
+    }
+
+    /// A client context; `systemTrust` overrides the choice ``systemTrustSource()`` makes for `.system` (tests).
+    init(client config: TLSClientConfiguration, systemTrust: SystemTrustSource?) throws(TLSError) {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else {
             throw .configuration("SSL_CTX_new failed: \(tlsErrorQueueText())")
         }
@@ -83,8 +91,18 @@ public final class TLSContext:
         try setCommon(minimum: config.minimumVersion)
         switch config.trustRoots {
         case .system:
-            guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
-                throw .configuration("cannot load the system CA store: \(tlsErrorQueueText())")
+            switch systemTrust ?? Self.systemTrustSource() {
+            case .defaultPaths:
+                guard SSL_CTX_set_default_verify_paths(ctx) == 1 else {
+                    throw .configuration("cannot load the system CA store: \(tlsErrorQueueText())")
+                }
+            case .hashedDirectories(let directories):
+                guard let store = SSL_CTX_get_cert_store(ctx),
+                    let lookup = X509_STORE_add_lookup(store, X509_LOOKUP_hash_dir()),
+                    smartico_X509_LOOKUP_add_dir(lookup, directories) == 1
+                else {
+                    throw .configuration("cannot use the system CA directory \"\(directories)\": \(tlsErrorQueueText())")
+                }
             }
         case .caFile(let path):
             guard SSL_CTX_load_verify_locations(ctx, path, nil) == 1 else {
@@ -150,6 +168,66 @@ public final class TLSContext:
     }
 
     deinit { SSL_CTX_free(ctx) }
+
+    /// Where `.system` trust roots come from.
+    enum SystemTrustSource: Equatable {
+        /// OpenSSL's defaults (`SSL_CTX_set_default_verify_paths`): its default CA file, parsed whole into the
+        /// context, and its default directory.
+        case defaultPaths
+        /// Only the hashed directory (or `:`-separated directories): a CA is read when a chain names it.
+        case hashedDirectories(String)
+    }
+
+    /// Chooses how to load the system store. OpenSSL's defaults parse every certificate of the default CA file
+    /// (on Debian `/usr/lib/ssl/cert.pem` → `ca-certificates.crt`, ~140 CAs) into the context at once and hold
+    /// them as long as the context lives, ~0.8 MB of heap for a daemon whose session needs one or two of them
+    /// (docs/benchmarks.md, idle RSS). The system's hashed directory (`update-ca-certificates`/`c_rehash`
+    /// builds it from the same CAs as the bundle) holds the same roots, read on demand. So: the directory
+    /// (`SSL_CERT_DIR` or OpenSSL's default) when it holds hashed names (`1a2b3c4d.0`); OpenSSL's defaults
+    /// when `SSL_CERT_FILE` names a file (the operator chose it) or no directory is hashed (a distribution
+    /// that ships only a bundle).
+    static func systemTrustSource(
+        environment: (String) -> String? = { name in getenv(name).map { String(cString: $0) } },
+        defaultDirectory: String = String(cString: X509_get_default_cert_dir()),
+        hasHashedEntry: (String) -> Bool = directoryHasHashedEntry
+    ) -> SystemTrustSource {
+        if let file = environment(String(cString: X509_get_default_cert_file_env())), !file.isEmpty {
+            return .defaultPaths
+        }
+        let configured = environment(String(cString: X509_get_default_cert_dir_env())) ?? ""
+        let directories = configured.isEmpty ? defaultDirectory : configured
+        let hashed = directories.split(separator: ":").contains { hasHashedEntry(String($0)) }
+        return hashed ? .hashedDirectories(directories) : .defaultPaths
+    }
+
+    /// Whether `path` is a directory holding a certificate under a hashed name (8 hex digits, `.`, digits).
+    static func directoryHasHashedEntry(_ path: String) -> Bool {
+        guard let dir = opendir(path) else { return false }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let found = withUnsafeBytes(of: entry.pointee.d_name) { raw -> Bool in
+                let name = raw.prefix { $0 != 0 }
+                return isHashedCertificateName(name)
+            }
+            if found { return true }
+        }
+        return false
+    }
+
+    /// `1a2b3c4d.0`: a certificate's subject-name hash and a collision counter (`.r0` names a CRL: not counted).
+    static func isHashedCertificateName(_ name: some Collection<UInt8>) -> Bool {
+        let bytes = Array(name)
+        guard bytes.count >= 10, bytes[8] == UInt8(ascii: ".") else { return false }
+        let isHex = { (b: UInt8) in (b >= 48 && b <= 57) || (b >= 97 && b <= 102) || (b >= 65 && b <= 70) }
+        let isDigit = { (b: UInt8) in b >= 48 && b <= 57 }
+        return bytes[..<8].allSatisfy(isHex) && bytes[9...].allSatisfy(isDigit)
+    }
+
+    /// How many certificates (and CRLs) the context's store holds in memory now.
+    var storedTrustObjectCount: Int {
+        guard let store = SSL_CTX_get_cert_store(ctx) else { return 0 }
+        return Int(smartico_X509_STORE_object_count(store))
+    }
 
     private func setCommon(minimum: TLSVersion) throws(TLSError) {
         guard smartico_SSL_CTX_set_min_proto_version(ctx, minimum.openSSLValue) == 1 else {
