@@ -266,15 +266,7 @@ struct JSONByteParser {
         let start = i
         var hasEscape = false
         while true {
-            while i + 8 <= n, !JSONByteParser.needsAttention(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)) {
-                i += 8
-            }
-            while i < n {
-                let b = p[i]
-                if b == Self.quote || b == Self.backslash || b < 0x20 || b >= 0x80 { break }
-                i += 1
-            }
-            guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
+            try JSONGrammar.skipPlainStringBytes(p, count: n, at: &i)
             let b = p[i]
             if b == Self.quote { break }
             if b >= 0x80 {

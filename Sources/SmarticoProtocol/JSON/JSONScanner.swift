@@ -247,15 +247,7 @@ struct JSONByteScanner {
         var hasEscape = false
         var unicodeError: JSONParseError?
         while true {
-            while i + 8 <= n, !JSONByteParser.needsAttention(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)) {
-                i += 8
-            }
-            while i < n {
-                let b = p[i]
-                if b == Self.quote || b == Self.backslash || b < 0x20 || b >= 0x80 { break }
-                i += 1
-            }
-            guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
+            try JSONGrammar.skipPlainStringBytes(p, count: n, at: &i)
             let b = p[i]
             if b == Self.quote { break }
             if b >= 0x80 {
