@@ -73,19 +73,4 @@ enum JSONGrammar {
         if extra == 3 { guard p[i + 3] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: start) } }
         i += extra + 1
     }
-
-    /// Inside a string: moves `i` to the next byte that needs a look (a quote, a backslash, a control
-    /// character or a byte >= 0x80), eight bytes at a time where it can; throws at the end of input.
-    @inline(__always)
-    static func skipPlainStringBytes(_ p: UnsafePointer<UInt8>, count n: Int, at i: inout Int) throws(JSONParseError) {
-        while i + 8 <= n, !JSONByteParser.needsAttention(UnsafeRawPointer(p + i).loadUnaligned(as: UInt64.self)) {
-            i += 8
-        }
-        while i < n {
-            let b = p[i]
-            if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { break }
-            i += 1
-        }
-        guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
-    }
 }
