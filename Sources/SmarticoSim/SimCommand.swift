@@ -278,32 +278,18 @@ public enum SimStartError: Error, Sendable, CustomStringConvertible {
 }
 
 /// A result handed from a task to a plain (non-pool) thread that waits for it.
-final class SimBlockingResult<T: Sendable>:
-    // The result is under a Mutex; the POSIX semaphore is made for use from several threads and its
-    // pointer never changes between init and deinit.
-    @unchecked Sendable
-{
+final class SimBlockingResult<T: Sendable>: Sendable {
     private let state = Mutex<Result<T, any Error>?>(nil)
-    private let semaphore: UnsafeMutablePointer<sem_t>
-
-    init() {
-        semaphore = .allocate(capacity: 1)
-        sem_init(semaphore, 0, 0)
-    }
-
-    deinit {
-        sem_destroy(semaphore)
-        semaphore.deallocate()
-    }
+    private let latch = ThreadLatch()
 
     func set(_ r: Result<T, any Error>) {
         state.withLock { $0 = r }
-        sem_post(semaphore)
+        latch.open()
     }
 
     /// Blocks the calling thread (never a cooperative pool thread) until `set`.
     func wait() -> Result<T, any Error> {
-        while sem_wait(semaphore) != 0 {}
+        latch.wait()
         return state.withLock { $0! }
     }
 }

@@ -232,27 +232,3 @@ final class SignalWatcher:
         }
     }
 }
-
-/// A one-shot latch a plain thread waits on (a POSIX semaphore: no Dispatch).
-final class ThreadLatch: Sendable {
-    /// Only used through the sem_* calls, which are thread-safe.
-    nonisolated(unsafe) private let semaphore: UnsafeMutablePointer<sem_t>
-
-    init() {
-        semaphore = .allocate(capacity: 1)
-        sem_init(semaphore, 0, 0)
-    }
-
-    deinit {
-        sem_destroy(semaphore)
-        semaphore.deallocate()
-    }
-
-    /// Lets the waiter go. Any thread.
-    func open() { sem_post(semaphore) }
-
-    /// Blocks the calling thread until ``open()``.
-    func wait() {
-        while sem_wait(semaphore) != 0 && errno == EINTR {}
-    }
-}
