@@ -388,7 +388,7 @@ public actor SmarticoStore {
             }
             // No meta write here: while the journal holds rows, its newest seq is the high-water
             // mark (`readLastSeq`); `retain` records it in `meta` before it deletes any.
-            if seq != first { _ = try self.retain(nowMs: newest, slack: self.retentionSlack, db) }
+            if seq != first { _ = try self.retain(nowMs: newest, last: seq, slack: self.retentionSlack, db) }
             return results
         }
         if let last = results.lazy.compactMap({ $0 }).last { cachedLastSeq = last }
@@ -570,8 +570,9 @@ public actor SmarticoStore {
 
     /// Deletes what retention no longer keeps: by count once more than `slack` events are over the
     /// limit, and by age. Records the seq high-water mark in `meta` first when it deletes anything.
-    private func retain(nowMs: Int64, slack: Int64 = 0, _ db: SQLiteConnection) throws -> Int {
-        let last = try Self.readLastSeq(db)
+    /// `last`: the high-water mark when the caller already knows it (an append just assigned it).
+    private func retain(nowMs: Int64, last known: JournalSeq? = nil, slack: Int64 = 0, _ db: SQLiteConnection) throws -> Int {
+        let last = try known ?? Self.readLastSeq(db)
         let keep = Int64(max(0, options.retentionEvents))
         let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
         let cutoff: Int64? = !overflow && nowMs > Int64.min + window ? nowMs - window : nil
