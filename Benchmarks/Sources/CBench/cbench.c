@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <zlib.h>
 
@@ -373,7 +374,49 @@ struct relay_args {
     int listen_fd, in_size, out_size, subscribers;
     int64_t events;
     int *sub_fds;
+    int journal_fd;  /* -1: forward at once; else journal (pwrite + fdatasync) before forwarding */
 };
+
+/* The journal region the journaled relay rewrites, like SQLite's WAL between checkpoints. */
+#define RELAY_JOURNAL_BYTES (4 << 20)
+
+/* The journaled relay: group commit on one thread. Waits for a message, takes every further
+   complete message already received, appends them all to the journal with one pwrite and one
+   fdatasync, then writes their lines. A message arriving during the fdatasync waits for the
+   next one, as an event arriving during the daemon's commit does. */
+static void journaled_relay_loop(struct relay_args *a, int fd, char *out) {
+    int64_t max_batch = RELAY_JOURNAL_BYTES / a->in_size;
+    if (max_batch > 256) max_batch = 256;
+    char *in = malloc((size_t)a->in_size * (size_t)max_batch);
+    off_t offset = 0;
+    for (int64_t done = 0; done < a->events;) {
+        if (read_full(fd, in, (size_t)a->in_size) != 0) break;
+        int64_t batch = 1;
+        int avail = 0;
+        if (ioctl(fd, FIONREAD, &avail) == 0) {
+            int64_t more = avail / a->in_size;
+            if (more > max_batch - 1) more = max_batch - 1;
+            if (more > a->events - done - 1) more = a->events - done - 1;
+            if (more > 0 && read_full(fd, in + a->in_size, (size_t)(more * a->in_size)) != 0) break;
+            if (more > 0) batch += more;
+        }
+        size_t bytes = (size_t)(batch * a->in_size);
+        if (offset + (off_t)bytes > RELAY_JOURNAL_BYTES) offset = 0;
+        if (pwrite(a->journal_fd, in, bytes, offset) != (ssize_t)bytes || fdatasync(a->journal_fd) != 0) break;
+        offset += (off_t)bytes;
+        for (int64_t m = 0; m < batch; m++) {
+            char *msg = in + m * a->in_size;
+            char *k = memmem(msg, (size_t)a->in_size, ID_KEY, sizeof ID_KEY - 1);
+            int64_t id = k ? strtoll(k + sizeof ID_KEY - 1, NULL, 10) : -1;
+            fill_message(out, a->out_size, id, 1);
+            for (int s = 0; s < a->subscribers; s++)
+                if (write_full(a->sub_fds[s], out, (size_t)a->out_size) != 0) goto done;
+        }
+        done += batch;
+    }
+done:
+    free(in);
+}
 
 static void *relay_thread(void *p) {
     struct relay_args *a = p;
@@ -383,6 +426,10 @@ static void *relay_thread(void *p) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     char *in = malloc((size_t)a->in_size);
     char *out = malloc((size_t)a->out_size);
+    if (a->journal_fd >= 0) {
+        journaled_relay_loop(a, fd, out);
+        goto done;
+    }
     for (int64_t i = 0; i < a->events; i++) {
         if (read_full(fd, in, (size_t)a->in_size) != 0) break;
         char *k = memmem(in, (size_t)a->in_size, ID_KEY, sizeof ID_KEY - 1);
@@ -399,10 +446,30 @@ done:
 
 int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
                  int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns) {
+    return cbench_journaled_relay(subscribers, events, rate, in_size, out_size, id_base, NULL, send_ns, recv_ns);
+}
+
+/* Opens `path` and writes the journal region once (then fsyncs), so the relay's syncs rewrite
+   allocated blocks: data only, as the WAL's are between checkpoints. */
+static int open_relay_journal(const char *path) {
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    char *zero = calloc(1, 1 << 16);
+    for (off_t o = 0; o < RELAY_JOURNAL_BYTES; o += 1 << 16)
+        if (pwrite(fd, zero, 1 << 16, o) != 1 << 16) { free(zero); close(fd); return -1; }
+    free(zero);
+    if (fsync(fd) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+int cbench_journaled_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
+                           int64_t id_base, const char *journal_path, uint64_t *send_ns, uint64_t *recv_ns) {
     if (in_size < 64 || out_size < 64) { errno = EINVAL; return -1; }
+    int journal_fd = -1;
+    if (journal_path && (journal_fd = open_relay_journal(journal_path)) < 0) return -1;
     struct sockaddr_in addr;
     int lfd = listen_loopback(1, &addr);
-    if (lfd < 0) return -1;
+    if (lfd < 0) { if (journal_fd >= 0) close(journal_fd); return -1; }
     int *relay_side = calloc((size_t)subscribers, sizeof(int));
     int *peer_side = calloc((size_t)subscribers, sizeof(int));
     for (int s = 0; s < subscribers; s++) {
@@ -411,7 +478,7 @@ int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out
         relay_side[s] = pair[0];
         peer_side[s] = pair[1];
     }
-    struct relay_args args = { lfd, in_size, out_size, subscribers, events, relay_side };
+    struct relay_args args = { lfd, in_size, out_size, subscribers, events, relay_side, journal_fd };
     pthread_t t;
     if (pthread_create(&t, NULL, relay_thread, &args) != 0) { close(lfd); return -1; }
     cbench_rx *rx = cbench_rx_start(peer_side, subscribers, events, id_base, recv_ns, 10000);
@@ -434,6 +501,7 @@ int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out
     close(lfd);
     for (int s = 0; s < subscribers; s++) { close(relay_side[s]); close(peer_side[s]); }
     free(relay_side); free(peer_side);
+    if (journal_fd >= 0) { close(journal_fd); unlink(journal_path); }
     return rc != 0 ? rc : st;
 }
 

@@ -56,6 +56,15 @@ int cbench_rx_join(cbench_rx *rx, int64_t *stray);
 int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
                  int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns);
 
+/// The same relay made durable: it journals each message before forwarding it, as the daemon
+/// must. Group commit on one thread: it waits for a message, takes every complete message already
+/// received, appends them with one `pwrite` and one `fdatasync` to `journal_path` (a 4 MiB region
+/// written once at the start and then rewritten, like SQLite's WAL between checkpoints), and then
+/// writes their lines. No parsing beyond the id, no index, no checkpoint: the physical floor of a
+/// journaled relay on this file system. Removes the file afterwards.
+int cbench_journaled_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
+                           int64_t id_base, const char *journal_path, uint64_t *send_ns, uint64_t *recv_ns);
+
 /// Monotonic clock in nanoseconds (the same clock on every thread and process).
 uint64_t cbench_now_ns(void);
 
