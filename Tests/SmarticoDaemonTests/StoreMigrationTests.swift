@@ -45,7 +45,7 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
         let store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        #expect(StoreSchema.latestVersion == 3)
+        #expect(StoreSchema.latestVersion == 4)
         #expect(try await store.integrityCheck().isEmpty)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
         await store.close()
@@ -102,7 +102,7 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
                 """)
         }
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 2))
-        #expect(try await store.schemaVersion() == 3)
+        #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
         let indexes = try await onDedicatedThread {
             let db = try SQLiteConnection(path: path)
             defer { db.close() }
@@ -118,6 +118,39 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         #expect(try await store.markSeen(user: "alice", uid: "u4"))
         #expect(try await store.markSeen(user: "alice", uid: "u1"))  // pruned by now: new again
         #expect(try await !store.markSeen(user: "bob", uid: "u1"))
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    /// Version 4 drops the journal's ts_ms index; rows, replay and age retention still work.
+    @Test func migratesAVersion3DatabaseDroppingTheTimestampIndex() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        let hour: Int64 = 3_600_000
+        try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            try StoreSchema.migrate(db, upTo: 3)
+            try db.execute("""
+                INSERT INTO journal(seq, name, ts_ms, data) VALUES (5, 'message', 0, '{}'), (6, 'message', \(2 * hour), '{}');
+                UPDATE meta SET value = 6 WHERE key = 'last_seq';
+                """)
+        }
+        func journalIndexes() async throws -> [String] {
+            try await onDedicatedThread {
+                let db = try SQLiteConnection(path: path)
+                defer { db.close() }
+                return try db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'journal'") { $0.text(0) }
+            }
+        }
+        #expect(try await journalIndexes() == ["journal_ts"])
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
+        #expect(try await store.schemaVersion() == 4)
+        #expect(try await journalIndexes().isEmpty)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [5, 6])
+        #expect(try await store.appendEvents([journalEvent("message", ts: 2 * hour + 1, "{}")]) == [7])
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [6, 7])
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
     }

@@ -576,13 +576,10 @@ public actor SmarticoStore {
         let keep = Int64(max(0, options.retentionEvents))
         let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
         let cutoff: Int64? = !overflow && nowMs > Int64.min + window ? nowMs - window : nil
-        let first = try db.queryFirst("SELECT min(seq) FROM journal") { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
-        guard let first else { return 0 }
+        let oldest = try db.queryFirst("SELECT seq, ts_ms FROM journal ORDER BY seq LIMIT 1") { ($0.int64(0), $0.int64(1)) }
+        guard let (first, firstTsMs) = oldest else { return 0 }
         let byCount = last - keep >= first + slack
-        var byAge = false
-        if let cutoff, let oldest = try db.queryFirst("SELECT min(ts_ms) FROM journal", [], { $0.int64(0) }) {
-            byAge = oldest < cutoff
-        }
+        let byAge = cutoff.map { firstTsMs < $0 } ?? false
         guard byCount || byAge else { return 0 }
         try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(last)])
         var deleted = 0
@@ -591,7 +588,15 @@ public actor SmarticoStore {
             deleted += db.changes
         }
         if byAge, let cutoff {
-            try db.run("DELETE FROM journal WHERE ts_ms < ?", [.integer(cutoff)])
+            // In journal order: the oldest rows up to the first one inside the window. Rows are
+            // journaled in receive-time order, so this is every row older than the cutoff unless
+            // the wall clock went backwards; then a younger row ahead keeps older ones until it
+            // ages out itself (or count retention takes them). No ts_ms index (schema 4): the
+            // walk costs the rows it deletes.
+            try db.run("""
+                DELETE FROM journal WHERE seq < coalesce(
+                    (SELECT seq FROM journal WHERE ts_ms >= ?1 ORDER BY seq LIMIT 1), ?2)
+                """, [.integer(cutoff), .integer(last + 1)])
             deleted += db.changes
         }
         return deleted

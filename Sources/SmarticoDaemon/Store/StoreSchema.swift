@@ -81,6 +81,11 @@ enum StoreSchema {
             -- UNIQUE (user, uid) index stays, it is the set's lookup.
             DROP INDEX IF EXISTS seen_user_id;
             """),
+        Step(version: 4, sql: """
+            -- Age retention walks the journal in seq order (rows are journaled in receive-time
+            -- order), so the ts_ms index, one more page in every commit, goes.
+            DROP INDEX IF EXISTS journal_ts;
+            """),
     ]
 
     /// The newest schema version this code knows.
