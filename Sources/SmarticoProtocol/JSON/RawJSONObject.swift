@@ -77,9 +77,18 @@ public struct RawJSONObject: Sendable {
         for m in members {
             for (k, name) in names.enumerated() where member(m, isNamed: name) { found[k] = m }
         }
-        var o = JSONObject()
-        for (k, m) in found.enumerated() { if let m { o.append(key: names[k], value: value(of: m)) } }
-        return o
+        // Sized once: appending member by member regrew both arrays (allocations on every 110).
+        var keys: [String] = []
+        var values: [JSONValue] = []
+        keys.reserveCapacity(names.count)
+        values.reserveCapacity(names.count)
+        for (k, m) in found.enumerated() {
+            if let m {
+                keys.append(names[k])
+                values.append(value(of: m))
+            }
+        }
+        return JSONObject(keys: keys, values: values)
     }
 
     /// The whole object, parsed.
