@@ -37,6 +37,25 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
     }
 }
 
+/// A database at schema `version` as it shipped (built with the code's own steps), then `sql`.
+private func makeDatabase(_ path: String, atVersion version: Int, then sql: String) async throws {
+    try await onDedicatedThread {
+        let db = try SQLiteConnection(path: path)
+        defer { db.close() }
+        try StoreSchema.migrate(db, upTo: version)
+        try db.execute(sql)
+    }
+}
+
+/// The names of the indexes on `table`, read through a connection of its own.
+private func indexes(_ path: String, on table: String) async throws -> [String] {
+    try await onDedicatedThread {
+        let db = try SQLiteConnection(path: path)
+        defer { db.close() }
+        return try db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?", [.text(table)]) { $0.text(0) }
+    }
+}
+
 @Suite struct StoreMigrationTests {
     @Test func migratesFromAnEmptyFile() async throws {
         let dir = try StoreTempDir()
@@ -45,7 +64,7 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
         let store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        #expect(StoreSchema.latestVersion == 4)
+        #expect(StoreSchema.latestVersion == 5)
         #expect(try await store.integrityCheck().isEmpty)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
         await store.close()
@@ -90,26 +109,16 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let path = dir.sub(SmarticoStore.fileName)
-        // Version 2 as it shipped: build it with the code's own steps 1 and 2, then add rows.
-        try await onDedicatedThread {
-            let db = try SQLiteConnection(path: path)
-            defer { db.close() }
-            try StoreSchema.migrate(db, upTo: 2)
-            try db.execute("""
-                INSERT INTO seen(user, uid) VALUES ('alice', 'u1'), ('alice', 'u2'), ('bob', 'u1');
-                INSERT INTO journal(seq, name, ts_ms, data) VALUES (7, 'message', 1, '{}');
-                UPDATE meta SET value = 7 WHERE key = 'last_seq';
-                """)
-        }
+        try await makeDatabase(path, atVersion: 2, then: """
+            INSERT INTO seen(user, uid) VALUES ('alice', 'u1'), ('alice', 'u2'), ('bob', 'u1');
+            INSERT INTO journal(seq, name, ts_ms, data) VALUES (7, 'message', 1, '{}');
+            UPDATE meta SET value = 7 WHERE key = 'last_seq';
+            """)
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 2))
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        let indexes = try await onDedicatedThread {
-            let db = try SQLiteConnection(path: path)
-            defer { db.close() }
-            return try db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'seen'") { $0.text(0) }
-        }
-        #expect(!indexes.contains("seen_user_id"))
-        #expect(indexes.count == 1)  // the UNIQUE (user, uid) autoindex: the set's lookup
+        let seenIndexes = try await indexes(path, on: "seen")
+        #expect(!seenIndexes.contains("seen_user_id"))
+        #expect(seenIndexes.isEmpty)  // schema 5 also drops the UNIQUE (user, uid) index: lookups are in memory
         #expect(await store.lastSeq() == 7)
         #expect(try await !store.markSeen(user: "alice", uid: "u2"))
         #expect(try await store.markSeen(user: "alice", uid: "u3"))
@@ -128,29 +137,44 @@ private func rawSQLBlocking(_ path: String, _ sql: String) throws {
         defer { dir.remove() }
         let path = dir.sub(SmarticoStore.fileName)
         let hour: Int64 = 3_600_000
-        try await onDedicatedThread {
-            let db = try SQLiteConnection(path: path)
-            defer { db.close() }
-            try StoreSchema.migrate(db, upTo: 3)
-            try db.execute("""
-                INSERT INTO journal(seq, name, ts_ms, data) VALUES (5, 'message', 0, '{}'), (6, 'message', \(2 * hour), '{}');
-                UPDATE meta SET value = 6 WHERE key = 'last_seq';
-                """)
-        }
-        func journalIndexes() async throws -> [String] {
-            try await onDedicatedThread {
-                let db = try SQLiteConnection(path: path)
-                defer { db.close() }
-                return try db.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'journal'") { $0.text(0) }
-            }
-        }
-        #expect(try await journalIndexes() == ["journal_ts"])
+        try await makeDatabase(path, atVersion: 3, then: """
+            INSERT INTO journal(seq, name, ts_ms, data) VALUES (5, 'message', 0, '{}'), (6, 'message', \(2 * hour), '{}');
+            UPDATE meta SET value = 6 WHERE key = 'last_seq';
+            """)
+        #expect(try await indexes(path, on: "journal") == ["journal_ts"])
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
-        #expect(try await store.schemaVersion() == 4)
-        #expect(try await journalIndexes().isEmpty)
+        #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
+        #expect(try await indexes(path, on: "journal").isEmpty)
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [5, 6])
         #expect(try await store.appendEvents([journalEvent("message", ts: 2 * hour + 1, "{}")]) == [7])
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [6, 7])
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    /// Version 5 rebuilds the seen table without its UNIQUE (user, uid) index, keeping rows and
+    /// ids: the uids seen before the upgrade are still refused, pruning still goes oldest first.
+    @Test func migratesAVersion4DatabaseKeepingTheSeenSet() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await makeDatabase(path, atVersion: 4, then: """
+            INSERT INTO seen(id, user, uid) VALUES (10, 'alice', 'u1'), (11, 'alice', 'u2'), (12, 'bob', 'u1'), (13, 'alice', 'u3');
+            """)
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3))
+        #expect(try await store.schemaVersion() == 5)
+        #expect(try await indexes(path, on: "seen").isEmpty)
+        let rows = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return try db.query("SELECT id, user, uid FROM seen ORDER BY id") { "\($0.int64(0)) \($0.text(1)) \($0.text(2))" }
+        }
+        #expect(rows == ["10 alice u1", "11 alice u2", "12 bob u1", "13 alice u3"])
+        for uid in ["u1", "u2", "u3"] { #expect(try await !store.markSeen(user: "alice", uid: uid)) }
+        #expect(try await !store.markSeen(user: "bob", uid: "u1"))
+        // Limit 3, pruned exactly: u4 pushes out alice's oldest, u1.
+        #expect(try await store.markSeen(user: "alice", uid: "u4"))
+        #expect(try await store.markSeen(user: "alice", uid: "u1"))
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
     }

@@ -31,6 +31,13 @@ public actor SmarticoStore {
     private var db: SQLiteConnection?
     private var cachedDeviceID = ""
     private var cachedLastSeq: JournalSeq = 0
+    /// The seen-set of the user last journaled for, in memory (nil: load it from the table first).
+    /// Dropped whenever it may differ from the table: a failed transaction, a write by another
+    /// connection (`seenDataVersion`), a user's set cleared.
+    private var seenSet: SeenSet?
+    /// `PRAGMA data_version` when `seenSet` was last known to match the table: it changes when
+    /// another connection (another process) commits.
+    private var seenDataVersion: Int64 = -1
 
     private init(directory: String, options: StoreOptions) {
         self.directory = directory
@@ -178,6 +185,7 @@ public actor SmarticoStore {
     /// Replaces the current user. When the user changes, the previous user's seen-set is cleared in the
     /// same transaction.
     public func setUser(_ user: StoredUser) throws(StoreError) {
+        if seenSet?.user != user.extUserID { seenSet = nil }
         try inTransaction { db in
             try db.run("DELETE FROM seen WHERE user <> ?", [.text(user.extUserID)])
             try db.run("""
@@ -194,6 +202,7 @@ public actor SmarticoStore {
 
     /// Forgets the user (logout) and every seen-set, in one transaction. Push data is kept.
     public func clearUser() throws(StoreError) {
+        seenSet = nil
         try inTransaction { db in
             try db.run("DELETE FROM user")
             try db.run("DELETE FROM seen")
@@ -370,7 +379,7 @@ public actor SmarticoStore {
     /// the commit is shared by the batch (docs/store.md, "Group commit").
     public func journal(_ writes: [JournalWrite]) throws(StoreError) -> [JournalSeq?] {
         guard !writes.isEmpty else { return [] }
-        let results = try inTransaction { db -> [JournalSeq?] in
+        let results = try seenSetTransaction { db -> [JournalSeq?] in
             var seq = try Self.readLastSeq(db)
             let first = seq
             var newest = Int64.min
@@ -398,11 +407,12 @@ public actor SmarticoStore {
     /// Marks `uid` seen for `user`; true when it was new. At least the newest `seenPerUser` uids are
     /// kept (pruning runs every few inserts, see `insertSeen`).
     public func markSeen(user: String, uid: String) throws(StoreError) -> Bool {
-        try inTransaction { db in try self.insertSeen(user: user, uid: uid, db) }
+        try seenSetTransaction { db in try self.insertSeen(user: user, uid: uid, db) }
     }
 
     /// Forgets the seen-set of `user`.
     public func clearSeen(user: String) throws(StoreError) {
+        if seenSet?.user == user { seenSet = nil }
         try inTransaction { db in try db.run("DELETE FROM seen WHERE user = ?", [.text(user)]) }
     }
 
@@ -602,24 +612,49 @@ public actor SmarticoStore {
         return deleted
     }
 
+    /// A transaction that may use the in-memory seen-set: checks first that no other connection
+    /// changed the database since the set was last current, and drops the set when the
+    /// transaction fails (its rows were rolled back, the set may hold some of them).
+    private func seenSetTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+        do {
+            return try inTransaction { db in
+                let version = try db.queryFirst("PRAGMA data_version") { $0.int64(0) } ?? -1
+                if version != seenDataVersion {
+                    seenSet = nil
+                    seenDataVersion = version
+                }
+                return try body(db)
+            }
+        } catch {
+            seenSet = nil
+            throw error
+        }
+    }
+
+    /// Adds `uid` to `user`'s seen-set, in the caller's transaction; false when it was there.
+    /// The lookup is in memory (`SeenSet`, loaded from the table on first use); a new uid is a
+    /// row appended to the table. At least the newest `seenPerUser` uids are kept: once the set
+    /// holds `min(256, seenPerUser / 16)` more, the oldest go down to the limit (so it holds
+    /// between the limit and the limit + that slack − 1; small sets are pruned exactly; keeping a
+    /// few more never lets a duplicate through).
     private func insertSeen(user: String, uid: String, _ db: SQLiteConnection) throws -> Bool {
-        try db.run("INSERT INTO seen(user, uid) VALUES (?, ?) ON CONFLICT(user, uid) DO NOTHING",
-                   [.text(user), .text(uid)])
-        guard db.changes == 1 else { return false }
-        // Keep the newest `seenPerUser` uids of this user: delete from the first one beyond them.
-        // Finding that row walks `seenPerUser` index entries (~600 µs of CPU at 10,000, most of an
-        // engagement's cost in the daemon benchmark), so it runs once per `prune` inserts: the set
-        // holds between `seenPerUser` and `seenPerUser + prune - 1` uids. Keeping a few more never
-        // lets a duplicate through; small sets (tests) are still pruned exactly.
+        if seenSet?.user != user {
+            var loaded = SeenSet(user: user)
+            try db.forEachRow("SELECT id, uid FROM seen WHERE user = ? ORDER BY id", [.text(user)]) { row in
+                loaded.append(id: row.int64(0), uid: row.text(1))
+                return true
+            }
+            seenSet = loaded
+        }
+        guard seenSet?.contains(uid) == false else { return false }
+        try db.run("INSERT INTO seen(user, uid) VALUES (?, ?)", [.text(user), .text(uid)])
+        seenSet?.append(id: db.lastInsertRowID, uid: uid)
         let limit = max(1, options.seenPerUser)
-        let prune = Int64(max(1, min(256, limit / 16)))
-        guard db.lastInsertRowID % prune == 0 else { return true }
-        // `+user`: walk the table in id (rowid) order, newest first, rather than the (user, uid)
-        // index and a sort (schema version 3 has no (user, id) index: one page less per commit).
-        try db.run("""
-            DELETE FROM seen WHERE id <= (
-                SELECT id FROM seen WHERE +user = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2) AND +user = ?1
-            """, [.text(user), .integer(Int64(limit))])
+        let slack = max(1, min(256, limit / 16)) - 1
+        if let upTo = seenSet?.dropOldest(keeping: limit, slack: slack) {
+            // The rows forgotten are the user's oldest: a rowid range from the table's start.
+            try db.run("DELETE FROM seen WHERE id <= ? AND user = ?", [.integer(upTo), .text(user)])
+        }
         return true
     }
 

@@ -86,6 +86,19 @@ enum StoreSchema {
             -- order), so the ts_ms index, one more page in every commit, goes.
             DROP INDEX IF EXISTS journal_ts;
             """),
+        Step(version: 5, sql: """
+            -- The seen-set's lookups are answered in memory (SeenSet); its UNIQUE (user, uid)
+            -- index made every engagement's commit write a random page of it. SQLite cannot drop
+            -- a UNIQUE constraint, so the table is rebuilt, rows and ids kept.
+            CREATE TABLE seen_v5(
+                id INTEGER PRIMARY KEY,
+                user TEXT NOT NULL,
+                uid TEXT NOT NULL
+            );
+            INSERT INTO seen_v5(id, user, uid) SELECT id, user, uid FROM seen ORDER BY id;
+            DROP TABLE seen;
+            ALTER TABLE seen_v5 RENAME TO seen;
+            """),
     ]
 
     /// The newest schema version this code knows.
