@@ -299,6 +299,22 @@ import Testing
         await store.close()
     }
 
+    /// The in-memory index holds hashes of uids; with a hash under which every uid collides, the
+    /// answers are still exact (a hit is confirmed by the row, then by the table).
+    @Test func collidingHashesStillGiveExactAnswers() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3),
+                                                 seenKey: { _ in 42 })
+        for uid in ["a", "b", "c"] { #expect(try await store.markSeen(user: "alice", uid: uid), "\(uid) is new") }
+        for uid in ["a", "b", "c"] { #expect(try await !store.markSeen(user: "alice", uid: uid), "\(uid) was seen") }
+        // Limit 3: d pushes out a (the oldest); b and c are still refused, a is new again.
+        #expect(try await store.markSeen(user: "alice", uid: "d"))
+        for uid in ["b", "c", "d"] { #expect(try await !store.markSeen(user: "alice", uid: uid), "\(uid) was seen") }
+        #expect(try await store.markSeen(user: "alice", uid: "a"))
+        await store.close()
+    }
+
     /// A batch that fails is rolled back whole, and its uids are not left in the in-memory set:
     /// the same engagement journals when it comes again.
     @Test func aFailedBatchLeavesNoUidBehind() async throws {

@@ -1,47 +1,69 @@
 // One user's seen-set in memory, beside its rows (docs/store.md, "seen-set").
 
-/// The engagement uids of one user's seen-set, oldest first, mirroring that user's rows of the
-/// `seen` table. Schema 5 keeps no index on those rows: every lookup is answered here and a new
-/// uid's row is an append, so an engagement's commit no longer dirties a random page of a
-/// (user, uid) index. The store owns it and keeps it current with the table (see
-/// `SmarticoStore.insertSeen`).
+/// An index of one user's rows of the `seen` table, kept in memory. Schema 5 keeps no index on
+/// those rows: the lookup of a uid is answered here and a new uid's row is an append, so an
+/// engagement's commit no longer dirties a random page of a (user, uid) index.
+///
+/// It holds no strings: a uid is known by a 64-bit hash keyed per process (`Hasher`, SipHash
+/// with a random seed, so a server cannot choose colliding uids) mapped to the rowid of its row.
+/// A hit is only a candidate: the store reads that row's uid to confirm it (one rowid lookup),
+/// and asks the table when the row holds another uid, so the answer is exact. Two allocations
+/// in all (a dictionary and an array), none per uid: a burst leaves no small blocks scattered
+/// over the heap for `malloc_trim` to step around. The store keeps it current with the table
+/// (`SmarticoStore.insertSeen`).
 struct SeenSet {
     let user: String
-    private var uids: Set<String> = []
-    /// (rowid, uid) in rowid order; entries before `head` are forgotten.
-    private var order: [(id: Int64, uid: String)] = []
+    /// Hash of a uid → rowid of the newest row whose uid has that hash.
+    private var rows: [Int: Int64] = [:]
+    /// (rowid, hash) in rowid order; entries before `head` are forgotten.
+    private var order: [(id: Int64, key: Int)] = []
     private var head = 0
+    private let key: @Sendable (String) -> Int
 
-    init(user: String) {
+    /// `key`: how a uid is hashed (tests pass one that collides, to exercise the confirmation).
+    init(user: String, key: @escaping @Sendable (String) -> Int = SeenSet.processKey) {
         self.user = user
+        self.key = key
     }
 
-    /// How many uids the set holds.
+    /// How many rows the index covers.
     var count: Int { order.count - head }
 
-    func contains(_ uid: String) -> Bool { uids.contains(uid) }
+    /// The rowid of the row that may hold `uid` (its uid has the same hash), nil when no row does.
+    func candidateRow(for uid: String) -> Int64? { rows[key(uid)] }
 
-    /// Adds the uid whose row got `id` (larger than every id added before). A uid already in the
-    /// set (a repeat row in an old file, or one written by another process) is not added twice.
+    /// Adds the row `id` (larger than every id added before) holding `uid`.
     mutating func append(id: Int64, uid: String) {
-        guard uids.insert(uid).inserted else { return }
-        order.append((id, uid))
+        let hash = key(uid)
+        rows[hash] = id
+        order.append((id, hash))
     }
 
-    /// Forgets the oldest uids down to `keep` once the set holds `keep + slack` or more; returns the
-    /// rowid of the newest one forgotten (the caller deletes the user's rows up to it), nil when it
-    /// forgot nothing.
+    /// Forgets the oldest rows down to `keep` once it covers `keep + slack` or more; returns the
+    /// rowid of the newest one forgotten (the caller deletes the user's rows up to it), nil when
+    /// it forgot nothing.
     mutating func dropOldest(keeping keep: Int, slack: Int) -> Int64? {
         let excess = count - keep
         guard excess > 0, excess > slack else { return nil }
         let last = order[head + excess - 1].id
-        for index in head ..< head + excess { uids.remove(order[index].uid) }
+        for index in head ..< head + excess {
+            let (id, hash) = order[index]
+            // A newer row with the same hash took the entry over: it stays.
+            if rows[hash] == id { rows[hash] = nil }
+        }
         head += excess
-        // Compact once half the array is forgotten entries: amortised O(1) per uid.
+        // Compact once half the array is forgotten entries: amortised O(1) per row.
         if head > order.count / 2 {
             order.removeFirst(head)
             head = 0
         }
         return last
+    }
+
+    /// SipHash keyed with this process's random seed.
+    @Sendable static func processKey(_ uid: String) -> Int {
+        var hasher = Hasher()
+        hasher.combine(uid)
+        return hasher.finalize()
     }
 }

@@ -38,8 +38,11 @@ public actor SmarticoStore {
     /// `PRAGMA data_version` when `seenSet` was last known to match the table: it changes when
     /// another connection (another process) commits.
     private var seenDataVersion: Int64 = -1
+    /// How `SeenSet` hashes a uid (tests substitute one that collides).
+    private let seenKey: @Sendable (String) -> Int
 
-    private init(directory: String, options: StoreOptions) {
+    private init(directory: String, options: StoreOptions, seenKey: @escaping @Sendable (String) -> Int) {
+        self.seenKey = seenKey
         self.directory = directory
         self.path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         self.options = options
@@ -52,7 +55,14 @@ public actor SmarticoStore {
     public static func open(directory: String, options: StoreOptions = StoreOptions()) async throws(StoreError)
         -> SmarticoStore
     {
-        let store = SmarticoStore(directory: directory, options: options)
+        try await open(directory: directory, options: options, seenKey: SeenSet.processKey)
+    }
+
+    /// ``open(directory:options:)`` with the seen-set's uid hash chosen (tests: one that collides).
+    static func open(directory: String, options: StoreOptions, seenKey: @escaping @Sendable (String) -> Int)
+        async throws(StoreError) -> SmarticoStore
+    {
+        let store = SmarticoStore(directory: directory, options: options, seenKey: seenKey)
         try await store.openDatabase()
         return store
     }
@@ -632,21 +642,30 @@ public actor SmarticoStore {
     }
 
     /// Adds `uid` to `user`'s seen-set, in the caller's transaction; false when it was there.
-    /// The lookup is in memory (`SeenSet`, loaded from the table on first use); a new uid is a
-    /// row appended to the table. At least the newest `seenPerUser` uids are kept: once the set
+    /// The lookup goes through an in-memory index (`SeenSet`, loaded from the table on first use;
+    /// a hit is confirmed by reading one row); a new uid is a row appended to the table. At least the newest `seenPerUser` uids are kept: once the set
     /// holds `min(256, seenPerUser / 16)` more, the oldest go down to the limit (so it holds
     /// between the limit and the limit + that slack − 1; small sets are pruned exactly; keeping a
     /// few more never lets a duplicate through).
     private func insertSeen(user: String, uid: String, _ db: SQLiteConnection) throws -> Bool {
         if seenSet?.user != user {
-            var loaded = SeenSet(user: user)
+            var loaded = SeenSet(user: user, key: seenKey)
             try db.forEachRow("SELECT id, uid FROM seen WHERE user = ? ORDER BY id", [.text(user)]) { row in
                 loaded.append(id: row.int64(0), uid: row.text(1))
                 return true
             }
             seenSet = loaded
         }
-        guard seenSet?.contains(uid) == false else { return false }
+        if let candidate = seenSet?.candidateRow(for: uid) {
+            // The in-memory index holds hashes: confirm with the row it points at, and ask the
+            // table itself in the (~1 in 2^64) case that the row holds another uid.
+            if try db.queryFirst("SELECT uid FROM seen WHERE id = ?", [.integer(candidate)], { $0.text(0) }) == uid {
+                return false
+            }
+            if try db.queryFirst("SELECT 1 FROM seen WHERE user = ? AND uid = ? LIMIT 1", [.text(user), .text(uid)], { _ in true }) != nil {
+                return false
+            }
+        }
         try db.run("INSERT INTO seen(user, uid) VALUES (?, ?)", [.text(user), .text(uid)])
         seenSet?.append(id: db.lastInsertRowID, uid: uid)
         let limit = max(1, options.seenPerUser)
