@@ -340,6 +340,9 @@ import Testing
     }
 }
 
+/// A ~2 KB JSON payload, the size of the benchmark's engagement.
+private let twoKBPayload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + "\"}"
+
 @Suite struct StoreCacheTests {
     /// Under load the page cache may grow past SQLite's 2 MB default (so commits and checkpoints
     /// stop re-reading the pages they just wrote), and `releaseCacheMemory()` gives it back after
@@ -348,10 +351,9 @@ import Testing
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let store = try await SmarticoStore.open(directory: dir.path)
-        let payload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + "\"}"
         var seq = 0
         for _ in 0..<30 {  // 3,000 events of ~2 KB, in commits of 100
-            let batch = (0..<100).map { _ in JournalWrite(journalEvent("engagement", ts: 1, payload)) }
+            let batch = (0..<100).map { _ in JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload)) }
             seq = try await store.journal(batch).compactMap { $0 }.last.map(Int.init) ?? seq
         }
         #expect(seq == 3_000)
@@ -364,7 +366,7 @@ import Testing
         // Nothing was lost: every event reads back (through a cache that fills again).
         let all = try await store.events(after: 0, limit: 5_000)
         #expect(all.count == 3_000 && all.first?.seq == 1 && all.last?.seq == 3_000)
-        #expect(all.allSatisfy { $0.data == bytes(payload) })
+        #expect(all.allSatisfy { $0.data == bytes(twoKBPayload) })
         await store.close()
     }
 }
@@ -407,11 +409,10 @@ import Testing
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 500))
-        let payload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + "\"}"
         var uid = 0
         func engagement() -> JournalWrite {
             uid += 1
-            return JournalWrite(journalEvent("engagement", ts: 1, payload), once: "uid-\(uid * 7_919 % 100_003)", user: "alice")
+            return JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload), once: "uid-\(uid * 7_919 % 100_003)", user: "alice")
         }
         for _ in 0..<700 { _ = try await store.journal([engagement()]) }  // past the limit: retention runs
         let path = dir.sub(SmarticoStore.fileName)
@@ -430,6 +431,35 @@ import Testing
         let perCommit = Double(frames) / Double(commits)
         #expect(perCommit >= 3, "\(frames) frames for \(commits) commits: the measurement is broken")
         #expect(perCommit <= 5, "one engagement's commit writes \(perCommit) pages")
+        await store.close()
+    }
+
+    /// The WAL's writes are gathered (the store's VFS, docs/store.md "Gathered WAL writes"): SQLite
+    /// writes each frame as two calls, so a one-engagement commit (~4.5 frames) made ~9 `write`s;
+    /// now its frames reach the file as one. Counted by the kernel for the store thread
+    /// (`/proc/self/task/TID/io`, `syscw`).
+    @Test func oneEngagementCommitIsOneWriteCall() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        var uid = 0
+        func engagement() -> JournalWrite {
+            uid += 1
+            return JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload), once: "uid-\(uid)", user: "alice")
+        }
+        for _ in 0..<20 { _ = try await store.journal([engagement()]) }
+        let tid = try #require(await store.currentThreadID())
+        func writeCalls() throws -> Int {
+            let text = try String(contentsOfFile: "/proc/self/task/\(tid)/io", encoding: .utf8)
+            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("syscw:") })
+            return try #require(Int(line.dropFirst("syscw:".count).trimmingCharacters(in: .whitespaces)))
+        }
+        let before = try writeCalls()
+        let commits = 50  // ~225 frames: no checkpoint runs in between
+        for _ in 0..<commits { _ = try await store.journal([engagement()]) }
+        let perCommit = Double(try writeCalls() - before) / Double(commits)
+        #expect(perCommit >= 1, "\(perCommit) write calls per commit: the measurement is broken")
+        #expect(perCommit <= 1.5, "one engagement's commit made \(perCommit) write calls")
         await store.close()
     }
 }

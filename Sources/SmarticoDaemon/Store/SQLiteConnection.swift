@@ -2,6 +2,7 @@
 // typed binds and columns, `BEGIN IMMEDIATE` transactions, errors that carry the code, the extended
 // code, the message and the SQL that failed. Used only by `SmarticoStore` on its own thread.
 import CSQLite
+import CSmarticoVFS
 
 #if canImport(Glibc)
 import Glibc
@@ -77,13 +78,24 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
     private var inTransaction = false
 
-    /// Opens (creating if needed) the database at `path` for reading and writing.
-    init(path: String) throws(SQLiteError) {
+    /// Opens (creating if needed) the database at `path` for reading and writing. `gatherWAL`:
+    /// through the VFS that gathers each commit's WAL writes into few `write` calls (only for a
+    /// connection that syncs every commit, `synchronous = FULL`; docs/store.md, "Gathered WAL writes").
+    init(path: String, gatherWAL: Bool = false) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?
         // NOMUTEX: the connection is confined to one thread. EXRESCODE: extended result codes everywhere.
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        var vfs: String?
+        if gatherWAL {
+            let registered = smartico_vfs_register()
+            guard registered == SQLITE_OK else {
+                throw SQLiteError(code: registered & 0xff, extendedCode: registered,
+                                  message: "cannot register the \(SMARTICO_VFS_NAME) VFS", sql: nil, path: path)
+            }
+            vfs = SMARTICO_VFS_NAME
+        }
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_close_v2(db)

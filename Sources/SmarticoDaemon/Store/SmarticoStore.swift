@@ -72,7 +72,7 @@ public actor SmarticoStore {
         try Self.createFile(path)
         let connection: SQLiteConnection
         do {
-            connection = try SQLiteConnection(path: path)
+            connection = try SQLiteConnection(path: path, gatherWAL: true)
         } catch {
             throw .sqlite(error)
         }
