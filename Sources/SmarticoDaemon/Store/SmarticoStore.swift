@@ -643,8 +643,9 @@ public actor SmarticoStore {
 
     /// Adds `uid` to `user`'s seen-set, in the caller's transaction; false when it was there.
     /// The lookup goes through an in-memory index (`SeenSet`, loaded from the table on first use;
-    /// a hit is confirmed by reading one row); a new uid is a row appended to the table. At least the newest `seenPerUser` uids are kept: once the set
-    /// holds `min(256, seenPerUser / 16)` more, the oldest go down to the limit (so it holds
+    /// a hit is confirmed by reading one row); a new uid is a row appended to the table. At least
+    /// the newest `seenPerUser` uids are kept: once the set holds `min(256, seenPerUser / 16)`
+    /// more, the oldest go down to the limit (so it holds
     /// between the limit and the limit + that slack − 1; small sets are pruned exactly; keeping a
     /// few more never lets a duplicate through).
     private func insertSeen(user: String, uid: String, _ db: SQLiteConnection) throws -> Bool {
