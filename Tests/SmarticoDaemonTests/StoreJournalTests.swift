@@ -143,13 +143,8 @@ import Testing
     @Test func retentionByAge() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let hour: Int64 = 3_600_000
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 2))
-        _ = try await store.appendEvents([
-            journalEvent("message", ts: 0, "{}"),
-            journalEvent("message", ts: hour, "{}"),
-            journalEvent("message", ts: 2 * hour, "{}"),
-        ])
+        _ = try await store.appendEvents(messages(at: 0, hour, 2 * hour))
         #expect(try await store.journalBounds().firstSeq == 1)
         // An append at 3h drops what is older than 1h (the batch's newest ts is "now").
         _ = try await store.appendEvents([journalEvent("message", ts: 3 * hour, "{}")])
@@ -166,15 +161,9 @@ import Testing
     @Test func retentionByAgeGoesInJournalOrder() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let hour: Int64 = 3_600_000
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 2))
-        _ = try await store.appendEvents([
-            journalEvent("message", ts: 0, "{}"),
-            journalEvent("message", ts: 1, "{}"),
-            journalEvent("message", ts: 5 * hour, "{}"),  // the clock stepped forward…
-            journalEvent("message", ts: 2, "{}"),         // …and back
-            journalEvent("message", ts: 3, "{}"),
-        ])
+        // The clock steps forward to 5 h, then back.
+        _ = try await store.appendEvents(messages(at: 0, 1, 5 * hour, 2, 3))
         // The append's own retention (its newest ts, 5 h, is "now"): seqs 1 and 2 go; 4 and 5 are
         // as old but stay behind seq 3.
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [3, 4, 5])
@@ -338,6 +327,13 @@ import Testing
         #expect(try await store.journal([again]) == [nil])
         await store.close()
     }
+}
+
+private let hour: Int64 = 3_600_000
+
+/// One `message` event with data `{}` at each of `timestamps` (ms).
+private func messages(at timestamps: Int64...) -> [NewJournalEvent] {
+    timestamps.map { journalEvent("message", ts: $0, "{}") }
 }
 
 /// A ~2 KB JSON payload, the size of the benchmark's engagement.
