@@ -1,15 +1,25 @@
-// A VFS that passes everything to SQLite's default VFS, except that writes to a WAL file are
-// gathered: SQLite writes each WAL frame as two calls (the 24-byte frame header, then the page),
-// all at consecutive offsets, and syncs at the end of each commit. Here consecutive writes are
-// copied into a 64 KiB buffer and reach the file as one write when the buffer is full, when a
-// write is not contiguous, or before any other operation on the file (sync, read, truncate, size,
-// lock, file control, close). So a one-engagement commit (~4.5 frames, 9 writes) is one write
-// plus its sync, and nothing can observe the file without seeing every byte written before.
+// A VFS that passes everything to SQLite's default VFS, except that writes to the WAL and to the
+// main database file are gathered. SQLite writes each WAL frame as two calls (the 24-byte frame
+// header, then the page), all at consecutive offsets, and syncs at the end of each commit; a
+// checkpoint writes the database's pages one call each, in page order (runs of ~100 consecutive
+// pages in the saturation benchmark), then syncs. Here consecutive writes are copied into a
+// 64 KiB buffer and reach the file as one write when the buffer is full, when a write is not
+// contiguous, or before any other operation on the file (sync, read, truncate, size, lock, file
+// control, shared-memory lock or barrier, close). So a one-engagement commit (~4.5 frames, 9
+// writes) is one write plus its sync, a checkpoint one write per 16 pages, and nothing can
+// observe the file without seeing every byte written before.
 //
 // Sound only when every commit syncs the WAL (synchronous = FULL or EXTRA, which the store sets
 // and checks): SQLite makes a commit's frames visible to other connections (the wal-index) only
 // after that sync, and the sync writes the buffer first. With synchronous = NORMAL a commit does
 // not sync and its frames could still be in the buffer when another connection reads them.
+// A checkpoint's pages are read by other connections from the database file only once the
+// wal-index says they were copied (nBackfill), which SQLite updates after the file control
+// SQLITE_FCNTL_CKPT_DONE and the sync, under shared-memory locks: each of those writes the buffer.
+//
+// A failed write of the buffer is kept and returned by the next sync even when the operation that
+// wrote the buffer cannot report it (SQLite ignores the result of CKPT_DONE, shared-memory
+// barriers return nothing): a commit or checkpoint never succeeds over lost bytes.
 #include "smartico_vfs.h"
 
 #include <pthread.h>
@@ -22,7 +32,8 @@ enum { GATHER_BYTES = 64 * 1024 };
 typedef struct {
     sqlite3_file base;   // our methods
     sqlite3_file *real;  // the default VFS's file, in the memory right after this struct
-    int isWAL;
+    int gathers;            // the WAL or the main database file
+    int failed;             // a write of the buffer that failed and was not reported yet (SQLite code)
     unsigned char *buffer;  // GATHER_BYTES, allocated at the first gathered write
     int length;             // bytes waiting in `buffer`
     sqlite3_int64 offset;   // where they go
@@ -35,7 +46,9 @@ static int flushBuffer(GatherFile *f) {
     if (f->length == 0) return SQLITE_OK;
     int length = f->length;
     f->length = 0;
-    return f->real->pMethods->xWrite(f->real, f->buffer, length, f->offset);
+    int rc = f->real->pMethods->xWrite(f->real, f->buffer, length, f->offset);
+    if (rc != SQLITE_OK && f->failed == SQLITE_OK) f->failed = rc;
+    return rc;
 }
 
 #define FLUSH_OR_RETURN(f) do { int flushed = flushBuffer(f); if (flushed != SQLITE_OK) return flushed; } while (0)
@@ -57,7 +70,7 @@ static int gatherRead(sqlite3_file *file, void *out, int amount, sqlite3_int64 o
 
 static int gatherWrite(sqlite3_file *file, const void *data, int amount, sqlite3_int64 offset) {
     GatherFile *f = (GatherFile *)file;
-    if (!f->isWAL) return f->real->pMethods->xWrite(f->real, data, amount, offset);
+    if (!f->gathers) return f->real->pMethods->xWrite(f->real, data, amount, offset);
     if (f->length > 0 && offset == f->offset + f->length && f->length + amount <= GATHER_BYTES) {
         memcpy(f->buffer + f->length, data, (size_t)amount);
         f->length += amount;
@@ -80,8 +93,14 @@ static int gatherTruncate(sqlite3_file *file, sqlite3_int64 size) {
 }
 
 static int gatherSync(sqlite3_file *file, int flags) {
-    FLUSH_OR_RETURN((GatherFile *)file);
-    return REAL(file)->pMethods->xSync(REAL(file), flags);
+    GatherFile *f = (GatherFile *)file;
+    flushBuffer(f);
+    if (f->failed != SQLITE_OK) {
+        int failed = f->failed;
+        f->failed = SQLITE_OK;  // reported: what SQLite writes after this is a new attempt
+        return failed;
+    }
+    return f->real->pMethods->xSync(f->real, flags);
 }
 
 static int gatherFileSize(sqlite3_file *file, sqlite3_int64 *size) {
@@ -120,11 +139,15 @@ static int gatherShmMap(sqlite3_file *file, int region, int size, int extend, vo
     return REAL(file)->pMethods->xShmMap(REAL(file), region, size, extend, out);
 }
 
+// The wal-index lives in shared memory opened through the main database file: before it changes
+// or is unlocked, the file holds every byte written (a failure is reported by the next sync).
 static int gatherShmLock(sqlite3_file *file, int offset, int n, int flags) {
+    flushBuffer((GatherFile *)file);
     return REAL(file)->pMethods->xShmLock(REAL(file), offset, n, flags);
 }
 
 static void gatherShmBarrier(sqlite3_file *file) {
+    flushBuffer((GatherFile *)file);
     REAL(file)->pMethods->xShmBarrier(REAL(file));
 }
 
@@ -168,7 +191,7 @@ static int gatherOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *file, in
         f->base.pMethods = NULL;
         return SQLITE_CANTOPEN;
     }
-    f->isWAL = (flags & SQLITE_OPEN_WAL) != 0;
+    f->gathers = (flags & (SQLITE_OPEN_WAL | SQLITE_OPEN_MAIN_DB)) != 0;
     f->base.pMethods = &gatherMethods;
     return SQLITE_OK;
 }

@@ -1,4 +1,5 @@
 // The journal and its seq counter, retention, replay, durable cursors and the seen-set.
+import Glibc
 import Testing
 @testable import SmarticoDaemon
 
@@ -445,17 +446,52 @@ private let twoKBPayload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + 
         }
         for _ in 0..<20 { _ = try await store.journal([engagement()]) }
         let tid = try #require(await store.currentThreadID())
-        func writeCalls() throws -> Int {
-            let text = try String(contentsOfFile: "/proc/self/task/\(tid)/io", encoding: .utf8)
-            let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("syscw:") })
-            return try #require(Int(line.dropFirst("syscw:".count).trimmingCharacters(in: .whitespaces)))
-        }
-        let before = try writeCalls()
+        let before = try writeCalls(thread: tid)
         let commits = 50  // ~225 frames: no checkpoint runs in between
         for _ in 0..<commits { _ = try await store.journal([engagement()]) }
-        let perCommit = Double(try writeCalls() - before) / Double(commits)
+        let perCommit = Double(try writeCalls(thread: tid) - before) / Double(commits)
         #expect(perCommit >= 1, "\(perCommit) write calls per commit: the measurement is broken")
         #expect(perCommit <= 1.5, "one engagement's commit made \(perCommit) write calls")
         await store.close()
+    }
+
+    /// A checkpoint's writes to the database file are gathered too: SQLite copies each page with
+    /// one `pwrite`, in page order, and the journal's new pages are consecutive. Over a run with
+    /// ~3 autocheckpoints (1,000 frames each), the write calls beyond one per commit are counted
+    /// against the pages the database file grew by: one call per page without gathering (the
+    /// test fails: 1.0 per page), one per 16 consecutive pages with it.
+    @Test func checkpointWritesAreGathered() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        var uid = 0
+        func batch() -> [JournalWrite] {
+            (0..<10).map { _ in
+                uid += 1
+                return JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload), once: "uid-\(uid)", user: "alice")
+            }
+        }
+        _ = try await store.journal(batch())
+        let tid = try #require(await store.currentThreadID())
+        let path = dir.sub(SmarticoStore.fileName)
+        func fileSize() -> Int64 {
+            var info = stat()
+            return stat(path, &info) == 0 ? Int64(info.st_size) : -1
+        }
+        let (sizeBefore, writesBefore) = (fileSize(), try writeCalls(thread: tid))
+        let commits = 500  // ~6 frames each (well under the 64 KiB buffer): ~3,000 frames
+        for _ in 0..<commits { _ = try await store.journal(batch()) }
+        let grownPages = (fileSize() - sizeBefore) / 4096
+        let extraWrites = try writeCalls(thread: tid) - writesBefore - commits
+        #expect(grownPages >= 1_000, "the database grew by \(grownPages) pages: no checkpoint ran, the measurement is broken")
+        #expect(extraWrites * 8 <= grownPages, "\(extraWrites) write calls beyond one per commit for \(grownPages) pages copied")
+        await store.close()
+    }
+
+    /// The write calls the kernel counted for thread `tid` of this process (`/proc/self/task/TID/io`, `syscw`).
+    private func writeCalls(thread tid: Int32) throws -> Int {
+        let text = try String(contentsOfFile: "/proc/self/task/\(tid)/io", encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("syscw:") })
+        return try #require(Int(line.dropFirst("syscw:".count).trimmingCharacters(in: .whitespaces)))
     }
 }
