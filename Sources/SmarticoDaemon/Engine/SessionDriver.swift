@@ -547,19 +547,25 @@ actor SessionDriver {
                 do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
             }
             var next = results.makeIterator()
+            // The batch's lines reach the socket server as one task on the loop, in order.
+            var ready: [PreparedEvent] = []
+            ready.reserveCapacity(batch.count)
             for event in batch {
                 guard let write = event.write else {
-                    server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
+                    ready.append(PreparedEvent(name: event.name, seq: nil, tsMs: event.tsMs, data: event.data))
                     continue
                 }
                 if let failure {
+                    server.publish(ready)
+                    ready = []
                     journalFailed(event.name, failure, now: event.tsMs)
                 } else if let seq = next.next() ?? nil {
-                    server.publish(name: event.name, serializedData: event.data, seq: seq, tsMs: event.tsMs)
+                    ready.append(PreparedEvent(name: event.name, seq: seq, tsMs: event.tsMs, data: event.data))
                 } else if logger.logLevel <= .debug {
                     logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(write.seen?.uid ?? "")"])
                 }
             }
+            server.publish(ready)
             if journalQueue.isEmpty { break }
             batch = journalQueue
             journalQueue = []

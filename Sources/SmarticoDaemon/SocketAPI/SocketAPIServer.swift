@@ -230,25 +230,28 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// nil for a live-only event, which carries the seq of the last journaled event sent before it on
     /// each connection. `tsMs`: when the daemon received it.
     public func publish(_ event: DaemonEvent, seq: JournalSeq?, tsMs: Int64) {
-        publish(name: event.name, seq: seq, tsMs: tsMs, capacity: 256) { event.data.serialize(into: &$0) }
+        var data: [UInt8] = []
+        data.reserveCapacity(256)
+        event.data.serialize(into: &data)
+        publish(PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data))
     }
 
     /// ``publish(_:seq:tsMs:)`` for an event whose `data` is already serialized (the bytes that were
     /// journaled): they are copied into the line as they are, not serialized again.
     public func publish(name: String, serializedData data: [UInt8], seq: JournalSeq?, tsMs: Int64) {
-        publish(name: name, seq: seq, tsMs: tsMs, capacity: data.count + 48) { $0.append(contentsOf: data) }
+        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data))
     }
 
-    private func publish(name: String, seq: JournalSeq?, tsMs: Int64, capacity: Int, data: (inout [UInt8]) -> Void) {
-        var tail: [UInt8] = []
-        tail.reserveCapacity(capacity)
-        appendASCII(",\"ts\":", to: &tail)
-        appendDecimal(tsMs, to: &tail)
-        appendASCII(",\"data\":", to: &tail)
-        data(&tail)
-        appendASCII("}\n", to: &tail)
-        let prepared = PreparedEvent(name: name, seq: seq, tail: tail)
+    private func publish(_ prepared: PreparedEvent) {
         _ = loop.execute { self.publishOnLoop(prepared) }
+    }
+
+    /// Publishes several events, in order, with one task on the loop (a group commit's batch).
+    func publish(_ events: [PreparedEvent]) {
+        guard !events.isEmpty else { return }
+        _ = loop.execute {
+            for event in events { self.publishOnLoop(event) }
+        }
     }
 
     private func publishOnLoop(_ event: PreparedEvent) {
@@ -511,27 +514,16 @@ public final class SocketAPIServer: CustomStringConvertible,
             let notice = DaemonEvent(name: "error", data: .object([
                 "code": "journal_read_failed", "message": .string("replay failed: \(error)"),
             ]), journaled: false)
-            var tail: [UInt8] = []
-            appendASCII(",\"ts\":", to: &tail)
-            appendDecimal(Self.nowMs(), to: &tail)
-            appendASCII(",\"data\":", to: &tail)
-            notice.data.serialize(into: &tail)
-            appendASCII("}\n", to: &tail)
-            deliver(PreparedEvent(name: "error", seq: nil, tail: tail), to: peer, force: true)
+            var data: [UInt8] = []
+            notice.data.serialize(into: &data)
+            deliver(PreparedEvent(name: "error", seq: nil, tsMs: Self.nowMs(), data: data), to: peer, force: true)
             drop(peer)
             return
         }
         for event in events {
             // An engagement row was journaled without its `bridge` member: put it back.
             let data = EngagementJournal.lineData(name: event.name, journaled: event.data)
-            var tail: [UInt8] = []
-            tail.reserveCapacity(data.count + 32)
-            appendASCII(",\"ts\":", to: &tail)
-            appendDecimal(event.tsMs, to: &tail)
-            appendASCII(",\"data\":", to: &tail)
-            tail.append(contentsOf: data)
-            appendASCII("}\n", to: &tail)
-            deliver(PreparedEvent(name: event.name, seq: event.seq, tail: tail), to: peer)
+            deliver(PreparedEvent(name: event.name, seq: event.seq, tsMs: event.tsMs, data: data), to: peer)
             guard peer.isOpen, !peer.dropping else { return }
             subscription.replayedThrough = max(subscription.replayedThrough, event.seq)
         }
@@ -623,7 +615,11 @@ public final class SocketAPIServer: CustomStringConvertible,
         JSONValue.serializeString(event.name, into: &peer.out)
         appendASCII(",\"seq\":", to: &peer.out)
         appendDecimal(seq, to: &peer.out)
-        peer.out.append(contentsOf: event.tail)
+        appendASCII(",\"ts\":", to: &peer.out)
+        appendDecimal(event.tsMs, to: &peer.out)
+        appendASCII(",\"data\":", to: &peer.out)
+        peer.out.append(contentsOf: event.data)
+        appendASCII("}\n", to: &peer.out)
         peer.outEvents += 1
         // A batch of events (a group commit publishes hundreds at once under load) goes out in
         // pieces of `writeAtBytes` rather than as one buffer grown to megabytes: each doubling
@@ -644,13 +640,11 @@ public final class SocketAPIServer: CustomStringConvertible,
         guard peer.isOpen, !peer.dropping, let subscription = peer.subscription else { return }
         let after = subscription.lastSeqSent
         subscription.buffered = []
-        var tail: [UInt8] = []
-        appendASCII(",\"ts\":", to: &tail)
-        appendDecimal(Self.nowMs(), to: &tail)
-        appendASCII(",\"data\":{\"dropped_after_seq\":", to: &tail)
-        appendDecimal(after, to: &tail)
-        appendASCII("}}\n", to: &tail)
-        deliver(PreparedEvent(name: "overflow", seq: nil, tail: tail), to: peer, force: true)
+        var data: [UInt8] = []
+        appendASCII("{\"dropped_after_seq\":", to: &data)
+        appendDecimal(after, to: &data)
+        appendASCII("}", to: &data)
+        deliver(PreparedEvent(name: "overflow", seq: nil, tsMs: Self.nowMs(), data: data), to: peer, force: true)
         drop(peer)
     }
 
@@ -731,12 +725,14 @@ public final class SocketAPIServer: CustomStringConvertible,
 
 // MARK: Per-connection state (loop thread only)
 
-/// An event ready to be written: the name, its journal seq (nil: live only), and the line's end
-/// `,"ts":…,"data":…}\n`, serialized once for every peer.
-private struct PreparedEvent {
+/// An event ready to be written: the name, its journal seq (nil: live only), its time and its
+/// `data` serialized once for every peer (the line's bytes as they were built or journaled, shared,
+/// copied only into each peer's output).
+struct PreparedEvent: Sendable {
     let name: String
     let seq: JournalSeq?
-    let tail: [UInt8]
+    let tsMs: Int64
+    let data: [UInt8]
 }
 
 // Loop-confined like the server: created, read and changed only on the loop thread; closures that
