@@ -73,7 +73,8 @@ struct EngineUnitTests {
         }
         var seen: [Int64] = []
         var batches = 0
-        while seen.count < total, let batch = await inbox.next() {
+        var batch: [DriverInput] = []
+        while seen.count < total, await inbox.next(into: &batch) {
             batches += 1
             for case .timer(_, let at) in batch { seen.append(at) }
         }
@@ -83,6 +84,36 @@ struct EngineUnitTests {
         let left = inbox.finish()
         #expect(left.count == 1)
         #expect(!inbox.yield(.maintenance), "accepted after finish")
-        #expect(await inbox.next() == nil)
+        #expect(await inbox.next(into: &batch) == false)
+        #expect(batch.isEmpty)
+    }
+
+    /// The consumer's spent batch becomes the queue's storage: the storage the first batch (100
+    /// inputs) came in takes the third one's single input — emptied, its room kept — where a
+    /// queue starting from an empty array would hold it in a fresh small one. A batch past
+    /// `maxRecycledCapacity` is let go instead.
+    @Test func driverInboxRecyclesTheSpentBatch() async {
+        let inbox = DriverInbox()
+        func yield(_ n: Int) { for i in 0..<n { inbox.yield(.timer(.keepalive, atMs: Int64(i))) } }
+        var batch: [DriverInput] = []
+        yield(100)
+        #expect(await inbox.next(into: &batch))
+        let first = batch.withUnsafeBufferPointer { $0.baseAddress }
+        yield(1)
+        #expect(await inbox.next(into: &batch))
+        yield(1)
+        #expect(await inbox.next(into: &batch))
+        #expect(batch.count == 1)
+        #expect(batch.capacity >= 100)
+        #expect(batch.withUnsafeBufferPointer { $0.baseAddress } == first)
+        // A burst's storage is not kept.
+        yield(DriverInbox.maxRecycledCapacity + 1)
+        #expect(await inbox.next(into: &batch))
+        yield(1)
+        #expect(await inbox.next(into: &batch))
+        yield(1)
+        #expect(await inbox.next(into: &batch))
+        #expect(batch.count == 1)
+        #expect(batch.capacity <= DriverInbox.maxRecycledCapacity)
     }
 }

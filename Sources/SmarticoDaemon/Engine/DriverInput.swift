@@ -67,18 +67,26 @@ final class DriverInbox: Sendable {
         }
     }
 
-    /// Every queued input, in order, waiting (without leaving the caller's executor) while there is
-    /// none; nil once finished. One consumer only.
-    func next(isolation: isolated (any Actor)? = #isolation) async -> [DriverInput]? {
+    /// Moves every queued input, in order, into `batch` (replacing what it held), waiting (without
+    /// leaving the caller's executor) while there is none; false once finished. One consumer only.
+    /// `batch`'s storage, emptied, becomes the queue's: under load the producers append into room
+    /// the last batch left instead of regrowing an empty array for every batch (~4 % of the loop
+    /// thread in the saturation benchmark). Past ``maxRecycledCapacity`` it is let go.
+    func next(into batch: inout [DriverInput], isolation: isolated (any Actor)? = #isolation) async -> Bool {
+        if batch.capacity > Self.maxRecycledCapacity {
+            batch = []
+        } else {
+            batch.removeAll(keepingCapacity: true)
+        }
         while true {
-            let batch = state.withLock { s -> [DriverInput]? in
+            let ready = state.withLock { s -> Bool? in
                 if !s.items.isEmpty {
-                    defer { s.items = [] }
-                    return s.items
+                    swap(&s.items, &batch)
+                    return true
                 }
-                return s.finished ? [] : nil
+                return s.finished ? false : nil
             }
-            if let batch { return batch.isEmpty ? nil : batch }
+            if let ready { return ready }
             await withCheckedContinuation(isolation: isolation) { (c: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { s -> Bool in
                     if !s.items.isEmpty || s.finished { return true }
@@ -89,6 +97,10 @@ final class DriverInbox: Sendable {
             }
         }
     }
+
+    /// The largest batch storage ``next(into:)`` hands back to the producers (a burst's worth is
+    /// released rather than kept for good).
+    static let maxRecycledCapacity = 4_096
 }
 
 /// The daemon's ``SocketAPIHandler``: `hello` and `push_report` are answered at once on the

@@ -121,7 +121,8 @@ actor SessionDriver {
         let trim = LoopTimer(loop: loop) { inbox.yield(.trimMemory) }
         trimTimer = trim
         var leftover: [DriverInput] = []
-        while !stopped, let batch = await inbox.next() {
+        var batch: [DriverInput] = []
+        while !stopped, await inbox.next(into: &batch) {
             inputsSinceTrimArmed += batch.count
             if inputsSinceTrimArmed >= Self.trimAfterInputs {
                 inputsSinceTrimArmed = 0
