@@ -115,5 +115,19 @@ struct EngineUnitTests {
         #expect(await inbox.next(into: &batch))
         #expect(batch.count == 1)
         #expect(batch.capacity <= DriverInbox.maxRecycledCapacity)
+        // After a burst (the trim): the storage handed back is let go, nothing queued is lost.
+        yield(100)
+        #expect(await inbox.next(into: &batch))
+        yield(1)
+        #expect(await inbox.next(into: &batch))  // the 100-input storage is now the queue's
+        inbox.releaseSpareStorage()
+        yield(1)
+        #expect(await inbox.next(into: &batch))
+        #expect(batch.count == 1)
+        #expect(batch.capacity < 100)
+        yield(3)
+        inbox.releaseSpareStorage()  // not empty: kept
+        #expect(await inbox.next(into: &batch))
+        #expect(batch.count == 3)
     }
 }

@@ -98,6 +98,14 @@ final class DriverInbox: Sendable {
         }
     }
 
+    /// Lets go of the storage the consumer's last batch handed back, when nothing was queued in it
+    /// since (after a burst, before the heap is trimmed).
+    func releaseSpareStorage() {
+        state.withLock { s in
+            if s.items.isEmpty { s.items = [] }
+        }
+    }
+
     /// The largest batch storage ``next(into:)`` hands back to the producers (a burst's worth is
     /// released rather than kept for good).
     static let maxRecycledCapacity = 4_096
