@@ -9,7 +9,7 @@ enum Format {
     /// The status object as aligned `name: value` lines.
     static func status(_ s: JSONValue, now: Int64) -> [String] {
         var rows: [(String, String)] = []
-        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers"]
+        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers", "backoff"]
 
         var state = describe(s["state"])
         if let since = s["since_ms"]?.int64Value, since > 0 {
@@ -72,6 +72,7 @@ enum Format {
             rows.append(("journal", describe(s["journal"])))
         }
         rows.append(("subscribers", describe(s["subscribers"])))
+        if let backoff = Self.backoff(s["backoff"]) { rows.append(("backoff", backoff)) }
 
         if let object = s.objectValue {
             for (key, value) in object where !known.contains(key) {
@@ -79,6 +80,18 @@ enum Format {
             }
         }
         return aligned(rows)
+    }
+
+    /// The `backoff` member: the pending retry while backing off; otherwise the failed attempts
+    /// counted since the last healthy minute (they set the next delay), or nothing when there are none.
+    static func backoff(_ b: JSONValue?) -> String? {
+        guard let b, !b.isNull else { return nil }
+        guard let attempt = b["attempt"]?.int64Value else { return describe(b, limit: 200) }
+        if let retryAt = b["retry_at_ms"]?.int64Value {
+            return "attempt \(attempt), next try at \(localTime(ms: retryAt))"
+        }
+        if attempt == 0 { return nil }
+        return "none pending (\(attempt) failed attempt\(attempt == 1 ? "" : "s") in a row; the count resets after a healthy minute)"
     }
 
     // MARK: results

@@ -25,6 +25,11 @@ let ctlCannedStatus: JSONValue = [
 /// Answers like a daemon would, from canned data, and records every call.
 final class CtlCannedDaemon: Sendable {
     let calls = Mutex<[SocketAPICall]>([])
+    let status: JSONValue
+
+    init(status: JSONValue = ctlCannedStatus) {
+        self.status = status
+    }
 
     var recorded: [SocketAPICall] { calls.withLock { $0 } }
 
@@ -35,7 +40,7 @@ final class CtlCannedDaemon: Sendable {
         case .hello:
             return .success(SocketAPIServer.helloResult(version: "9.9.9", state: .ready))
         case .status:
-            return .success(ctlCannedStatus)
+            return .success(status)
         case .pushReport:
             return .failure(SocketAPIError(.notImplemented, "push_report needs the HTTP API, not built yet"))
         case .session(let request):
@@ -79,12 +84,12 @@ struct CtlRig {
     let server: SocketAPIServer
     let daemon: CtlCannedDaemon
 
-    static func start(store: SmarticoStore? = nil, dir: String? = nil) async throws -> CtlRig {
+    static func start(store: SmarticoStore? = nil, dir: String? = nil, status: JSONValue = ctlCannedStatus) async throws -> CtlRig {
         let dir = try dir ?? makeSocketTempDir()
         let path = dir + "/d.sock"
         let loop = try EventLoop(name: "ctl-test-server")
         let server = SocketAPIServer(loop: loop, configuration: SocketAPIServer.Configuration(), store: store)
-        let daemon = CtlCannedDaemon()
+        let daemon = CtlCannedDaemon(status: status)
         try await server.start(.path(path, mode: 0o600), handler: SocketAPIClosureHandler { call, _ in daemon.answer(call) })
         return CtlRig(dir: dir, path: path, loop: loop, server: server, daemon: daemon)
     }

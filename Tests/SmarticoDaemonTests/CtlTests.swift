@@ -90,6 +90,27 @@ struct CtlTests {
         #expect(ContinuousClock.now - started < .seconds(10))
     }
 
+    /// `backoff`: the next try while backing off; while ready, the failed attempts still counted
+    /// (they set the next delay until a healthy minute resets them); no line when there are none.
+    @Test func statusShowsBackoffOnlyWhenItSaysSomething() async throws {
+        func backoffLine(state: String, attempt: Int64, retryAtMs: Int64?) async throws -> String? {
+            var status = try #require(ctlCannedStatus.objectValue)
+            status["state"] = .string(state)
+            status["backoff"] = ["attempt": .number(attempt), "retry_at_ms": retryAtMs.map { JSONValue.number($0) } ?? .null]
+            let rig = try await CtlRig.start(status: .object(status))
+            defer { Task { await rig.stop() } }
+            let run = try await rig.ctl(["status"])
+            #expect(run.status == 0, "\(run)")
+            return run.stdoutLines.first { $0.hasPrefix("backoff:") }
+                .map { String($0.dropFirst("backoff:".count)).trimmingCharacters(in: .whitespaces) }
+        }
+        #expect(try await backoffLine(state: "backoff", attempt: 3, retryAtMs: 1_700_000_200_000)
+            == "attempt 3, next try at 2023-11-14 22:16:40.000")
+        #expect(try await backoffLine(state: "ready", attempt: 3, retryAtMs: nil)
+            == "none pending (3 failed attempts in a row; the count resets after a healthy minute)")
+        #expect(try await backoffLine(state: "ready", attempt: 0, retryAtMs: nil) == nil)
+    }
+
     @Test func statusPrintsAnAlignedSummaryOrTheLineAsReceived() async throws {
         let rig = try await CtlRig.start()
         defer { Task { await rig.stop() } }
