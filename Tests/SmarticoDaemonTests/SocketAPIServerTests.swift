@@ -253,6 +253,31 @@ struct SocketAPIReplayTests {
         #expect(try stuck.json().last?["event"] == "overflow")
     }
 
+    /// The race behind an intermittent duplicate in the test below, made deterministic: the
+    /// driver journals, then publishes; a replay that reads the journal in between sends events
+    /// that are published after the subscription went live. Each goes out once.
+    @Test func anEventReplayedBeforeItIsPublishedGoesOutOnce() async throws {
+        let dir = try makeSocketTempDir()
+        let store = try await SmarticoStore.open(directory: dir + "/state")
+        let rig = try await SocketTestRig.start(store: store, dir: dir)
+        defer { Task { await rig.stop(); await store.close() } }
+        try await journalAndPublish(5, store: store, server: rig.server)
+        // Journaled, not published yet: the driver's commit has returned, its publish has not run.
+        let pending = try await journalAndPublish(5, store: store, server: rig.server, from: 5, publishing: false)
+        #expect(pending == Array(6...10))
+        let peer = try await rig.connect()
+        let answer = try await peer.call(#"{"id":1,"op":"subscribe","since":0}"#, id: 1)
+        #expect(answer["ok"] == true)
+        try await waitUntil("the replay of all ten") { peer.eventSeqs.count == 10 }
+        for (i, seq) in pending.enumerated() {
+            rig.server.publish(DaemonEvent(name: "message", data: ["i": .number(5 + i)], journaled: true),
+                               seq: seq, tsMs: 1_700_000_000_005 + Int64(i))
+        }
+        try await journalAndPublish(1, store: store, server: rig.server, from: 10)
+        try await waitUntil("the next event") { peer.eventSeqs.last == 11 }
+        #expect(peer.eventSeqs == Array(1...11))
+    }
+
     @Test func reconnectingWithSinceReplaysWithoutGapOrDuplicateWhileEventsFlow() async throws {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")

@@ -260,7 +260,8 @@ struct SocketTestRig {
 /// driver does). Returns the seqs.
 @discardableResult
 func journalAndPublish(
-    _ count: Int, name: String = "message", store: SmarticoStore, server: SocketAPIServer, from index: Int = 0
+    _ count: Int, name: String = "message", store: SmarticoStore, server: SocketAPIServer, from index: Int = 0,
+    publishing: Bool = true
 ) async throws -> [JournalSeq] {
     var events: [NewJournalEvent] = []
     var datas: [JSONValue] = []
@@ -270,7 +271,7 @@ func journalAndPublish(
         events.append(NewJournalEvent(name: name, tsMs: 1_700_000_000_000 + Int64(index + i), data: data.serialized()))
     }
     let seqs = try await store.appendEvents(events)
-    for (i, seq) in seqs.enumerated() {
+    for (i, seq) in seqs.enumerated() where publishing {
         server.publish(DaemonEvent(name: name, data: datas[i], journaled: true), seq: seq, tsMs: 1_700_000_000_000 + Int64(index + i))
     }
     return seqs

@@ -596,6 +596,12 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// Appends one event line to the peer's output, or drops the peer when its queue is full.
     private func deliver(_ event: PreparedEvent, to peer: Peer, force: Bool = false) {
         guard peer.isOpen, !peer.dropping, let subscription = peer.subscription else { return }
+        // Sent already: a replay page reads what the driver journaled, which can be an event it
+        // has not published yet; published a moment later, when this subscription is live, it
+        // would go out twice. Journaled events reach a peer in seq order, so anything at or below
+        // the last one sent was sent (or came before the subscription started). Checked before
+        // the queue bound: a repeat is not one more event for the peer.
+        if let eventSeq = event.seq, eventSeq <= subscription.lastSeqSent { return }
         if !force {
             let events = peer.queuedEvents + peer.outEvents
             let bytes = peer.out.count + peer.connection.queuedByteCount
@@ -604,13 +610,8 @@ public final class SocketAPIServer: CustomStringConvertible,
                 return
             }
         }
-        let seq: JournalSeq
-        if let eventSeq = event.seq {
-            seq = eventSeq
-            subscription.lastSeqSent = max(subscription.lastSeqSent, eventSeq)
-        } else {
-            seq = subscription.lastSeqSent
-        }
+        let seq = event.seq ?? subscription.lastSeqSent
+        subscription.lastSeqSent = seq
         appendASCII("{\"event\":", to: &peer.out)
         JSONValue.serializeString(event.name, into: &peer.out)
         appendASCII(",\"seq\":", to: &peer.out)
