@@ -66,6 +66,76 @@ import Testing
         #expect(p.now == s0 + 58_000)
     }
 
+    /// A server that PINGs every 30 s: once its cadence is seen, our PING (due at 29 s) waits for
+    /// the server's, so an idle connection exchanges one PING and one PONG per 30 s, not four messages.
+    @Test func ownPingWaitsForTheServersOwnPingCadence() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        h.advance(by: 5_000)
+        h.server(["cid": 1])
+        // The first gap is not known yet: our PING goes out at 29 s, as the spec says.
+        let first = h.advance(by: 29_000)
+        #expect(first.sent(cid: 1).count == 1)
+        h.advance(by: 1_000)
+        h.server(["cid": 1]) // 30 s after the first: the cadence is known from here on
+        var ours = 0
+        var pongs = 0
+        for _ in 0..<10 {
+            let a = h.advance(by: 30_000)
+            ours += a.sent(cid: 1).count
+            pongs += h.server(["cid": 1]).sent(cid: 2).count
+        }
+        #expect(ours == 0)
+        #expect(pongs == 10)
+        #expect(h.all.aborts == 0)
+        // A server PING 2.9 s late (within the grace) still finds ours not sent.
+        #expect(h.advance(by: 32_900).sent(cid: 1).isEmpty)
+        h.server(["cid": 1])
+        #expect(h.advance(by: 30_000).sent(cid: 1).isEmpty)
+    }
+
+    /// The cadence is seen, then the server falls silent: our PING goes out 3 s after the PING
+    /// that did not come, and the connection is declared dead after keepalive_s + dead_after_s
+    /// (44 s) of silence, as without the deferral.
+    @Test func aMissingServerPingGetsOursAndTheDeadDeadlineHolds() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        h.server(["cid": 1])
+        h.advance(by: 30_000)
+        h.server(["cid": 1])
+        let silentFrom = h.now
+        #expect(h.advance(by: 32_999).sent(cid: 1).isEmpty)
+        let ping = h.advance(by: 1)
+        #expect(ping.sent(cid: 1).count == 1)
+        #expect(h.now == silentFrom + 33_000)
+        #expect(h.advance(by: 10_999).aborts == 0)
+        let dead = h.advance(by: 1)
+        #expect(dead.aborts == 1)
+        #expect(h.now == silentFrom + 44_000)
+        let s = try #require(dead.events("session").first?.data.objectValue)
+        #expect(s["reason"] == .string("heartbeat_timeout"))
+        #expect(s["message"]?.stringValue?.hasPrefix("nothing from the server for 44 s") == true)
+    }
+
+    /// Our PING is deferred only while it would leave 5 s before the dead deadline: with a 40 s
+    /// server cadence (the server's next PING due at 40 s, ours would wait until 43 s, past 44 − 5)
+    /// it goes out at 29 s, and a PONG keeps the connection.
+    @Test func aSlowServerCadenceDoesNotDeferOurPing() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        h.server(["cid": 1])
+        h.advance(by: 40_000)
+        h.server(["cid": 1])
+        let t = h.now
+        let ping = h.advance(by: 29_000)
+        #expect(ping.sent(cid: 1).count == 1)
+        #expect(h.now == t + 29_000)
+        h.server(["cid": 2])
+        #expect(h.advance(by: 11_000).aborts == 0)
+        h.server(["cid": 1])
+        #expect(h.all.aborts == 0)
+    }
+
     // MARK: rule 5, gate and outbox
 
     @Test func userMessagesWaitForTheIdentifyGateAndFlushInOrder() throws {

@@ -27,16 +27,52 @@ extension SessionMachine {
         identified ? (user?.extUserID ?? "") : ""
     }
 
+    /// How late the server's PING may be, after the gap between its last two, before we PING.
+    static let serverPingGraceMs: Int64 = 3_000
+    /// The least time a deferred PING of ours is given to be answered before the dead deadline.
+    static let deferredPingAnswerMs: Int64 = 5_000
+
+    /// Rule 6's silence timer, from a message that restarts it (or the connection's start).
+    ///
+    /// Our PING goes out after `session.keepalive_s` of silence — unless the server has shown a
+    /// PING cadence of its own on this connection and its next PING is due just after ours would
+    /// go: then ours waits for it (its expected time plus ``serverPingGraceMs``) as long as it
+    /// would still leave ``deferredPingAnswerMs`` before the dead deadline, which stays
+    /// `keepalive_s + dead_after_s` of silence either way. With the defaults against a server that
+    /// PINGs every 30 s, Smartico's own clients PING at 29 s and exchange four messages each
+    /// 30 s where two do (one wake-up instead of three); a server that misses its PING gets ours
+    /// 3 s later, and a dead connection is found as soon as before (docs/session.md, "Keepalive").
+    mutating func restartSilenceTimer(now: Int64) {
+        let keepaliveMs = Int64(sessionConfig.keepaliveS) * 1000
+        var at = now + keepaliveMs
+        if let last = serverPingAtMs, let every = serverPingEveryMs {
+            let waitUntil = last + every + Self.serverPingGraceMs
+            let latest = now + keepaliveMs + Int64(sessionConfig.deadAfterS) * 1000 - Self.deferredPingAnswerMs
+            if waitUntil > at, waitUntil <= latest { at = waitUntil }
+        }
+        schedule(.keepalive, at: at)
+    }
+
+    /// When the connection is dead if nothing arrives after our PING sent at `pingAt`:
+    /// `dead_after_s` after it, or `keepalive_s + dead_after_s` of silence when that is sooner
+    /// (a deferred PING, see ``restartSilenceTimer(now:)``).
+    func deadDeadline(pingAt: Int64) -> Int64 {
+        let deadAfterMs = Int64(sessionConfig.deadAfterS) * 1000
+        guard let heard = heardAtMs else { return pingAt + deadAfterMs }
+        return min(pingAt + deadAfterMs, heard + Int64(sessionConfig.keepaliveS) * 1000 + deadAfterMs)
+    }
+
     mutating func onReceived(_ c: ConnectionID, _ bytes: [UInt8], now: Int64) {
         guard c == conn, isOpen else { return }
         counters.messagesIn += 1
         // Anything from the server shows the connection is alive.
+        heardAtMs = now
         cancel(.dead)
         let msg: ServerMessage
         do {
             msg = try ServerMessage.decode(bytes)
         } catch {
-            schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
+            restartSilenceTimer(now: now)
             if Self.isStructural(error) {
                 fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
                      now: now, closeCode: 1002)
@@ -52,7 +88,11 @@ extension SessionMachine {
         }
         // Every message except PONG restarts the silence timer (Smartico's own clients do the same).
         if case .pong = msg {} else {
-            schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
+            if case .ping = msg {
+                if let last = serverPingAtMs { serverPingEveryMs = now - last }
+                serverPingAtMs = now
+            }
+            restartSilenceTimer(now: now)
         }
         switch msg {
         case .ping, .pong: break

@@ -96,6 +96,11 @@ public struct SessionMachine: Sendable {
     var attempt = 0
     var deadlines: [SessionTimer: Int64] = [:]
     var lastPingMs: Int64?
+    /// Rule 6 on this connection: when the server was last heard from (any message, or the
+    /// connection's start), and its own PINGs — the last one and the gap before it.
+    var heardAtMs: Int64?
+    var serverPingAtMs: Int64?
+    var serverPingEveryMs: Int64?
     public internal(set) var counters = Counters()
 
     var deviceID = ""
@@ -293,6 +298,9 @@ public struct SessionMachine: Sendable {
         flushing = false
         flushAgain = false
         languageSentOnConn = false
+        heardAtMs = nil
+        serverPingAtMs = nil
+        serverPingEveryMs = nil
         hashToken &+= 1
         for k in pending.indices { pending[k].sentOn = nil }
     }
@@ -310,7 +318,8 @@ public struct SessionMachine: Sendable {
         send(initMessage.json, now: now)
         setPhase(.initializing, reason: "connected", now: now)
         schedule(.response, at: now + Int64(sessionConfig.responseTimeoutS) * 1000)
-        schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
+        heardAtMs = now
+        restartSilenceTimer(now: now)
     }
 
     mutating func onConnectFailed(_ c: ConnectionID, reason: String, message: String, now: Int64) {
@@ -454,11 +463,12 @@ public struct SessionMachine: Sendable {
             guard isOpen else { return }
             counters.pings += 1
             send(Ping().json, now: now)
-            if deadlines[.dead] == nil { schedule(.dead, at: now + Int64(sessionConfig.deadAfterS) * 1000) }
+            if deadlines[.dead] == nil { schedule(.dead, at: deadDeadline(pingAt: now)) }
             schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
         case .dead:
             guard isOpen else { return }
-            fail(reason: "heartbeat_timeout", message: "nothing from the server for \(sessionConfig.keepaliveS + sessionConfig.deadAfterS) s, \(sessionConfig.deadAfterS) s after our PING (session.keepalive_s + session.dead_after_s)", now: now)
+            let silentS = (now - (heardAtMs ?? now)) / 1000
+            fail(reason: "heartbeat_timeout", message: "nothing from the server for \(silentS) s, and no answer to our PING (session.keepalive_s \(sessionConfig.keepaliveS) + session.dead_after_s \(sessionConfig.deadAfterS))", now: now)
         case .backoff:
             if phase == .backoff { connect(now: now, reason: "retry") }
         case .healthyReset:
