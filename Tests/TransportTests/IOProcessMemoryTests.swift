@@ -41,4 +41,73 @@ struct IOProcessMemoryTests {
         #expect(before > 0 && after > 0)
         #expect(before - after >= 32 << 10, "RssAnon \(before) KiB → \(after) KiB: less than 32 MiB given back")
     }
+
+    /// Rss of the mapping that starts at `address`, from /proc/self/smaps; nil if there is none.
+    static func mappingRssKiB(_ address: UnsafeRawPointer) -> Int? {
+        let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            bytes += chunk[..<n]
+        }
+        let start = String(UInt(bitPattern: address), radix: 16) + "-"
+        var inside = false
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let first = line.prefix(while: { $0 != " " })
+            if first.contains("-"), first.allSatisfy({ $0.isHexDigit || $0 == "-" }) {  // a mapping's header
+                inside = first.hasPrefix(start)
+                continue
+            }
+            if inside, line.hasPrefix("Rss:") {
+                return Int(line.dropFirst(4).split(separator: " ").first ?? "")
+            }
+        }
+        return nil
+    }
+
+    /// A read-only file mapping that was read loses its resident pages, and reads the same bytes
+    /// afterwards; a private writable mapping of the same file, written to, keeps its pages and its
+    /// bytes (the call must never throw away modified data).
+    @Test func readOnlyFilePagesAreReclaimedAndWrittenOnesKept() throws {
+        let size = 4 << 20
+        var template = Array("/tmp/smartico-pageout-XXXXXX".utf8CString)
+        let fd = mkstemp(&template)
+        try #require(fd >= 0)
+        defer { close(fd); unlink(template) }
+        var content = [UInt8](repeating: 0, count: size)
+        for i in 0..<size { content[i] = UInt8(truncatingIfNeeded: i &* 31 &+ i >> 12) }
+        #expect(write(fd, content, size) == size)
+        #expect(fsync(fd) == 0)  // clean pages: reclaim needs no writeback
+
+        let readOnly = try #require(mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0))
+        try #require(readOnly != MAP_FAILED)
+        defer { munmap(readOnly, size) }
+        let writable = try #require(mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0))
+        try #require(writable != MAP_FAILED)
+        defer { munmap(writable, size) }
+        var sum = 0
+        for page in stride(from: 0, to: size, by: 4096) {
+            sum &+= Int(readOnly.load(fromByteOffset: page, as: UInt8.self))
+            writable.storeBytes(of: 0xA5, toByteOffset: page, as: UInt8.self)  // copy-on-write
+        }
+        #expect(sum != 0)
+        let before = try #require(Self.mappingRssKiB(readOnly))
+        let writtenBefore = try #require(Self.mappingRssKiB(writable))
+        #expect(before >= 4000, "the read-only mapping was not resident to begin with (\(before) KiB): the test shows nothing")
+
+        let advised = try #require(ProcessMemory.releaseReadOnlyFilePages(), "the kernel has no MADV_PAGEOUT")
+        #expect(advised >= size)
+        let after = try #require(Self.mappingRssKiB(readOnly))
+        #expect(after < 512, "read-only file mapping: \(before) KiB resident before, \(after) KiB after")
+        let writtenAfter = try #require(Self.mappingRssKiB(writable))
+        #expect(writtenAfter == writtenBefore, "the written private mapping lost pages: \(writtenBefore) → \(writtenAfter) KiB")
+        #expect(memcmp(readOnly, content, size) == 0, "the read-only mapping reads other bytes after the page-out")
+        for page in stride(from: 0, to: size, by: 4096) {
+            #expect(writable.load(fromByteOffset: page, as: UInt8.self) == 0xA5)
+        }
+    }
 }

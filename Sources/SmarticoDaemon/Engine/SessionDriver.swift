@@ -47,8 +47,9 @@ actor SessionDriver {
     private var timerDeadlines: [SessionTimer: Int64] = [:]
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
-    /// Gives the store's page cache and the heap's free pages back after a burst (``ProcessMemory``): armed again every
-    /// `trimAfterInputs` inputs, it fires once the burst has been over for `trimDelay`.
+    /// Gives the store's page cache, the heap's free pages and the pages of code the daemon ran back after a burst
+    /// (``ProcessMemory``): armed again every `trimAfterInputs` inputs and whenever the session becomes ready, it fires
+    /// once the burst has been over for `trimDelay`.
     private var trimTimer: LoopTimer?
     private var inputsSinceTrimArmed = 0
     static let trimAfterInputs = 512
@@ -116,10 +117,10 @@ actor SessionDriver {
         let inbox = self.inbox
         let maintenance = LoopTimer(loop: loop) { inbox.yield(.maintenance) }
         maintenanceTimer = maintenance
-        await process(.maintenance)
-        await feed(.start(snapshot))
         let trim = LoopTimer(loop: loop) { inbox.yield(.trimMemory) }
         trimTimer = trim
+        await process(.maintenance)
+        await feed(.start(snapshot))
         var leftover: [DriverInput] = []
         var batch: [DriverInput] = []
         while !stopped, await inbox.next(into: &batch) {
@@ -144,6 +145,9 @@ actor SessionDriver {
                 batch = []
                 inbox.releaseSpareStorage()
                 ProcessMemory.returnFreePagesToSystem()
+                // And the code and constant data the burst (or the start and the handshake) ran,
+                // off the loop: the idle loop's own pages come back on first use.
+                loop.blockingPool.submit { ProcessMemory.releaseReadOnlyFilePages() }
             }
         }
         await journalDrained()
@@ -406,6 +410,8 @@ actor SessionDriver {
         case .statusChanged(let state):
             socketHandler.state.withLock { $0 = state }
             notify { try $0.status(state.rawValue) }
+            // Ready: the start-up and the handshake are done; trim once the session is quiet.
+            if state == .ready { trimTimer?.schedule(after: Self.trimDelay) }
         case .stopped:
             stopped = true
             logger.info("session stopped")
