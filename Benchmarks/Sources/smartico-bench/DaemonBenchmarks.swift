@@ -196,6 +196,17 @@ final class DaemonProcess {
         return (total, v["RssAnon:"] ?? 0, v["RssFile:"] ?? 0)
     }
 
+    /// Proportional set size (/proc/PID/smaps_rollup): resident pages, each shared one divided
+    /// among the processes that map it (here the benchmark itself maps the same Swift runtime and
+    /// OpenSSL as a dynamically linked daemon).
+    func pssKB() -> Int? {
+        guard let text = readProcFile("/proc/\(pid)/smaps_rollup") else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("Pss:") {
+            return Int(line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first ?? "")
+        }
+        return nil
+    }
+
     /// User and system CPU seconds of each living thread, by name (threads of one name summed).
     func threadCPU() -> [String: (user: Double, system: Double)] {
         var out: [String: (user: Double, system: Double)] = [:]
@@ -749,9 +760,11 @@ final class DaemonBench {
             "idle daemon: wake-ups per minute with a healthy session (one idle subscriber), and RSS",
             figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min; "
                 + "libdispatch's 1 Hz monitor (overcommit thread, outside our code) \(fmt(manager, 1))/min; "
-                + "RSS \(mb(startRSS)) once connected, \(mb(rss)) after the load rows",
+                + "RSS idle (end of the window, after the load rows and the trim that follows them) \(mb(rss)), "
+                + "PSS \(d.pssKB().map { fmt(Double($0) / 1024, 1) + " MB" } ?? "?"); "
+                + "RSS once connected, before its first trim, \(mb(startRSS))",
             goal: "≤ 3 wake-ups/min; ≤ 12 MB RSS",
-            met: ours + pool <= 3 && (startRSS?.total ?? rss.total) <= 12 * 1024 ? "yes" : "NO")
+            met: ours + pool <= 3 && rss.total <= 12 * 1024 ? "yes" : "NO")
     }
 
     // MARK: Start to READY=1

@@ -146,7 +146,7 @@ actor SessionDriver {
                 inbox.releaseSpareStorage()
                 ProcessMemory.returnFreePagesToSystem()
                 // And the code and constant data the burst (or the start and the handshake) ran,
-                // off the loop: the idle loop's own pages come back on first use.
+                // off the loop: unmapped, not lost; the idle loop's own pages come back on first use.
                 loop.blockingPool.submit { ProcessMemory.releaseReadOnlyFilePages() }
             }
         }
@@ -410,8 +410,12 @@ actor SessionDriver {
         case .statusChanged(let state):
             socketHandler.state.withLock { $0 = state }
             notify { try $0.status(state.rawValue) }
-            // Ready: the start-up and the handshake are done; trim once the session is quiet.
-            if state == .ready { trimTimer?.schedule(after: Self.trimDelay) }
+            // Ready: the start-up and the handshake are done; trim once the session is quiet. The
+            // mappings seen now are the ones that trim may drop pages of (ProcessMemory).
+            if state == .ready {
+                trimTimer?.schedule(after: Self.trimDelay)
+                loop.blockingPool.submit { ProcessMemory.noteReadOnlyFileMappings() }
+            }
         case .stopped:
             stopped = true
             logger.info("session stopped")

@@ -1,5 +1,6 @@
 // Giving the heap's free pages back to the kernel after a burst.
 import COpenSSL
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -22,60 +23,82 @@ public enum ProcessMemory {
         #endif
     }
 
-    /// Asks the kernel to reclaim the resident pages of the program's read-only file mappings —
-    /// the code and constant data of the executable and its libraries (`madvise(MADV_PAGEOUT)`,
-    /// Linux 5.4 and later). A daemon keeps every page it ever ran resident: start-up,
-    /// configuration, the TLS handshake, SQLite's schema code, the burst path — ~15 MB of
-    /// file-backed pages for smarticod, most untouched once it is idle. Paged out, they leave the
-    /// process (and, where no other process maps them, the page cache); the few the idle loop
-    /// uses come back on their first use, with one page-cache read each. Android compacts its
-    /// cached apps the same way (`process_madvise`). Only mappings that cannot hold modified
-    /// data are advised: not writable, and without anonymous (copy-on-write) pages, such as the
-    /// relocated read-only data after RELRO; pages another process also maps are left alone by
-    /// the kernel. Costs a read of `/proc/self/smaps` and the reclaim (a few milliseconds):
-    /// call it when the daemon has gone quiet, off the event loop. Returns the bytes of the
-    /// ranges advised, or nil when the kernel does not support it.
+    /// Drops from the process's resident set the pages of its read-only file mappings — the code
+    /// and constant data of the executable and its libraries — that have been mapped unchanged
+    /// since the previous call (`madvise(MADV_DONTNEED)`). A daemon keeps mapped every page it ever
+    /// ran: start-up, configuration, the TLS handshake, SQLite's schema code, the last burst —
+    /// ~15 MB of file-backed pages for smarticod, most of them untouched while it idles. Unmapped,
+    /// they stay in the page cache as clean, unmapped pages (the first the kernel reclaims when
+    /// memory is short, where mapped code is protected), and the ones the idle loop uses come
+    /// back on first use with a minor fault. The calling process needs no privilege (the kernel's
+    /// `MADV_PAGEOUT` reclaims file pages only for their owner or root; this daemon runs as its
+    /// own user).
+    ///
+    /// Nothing can be lost: a mapping is dropped only if it is not writable, maps a file, holds
+    /// no anonymous (copy-on-write) page — relocated read-only data, a debugger's breakpoint or a
+    /// uprobe would show as one — and was mapped identically (range, permissions, offset, inode)
+    /// at the previous call, so a library that the dynamic loader is mapping right now (its first
+    /// mapping spans segments it will make writable) is never among them. The first call only
+    /// notes the mappings. Costs a read of `/proc/self/smaps` (about a millisecond): call it when
+    /// the daemon has gone quiet, off the event loop. Returns the bytes of the ranges dropped, or
+    /// nil when `/proc/self/smaps` cannot be read.
     @discardableResult
     public static func releaseReadOnlyFilePages() -> Int? {
+        scanReadOnlyFileMappings(drop: true)
+    }
+
+    /// Notes the read-only file mappings for the next ``releaseReadOnlyFilePages()`` without
+    /// dropping any page (call when the daemon becomes ready, so the first release after it has
+    /// something to compare with). Off the event loop, like the release.
+    public static func noteReadOnlyFileMappings() {
+        _ = scanReadOnlyFileMappings(drop: false)
+    }
+
+    private static func scanReadOnlyFileMappings(drop: Bool) -> Int? {
         #if canImport(Glibc)
         guard let smaps = readWholeFile("/proc/self/smaps") else { return nil }
-        var ranges: [(start: UInt, end: UInt)] = []
-        var current: (start: UInt, end: UInt)?
-        var eligible = false
-        func close() {
-            if eligible, let c = current { ranges.append(c) }
-            current = nil
-            eligible = false
-        }
+        var eligible: [ReadOnlyMapping] = []
+        var current: ReadOnlyMapping?
         for line in smaps.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
             if let header = mappingHeader(line) {
-                close()
-                current = (header.start, header.end)
-                eligible = header.readOnlyFile
-            } else if eligible, line.starts(with: "Anonymous:".utf8) {
-                // "Anonymous:  N kB": any copy-on-write page makes the mapping ineligible.
-                eligible = !line.dropFirst("Anonymous:".count).contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") })
+                if let c = current { eligible.append(c) }
+                current = header.readOnlyFile ? ReadOnlyMapping(start: header.start, end: header.end, header: Array(line)) : nil
+            } else if current != nil, line.starts(with: "Anonymous:".utf8) {
+                // "Anonymous:  N kB": a copy-on-write page makes the mapping ineligible.
+                if line.dropFirst("Anonymous:".count).contains(where: { $0 >= UInt8(ascii: "1") && $0 <= UInt8(ascii: "9") }) {
+                    current = nil
+                }
             }
         }
-        close()
-        var advised = 0
-        for r in ranges {
-            guard let address = UnsafeMutableRawPointer(bitPattern: r.start) else { continue }
-            if madvise(address, Int(r.end - r.start), pageOut) == 0 {
-                advised += Int(r.end - r.start)
-            } else if errno == EINVAL {
-                return advised == 0 ? nil : advised  // a kernel without MADV_PAGEOUT
-            }
+        if let c = current { eligible.append(c) }
+        let stable = lastReadOnlyMappings.withLock { previous in
+            defer { previous = Set(eligible) }
+            return eligible.filter { previous.contains($0) }
         }
-        return advised
+        var dropped = 0
+        for m in stable where drop {
+            guard let address = UnsafeMutableRawPointer(bitPattern: m.start) else { continue }
+            if madvise(address, Int(m.end - m.start), MADV_DONTNEED) == 0 { dropped += Int(m.end - m.start) }
+        }
+        return dropped
         #else
         return nil
         #endif
     }
 
     #if canImport(Glibc)
-    /// `MADV_PAGEOUT` (include/uapi/asm-generic/mman-common.h).
-    private static let pageOut: Int32 = 21
+    /// A read-only file mapping as /proc/self/smaps shows it; equal when its header line is.
+    struct ReadOnlyMapping: Hashable, Sendable {
+        var start: UInt
+        var end: UInt
+        /// "start-end perms offset dev inode path".
+        var header: [UInt8]
+        static func == (a: Self, b: Self) -> Bool { a.header == b.header }
+        func hash(into hasher: inout Hasher) { hasher.combine(header) }
+    }
+
+    /// The eligible mappings the previous scan saw.
+    private static let lastReadOnlyMappings = Mutex<Set<ReadOnlyMapping>>([])
 
     /// "start-end perms offset dev inode path" → the range, and whether it is a read-only
     /// mapping of a file (a path, not `[vdso]` or an anonymous one); nil for a field line.
