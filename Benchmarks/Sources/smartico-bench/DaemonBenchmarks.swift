@@ -366,6 +366,8 @@ final class DaemonBench {
     var messageBytes = 0
     /// RSS once the session is up, before any load (kB).
     var startRSS: (total: Int, anon: Int, file: Int)?
+    /// When the daemon's session delivered its first engagement (monotonic ns).
+    var upAtNs: UInt64 = 0
     var quick: Bool { report.options.quick }
 
     init(binary: String, report: Report) async throws {
@@ -431,6 +433,7 @@ final class DaemonBench {
         lineBytes = n + 1
         usleep(500_000)
         startRSS = d.rssKB()
+        upAtNs = monotonicNanos()
         let sample = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-c3529e8743fa", engagementID: firstEngagementID,
                                                  templateBytes: templateBytes)
         var full = sample
@@ -731,8 +734,14 @@ final class DaemonBench {
         let peer = try subscribedPeer(d.socketPath)
         defer { close(peer) }
         // Let the previous load's work settle: journal commits, retention, and the heap trim the
-        // driver runs 5 s after a burst (SessionDriver.trimDelay).
+        // driver runs 5 s after a burst (SessionDriver.trimDelay). And measure a session in its
+        // steady state: the daemon learns the server's PING cadence from its first two PINGs
+        // (30 s apart) and its one-shot healthyReset timer fires 60 s after ready, so the window
+        // starts at least 70 s after the session came up (a full run is minutes past that).
         sleep(7)
+        let age = Double(monotonicNanos() - upAtNs) / 1e9
+        if !quick, age < 70 { sleep(UInt32((70 - age).rounded(.up))) }
+        print("    window starts \(fmt(Double(monotonicNanos() - upAtNs) / 1e9, 0)) s after the session came up")
         let before = d.threadSwitches()
         sleep(UInt32(seconds))
         let after = d.threadSwitches()
@@ -745,22 +754,31 @@ final class DaemonBench {
         // kernel), which run the daemon's Swift tasks, so their wake-ups are the daemon's too; and
         // the overcommit thread that, when idle, only wakes once a second: libdispatch's workqueue
         // monitor on Linux, a cost outside our code.
+        //
+        // A wake-up is a voluntary context switch: the thread went to sleep (epoll_wait, a futex)
+        // and something woke it. An involuntary one is a preemption of a thread that was running
+        // (here: our PONG wakes the simulator's thread in this process, which takes the CPU from
+        // ours before it goes back to sleep); it wakes nothing, so it is shown but not counted.
         var ours = 0.0
         var pool = 0.0
         var manager = 0.0
+        var preempted = 0.0
         var perThread: [String] = []
         for (tid, a) in after.sorted(by: { $0.key < $1.key }) {
             let b = before[tid] ?? DaemonProcess.ThreadSwitches(name: a.name, voluntary: 0, involuntary: 0)
-            let n = Double((a.voluntary - b.voluntary) + (a.involuntary - b.involuntary)) * 60 / Double(seconds)
+            let n = Double(a.voluntary - b.voluntary) * 60 / Double(seconds)
+            let p = Double(a.involuntary - b.involuntary) * 60 / Double(seconds)
             if a.name.contains("overcommit") { manager += n } else if a.name.contains("qos") { pool += n } else { ours += n }
-            perThread.append("\(a.name)[\(tid)] \(fmt(n, 1))")
+            preempted += p
+            perThread.append("\(a.name)[\(tid)] \(fmt(n, 1)) (+\(fmt(p, 1)) preempted)")
         }
-        print("    per thread (wake-ups/min): " + perThread.joined(separator: ", "))
+        print("    per thread (wake-ups/min, voluntary switches; preemptions beside): " + perThread.joined(separator: ", "))
         report.addFigure(
             "idle daemon: wake-ups per minute with a healthy session (one idle subscriber), and RSS",
-            figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min; "
+            figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min "
+                + "(and \(fmt(preempted, 1))/min preemptions while running, not wake-ups); "
                 + "libdispatch's 1 Hz monitor (overcommit thread, outside our code) \(fmt(manager, 1))/min; "
-                + "RSS idle (end of the window, after the load rows and the trim that follows them) \(mb(rss)), "
+                + "RSS idle (end of the window; in a full run after the load rows and the trim that follows them) \(mb(rss)), "
                 + "PSS \(d.pssKB().map { fmt(Double($0) / 1024, 1) + " MB" } ?? "?"); "
                 + "RSS once connected, before its first trim, \(mb(startRSS))",
             goal: "≤ 3 wake-ups/min; ≤ 12 MB RSS",
