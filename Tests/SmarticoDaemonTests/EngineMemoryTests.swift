@@ -54,20 +54,9 @@ struct EngineMemoryTests {
         _ = await sim.stop()
     }
 
-    /// Resident KiB of `pid`'s mappings of the file at `path` (/proc/PID/smaps).
+    /// Resident KiB of `pid`'s mappings of the file at `path`.
     static func fileRssKiB(_ pid: Int32, path: String) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/smaps", encoding: .utf8) else { return nil }
-        var inside = false
-        var total = 0
-        for line in text.split(separator: "\n") {
-            let first = line.prefix(while: { $0 != " " })
-            if first.contains("-"), first.allSatisfy({ $0.isHexDigit || $0 == "-" }) {  // a mapping's header
-                inside = line.hasSuffix(" " + path)
-            } else if inside, line.hasPrefix("Rss:") {
-                total += Int(line.dropFirst(4).split(separator: " ").first ?? "") ?? 0
-            }
-        }
-        return total
+        ProcSmaps.residentKiB(pid: "\(pid)") { $0.hasSuffix(" " + path) }
     }
 
     /// Once the session is ready and quiet, the pages of code and constant data that the start and

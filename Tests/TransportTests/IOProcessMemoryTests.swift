@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import SmarticoTestSupport
 import Testing
 import Transport
 
@@ -42,31 +43,10 @@ struct IOProcessMemoryTests {
         #expect(before - after >= 32 << 10, "RssAnon \(before) KiB → \(after) KiB: less than 32 MiB given back")
     }
 
-    /// Rss of the mapping that starts at `address`, from /proc/self/smaps; nil if there is none.
+    /// Rss of the mapping that starts at `address`; nil if there is none.
     static func mappingRssKiB(_ address: UnsafeRawPointer) -> Int? {
-        let fd = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            bytes += chunk[..<n]
-        }
         let start = String(UInt(bitPattern: address), radix: 16) + "-"
-        var inside = false
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let first = line.prefix(while: { $0 != " " })
-            if first.contains("-"), first.allSatisfy({ $0.isHexDigit || $0 == "-" }) {  // a mapping's header
-                inside = first.hasPrefix(start)
-                continue
-            }
-            if inside, line.hasPrefix("Rss:") {
-                return Int(line.dropFirst(4).split(separator: " ").first ?? "")
-            }
-        }
-        return nil
+        return ProcSmaps.residentKiB { $0.hasPrefix(start) }
     }
 
     /// A read-only file mapping that was read loses its resident pages, and reads the same bytes
