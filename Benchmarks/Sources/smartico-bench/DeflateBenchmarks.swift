@@ -1,5 +1,7 @@
 import CBench
 import Foundation
+import SmarticoProtocol
+import SmarticoSim
 import Transport
 
 /// A 110 engagement whose `template_html` reads like a real one (varied words, markup, inline
@@ -112,4 +114,61 @@ func deflateBenchmarks(_ report: Report) {
         cbench_zlib_free(cDeflater)
         cbench_zlib_free(cInflater)
     }
+    simulatorStreamInflate(report)
+}
+
+/// What the daemon inflates in its CPU row: the simulator's 110s (template padded with `x`,
+/// fresh uuids), one permessage-deflate stream with context takeover, as `smartico-sim` sends
+/// them. Transport's inflater against zlib from C on the same frames, 64 messages per pass,
+/// each pass from a fresh inflater (the stream only inflates in order).
+func simulatorStreamInflate(_ report: Report) {
+    var messages: [[UInt8]] = []
+    for i in 0..<64 {
+        var m = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-\(String(100_000_000_000 + i))",
+                                            engagementID: 1_000 + Int64(i), templateBytes: 1_650)
+        m["ts"] = .number(1_632_913_275_835 + Int64(i))
+        m["uuid"] = .string("df4a39fb-0536-4c68-9c32-\(String(200_000_000_000 + i))")
+        messages.append(m.serialized())
+    }
+    let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
+    var frames: [[UInt8]] = []
+    for m in messages {
+        var out: [UInt8] = []
+        m.withUnsafeBytes { deflater.compress($0, into: &out) }
+        frames.append(out)
+    }
+    let joined = frames.flatMap { $0 }
+    let lens = frames.map(\.count)
+    let plainBytes = messages.reduce(0) { $0 + $1.count }
+    var cOut = [UInt8](repeating: 0, count: 1 << 16)
+    func cPass() -> Int {
+        joined.withUnsafeBufferPointer { j in
+            lens.withUnsafeBufferPointer { l in
+                cOut.withUnsafeMutableBytes { o in
+                    cbench_inflate_stream(j.baseAddress, l.baseAddress, Int32(l.count),
+                                          o.baseAddress!.assumingMemoryBound(to: UInt8.self), o.count)
+                }
+            }
+        }
+    }
+    var out: [UInt8] = []
+    func swiftPass() -> Int {
+        let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
+        var total = 0
+        for f in frames {
+            out.removeAll(keepingCapacity: true)
+            f.withUnsafeBytes { try! inflater.inflate($0, limit: 16 << 20, into: &out) }
+            try! inflater.finish(limit: 16 << 20, into: &out)
+            total += out.count
+        }
+        return total
+    }
+    precondition(cPass() == plainBytes && swiftPass() == plainBytes, "the simulator's stream does not inflate back")
+    let what = "permessage-deflate inflate, the simulator's 110s as one stream with context takeover "
+        + "(64 × \(plainBytes / 64) B ↔ \(joined.count / 64) B on average)"
+    report.add(what, unit: .megabytesPerSecond(bytesPerOp: plainBytes),
+               subject: Timed { n in for _ in 0..<n { blackHole(swiftPass()) } },
+               referenceName: "zlib from C",
+               reference: Timed { n in for _ in 0..<n { blackHole(cPass()) } },
+               goal: 0.9, fineRounds: true)
 }
