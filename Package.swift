@@ -43,7 +43,7 @@ let package = Package(
         .target(
             name: "SmarticoDaemon",
             dependencies: [
-                "Transport", "SmarticoProtocol", "CSQLite", "CSmarticoVFS",
+                "Transport", "SmarticoProtocol", "CSQLite", "CSmarticoVFS", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

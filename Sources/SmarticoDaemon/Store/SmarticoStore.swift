@@ -1,9 +1,11 @@
-// The daemon's durable store: device id, user and push data, the outbox, the event journal with its
-// seq counter, the seen-set of engagement uids and durable subscriber cursors, in one SQLite file.
+// The daemon's durable store: device id, user and push data, the outbox, the seen-set of engagement
+// uids and durable subscriber cursors in one SQLite file; the event journal in segment files beside it
+// (`EventLog`), its records carrying what an engagement marks seen.
 //
 // Durability: WAL with synchronous=FULL, so every method that writes has committed and fsync'd before
-// it returns (see docs/store.md). Threading: the actor runs on its own thread (`StoreThreadExecutor`),
-// so callers simply `await` and the blocking SQLite work never touches the cooperative pool.
+// it returns; an event batch is one write and one fdatasync of the event log (see docs/store.md).
+// Threading: the actor runs on its own thread (`StoreThreadExecutor`), so callers simply `await` and the
+// blocking file work never touches the cooperative pool.
 import CSQLite
 
 #if canImport(Glibc)
@@ -31,6 +33,22 @@ public actor SmarticoStore {
     private var db: SQLiteConnection?
     private var cachedDeviceID = ""
     private var cachedLastSeq: JournalSeq = 0
+    /// The event journal's records (nil once closed).
+    private var eventLog: EventLog?
+    /// The oldest seq retention still keeps (the log may hold older records until their segment
+    /// goes): `events` and `journalBounds` start here.
+    private var firstKept: JournalSeq = 1
+    /// Whether `firstKept` moved since it was last written to `meta`.
+    private var firstKeptDirty = false
+    /// Engagements journaled since the seen table was last brought up to date, in seq order: their
+    /// (user, uid) are in the event log's records and here, and reach the table with the next
+    /// transaction (docs/store.md, "The seen-set, folded").
+    private var pendingSeen: [SeenKey] = []
+    /// `meta.seen_seq` as last written: every record up to it has its seen uid in the table.
+    private var seenSeqWritten: JournalSeq = 0
+    private var pendingSeenKeys: Set<SeenKey> = []
+    /// Bring the seen table up to date once this many engagements wait.
+    static let foldAfter = 1_024
     /// The seen-set of the user last journaled for, in memory (nil: load it from the table first).
     /// Dropped whenever it may differ from the table: a failed transaction, a write by another
     /// connection (`seenDataVersion`), a user's set cleared.
@@ -121,7 +139,7 @@ public actor SmarticoStore {
             cachedDeviceID = try withDB { db in
                 try db.queryFirst("SELECT value FROM meta WHERE key = 'device_id'") { $0.text(0) } ?? ""
             }
-            cachedLastSeq = try withDB { db in try Self.readLastSeq(db) }
+            try openEventLog()
         } catch {
             close()
             throw error
@@ -131,11 +149,18 @@ public actor SmarticoStore {
     /// A store released without `close()` still closes its database on its own thread (closing the last
     /// connection checkpoints the WAL, which blocks), not on whichever thread dropped the last reference.
     isolated deinit {
+        try? foldSeen()
+        eventLog?.close()
         db?.close()
     }
 
-    /// Closes the database. Every acknowledged write is already on disk; later calls throw `.closed`.
+    /// Closes the database and the event log. Every acknowledged write is already on disk; later
+    /// calls throw `.closed`.
     public func close() {
+        // Best effort: what it does not write now, the next open recovers from the event log.
+        try? foldSeen()
+        eventLog?.close()
+        eventLog = nil
         db?.close()
         db = nil
     }
@@ -389,28 +414,55 @@ public actor SmarticoStore {
     /// the commit is shared by the batch (docs/store.md, "Group commit").
     public func journal(_ writes: [JournalWrite]) throws(StoreError) -> [JournalSeq?] {
         guard !writes.isEmpty else { return [] }
-        let results = try seenSetTransaction { db -> [JournalSeq?] in
-            var seq = try Self.readLastSeq(db)
-            let first = seq
-            var newest = Int64.min
-            var results: [JournalSeq?] = []
-            results.reserveCapacity(writes.count)
+        guard let log = eventLog, let db else { throw .closed }
+        var seq = cachedLastSeq
+        var entries: [EventLogEntry] = []
+        entries.reserveCapacity(writes.count)
+        var results: [JournalSeq?] = []
+        results.reserveCapacity(writes.count)
+        var newlySeen: [SeenKey] = []
+        var batchKeys: Set<SeenKey> = []
+        var newest = Int64.min
+        do {
+            if writes.contains(where: { $0.seen != nil }) { try refreshSeenSetIfChanged(db) }
             for write in writes {
-                if let seen = write.seen, try !self.insertSeen(user: seen.user, uid: seen.uid, db) {
-                    results.append(nil)
-                    continue
+                if let seen = write.seen {
+                    let key = SeenKey(user: seen.user, uid: seen.uid)
+                    let seenBefore = try pendingSeenKeys.contains(key) || batchKeys.contains(key)
+                        || isSeenInTable(user: seen.user, uid: seen.uid, db)
+                    if seenBefore {
+                        results.append(nil)
+                        continue
+                    }
+                    batchKeys.insert(key)
+                    newlySeen.append(key)
                 }
                 seq += 1
-                try self.insertJournalRow(seq: seq, write.event, db)
+                entries.append(EventLogEntry(seq: seq, tsMs: write.event.tsMs, name: write.event.name,
+                                             seen: write.seen, data: write.event.data))
                 newest = max(newest, write.event.tsMs)
                 results.append(seq)
             }
-            // No meta write here: while the journal holds rows, its newest seq is the high-water
-            // mark (`readLastSeq`); `retain` records it in `meta` before it deletes any.
-            if seq != first { _ = try self.retain(nowMs: newest, last: seq, slack: self.retentionSlack, db) }
-            return results
+        } catch let error as SQLiteError {
+            seenSet = nil
+            throw .sqlite(error)
+        } catch {
+            seenSet = nil
+            throw .other(String(describing: error))
         }
-        if let last = results.lazy.compactMap({ $0 }).last { cachedLastSeq = last }
+        guard !entries.isEmpty else { return results }
+        try log.append(entries)
+        cachedLastSeq = seq
+        pendingSeen.append(contentsOf: newlySeen)
+        pendingSeenKeys.formUnion(newlySeen)
+        // Retention, then what it lets go of on disk; the seen table catches up now and then.
+        if retainLog(nowMs: newest, slack: retentionSlack) > 0 && log.segments.count > 1
+            && log.segments[1].firstSeq <= firstKept
+        {
+            try? persistRetention()
+        } else if pendingSeen.count >= Self.foldAfter {
+            try? foldSeen()
+        }
         return results
     }
 
@@ -422,35 +474,31 @@ public actor SmarticoStore {
 
     /// Forgets the seen-set of `user`.
     public func clearSeen(user: String) throws(StoreError) {
-        if seenSet?.user == user { seenSet = nil }
         try inTransaction { db in try db.run("DELETE FROM seen WHERE user = ?", [.text(user)]) }
+        if seenSet?.user == user { seenSet = nil }
+    }
+
+    /// Brings the seen table up to date with the engagements journaled since it last was (every
+    /// write transaction does this first; the driver's trim after a burst calls it so an idle
+    /// daemon has nothing waiting), and records retention's first kept seq.
+    public func foldSeen() throws(StoreError) {
+        guard !pendingSeen.isEmpty || firstKeptDirty || seenSeqWritten < cachedLastSeq else { return }
+        try inTransaction { _ in }
     }
 
     /// Up to `limit` journaled events with a seq greater than `after`, in seq order; only those whose
     /// name is in `types` when given.
     public func events(after: JournalSeq, limit: Int, types: Set<String>? = nil) throws(StoreError) -> [JournalEvent] {
-        guard limit > 0 else { return [] }
-        return try withDB { db in
-            var result: [JournalEvent] = []
-            if let types {
-                // Filter here rather than in SQL: one cached statement, and `data` is read only for rows
-                // that match. The scan is bounded by retention.
-                try db.forEachRow("SELECT seq, name, ts_ms, data FROM journal WHERE seq > ? ORDER BY seq",
-                                  [.integer(after)]) { row in
-                    let name = row.text(1)
-                    if types.contains(name) {
-                        result.append(JournalEvent(seq: row.int64(0), name: name, tsMs: row.int64(2), data: row.blob(3)))
-                    }
-                    return result.count < limit
-                }
-            } else {
-                result = try db.query("SELECT seq, name, ts_ms, data FROM journal WHERE seq > ? ORDER BY seq LIMIT ?",
-                                      [.integer(after), .integer(Int64(limit))]) { row in
-                    JournalEvent(seq: row.int64(0), name: row.text(1), tsMs: row.int64(2), data: row.blob(3))
-                }
+        guard let log = eventLog else { throw .closed }
+        guard limit > 0, after < JournalSeq.max else { return [] }
+        var result: [JournalEvent] = []
+        try log.forEach(from: max(after + 1, firstKept)) { record in
+            if types?.contains(record.name) ?? true {
+                result.append(JournalEvent(seq: record.seq, name: record.name, tsMs: record.tsMs, data: record.data))
             }
-            return result
+            return result.count < limit
         }
+        return result
     }
 
     /// The last seq ever assigned (0 before the first event). Never goes backwards.
@@ -458,15 +506,19 @@ public actor SmarticoStore {
 
     /// The smallest stored seq (nil when the journal is empty) and the last assigned seq.
     public func journalBounds() throws(StoreError) -> JournalBounds {
-        let first = try withDB { db in try db.queryFirst("SELECT min(seq) FROM journal") { $0.optionalInt64(0) } ?? nil }
-        return JournalBounds(firstSeq: first, lastSeq: cachedLastSeq)
+        guard let log = eventLog else { throw .closed }
+        let first = max(firstKept, log.firstSeq ?? firstKept)
+        return JournalBounds(firstSeq: first <= log.lastSeq ? first : nil, lastSeq: cachedLastSeq)
     }
 
     /// Applies retention now: keeps at most `retentionEvents` events and none older than
     /// `retentionHours` before `nowMs`. Returns how many events were deleted. The seq counter is kept.
     @discardableResult
     public func applyRetention(nowMs: Int64) throws(StoreError) -> Int {
-        try inTransaction { db in try self.retain(nowMs: nowMs, db) }
+        guard eventLog != nil else { throw .closed }
+        let hidden = retainLog(nowMs: nowMs, slack: 0)
+        try persistRetention()
+        return hidden
     }
 
     // MARK: durable cursors
@@ -486,8 +538,8 @@ public actor SmarticoStore {
         guard !name.isEmpty else { throw .invalidArgument("a durable subscription name must not be empty") }
         guard seq >= 0 else { throw .invalidArgument("cannot acknowledge negative seq \(seq) for \"\(name)\"") }
         let maxCursors = options.maxCursors
+        let last = cachedLastSeq
         return try inTransaction { db in
-            let last = try Self.readLastSeq(db)
             guard seq <= last else { throw StoreError.cursorBeyondLastSeq(name: name, seq: seq, lastSeq: last) }
             if try db.queryFirst("SELECT 1 FROM cursors WHERE name = ?", [.text(name)], { _ in true }) == nil {
                 let count = try db.queryFirst("SELECT count(*) FROM cursors") { $0.int64(0) } ?? 0
@@ -537,11 +589,26 @@ public actor SmarticoStore {
     /// heap); the next reads fill it again. Returns the bytes freed.
     @discardableResult
     public func releaseCacheMemory() -> Int {
-        db?.releaseCacheMemory() ?? 0
+        try? foldSeen()
+        return db?.releaseCacheMemory() ?? 0
     }
 
     /// The heap memory the page cache holds now.
     public func cacheBytes() -> Int { db?.cacheBytes ?? 0 }
+
+    /// What opening the event log found and repaired (a record cut by a crash, damaged bytes), one
+    /// line each; empty when its files were clean. The daemon logs them.
+    public func eventLogRecovery() -> [String] { eventLog?.recoveryNotes ?? [] }
+
+    /// Tests: the event log's next append fails with `errno`, as a full or failing disk would make it.
+    func failNextEventLogAppend(errno: Int32) {
+        eventLog?.failNextAppend = errno
+    }
+
+    /// The event log's directory.
+    nonisolated var eventLogDirectory: String {
+        directory + (directory.hasSuffix("/") ? "" : "/") + EventLog.directoryName
+    }
 
     /// The kernel id of the thread running this method (tests use it to show the store thread sleeps).
     func currentThreadID() -> Int32? {
@@ -563,9 +630,150 @@ public actor SmarticoStore {
         }
     }
 
+    /// A write transaction. It first brings the seen table up to date with the engagements
+    /// journaled since it last was (`pendingSeen`) and records retention's first kept seq, so
+    /// everything that reads or changes the seen-set sees them, in the same commit.
     private func inTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         guard let db else { throw .closed }
-        return try db.transaction { try body(db) }
+        let folding = pendingSeen.count
+        let writesFirst = firstKeptDirty
+        let upTo = cachedLastSeq
+        let writesMeta = folding > 0 || writesFirst || seenSeqWritten < upTo
+        do {
+            let value = try db.transaction { () throws -> T in
+                if writesMeta {
+                    try self.refreshSeenSetIfChanged(db)
+                    for key in self.pendingSeen.prefix(folding) {
+                        _ = try self.insertSeen(user: key.user, uid: key.uid, db)
+                    }
+                    try self.setMeta("seen_seq", upTo, db)
+                    try self.setMeta("journal_first", self.firstKept, db)
+                    try self.setMeta("last_seq", upTo, db)
+                }
+                return try body(db)
+            }
+            if writesMeta { seenSeqWritten = upTo }
+            if folding > 0 {
+                for key in pendingSeen.prefix(folding) { pendingSeenKeys.remove(key) }
+                pendingSeen.removeFirst(folding)
+            }
+            if writesFirst { firstKeptDirty = false }
+            return value
+        } catch {
+            if folding > 0 { seenSet = nil }  // it may hold rows that were rolled back
+            throw error
+        }
+    }
+
+    private func setMeta(_ key: String, _ value: Int64, _ db: SQLiteConnection) throws {
+        try db.run("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                   [.text(key), .integer(value)])
+    }
+
+    private func metaInteger(_ key: String, _ db: SQLiteConnection) throws -> Int64? {
+        try db.queryFirst("SELECT value FROM meta WHERE key = ?", [.text(key)]) { $0.int64(0) }
+    }
+
+    /// Opens the event log, moves what an older smarticod journaled in the `journal` table into it,
+    /// and brings the seen table up to date with engagements journaled before a crash.
+    private func openEventLog() throws(StoreError) {
+        guard let db else { throw .closed }
+        let log = try EventLog(directory: eventLogDirectory, segmentBytes: options.segmentBytes)
+        eventLog = log
+        do {
+            // Rows of the `journal` table (a database of an older smarticod): appended to the log in
+            // seq order, then deleted. A crash in between appends only the rows the log lacks.
+            var movedUpTo: JournalSeq?
+            while true {
+                let rows = try db.query("SELECT seq, name, ts_ms, data FROM journal WHERE seq > ? ORDER BY seq LIMIT 512",
+                                        [.integer(log.lastSeq)]) { row in
+                    EventLogEntry(seq: row.int64(0), tsMs: row.int64(2), name: row.text(1), seen: nil, data: row.blob(3))
+                }
+                guard !rows.isEmpty else { break }
+                var run: [EventLogEntry] = []
+                for entry in rows {
+                    if let last = run.last, last.seq + 1 != entry.seq {
+                        try log.append(run)
+                        run = []
+                    }
+                    run.append(entry)
+                }
+                try log.append(run)
+                movedUpTo = run.last?.seq
+            }
+            let tableLast = try Self.readLastSeq(db)
+            cachedLastSeq = max(tableLast, log.lastSeq)
+            let leftInTable = try db.queryFirst("SELECT 1 FROM journal LIMIT 1") { _ in true } != nil
+            if movedUpTo != nil || leftInTable {
+                let seenBefore = try metaInteger("seen_seq", db) ?? 0
+                try db.transaction {
+                    try db.run("DELETE FROM journal")
+                    // The moved rows' seen uids are in the table already.
+                    if let movedUpTo { try self.setMeta("seen_seq", max(seenBefore, movedUpTo), db) }
+                    try self.setMeta("last_seq", self.cachedLastSeq, db)
+                }
+            }
+            firstKept = max(try metaInteger("journal_first", db) ?? 1, log.firstSeq ?? cachedLastSeq + 1)
+            // Engagements journaled after the seen table's last update (a crash): fold them now.
+            let seenSeq = try metaInteger("seen_seq", db) ?? 0
+            seenSeqWritten = seenSeq
+            try log.forEach(from: seenSeq + 1) { record in
+                if let seen = record.seen {
+                    let key = SeenKey(user: seen.user, uid: seen.uid)
+                    if pendingSeenKeys.insert(key).inserted { pendingSeen.append(key) }
+                }
+                return true
+            }
+            if !pendingSeen.isEmpty || seenSeq < cachedLastSeq {
+                try foldSeen()
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .sqlite(error)
+        } catch {
+            throw .other(String(describing: error))
+        }
+    }
+
+    /// Moves `firstKept` for retention: by count once more than `slack` events are over the limit
+    /// (then down to the limit), and by age — in journal order — for events received before
+    /// `nowMs − retentionHours`. Returns how many events it let go of.
+    private func retainLog(nowMs: Int64, slack: Int64) -> Int {
+        guard let log = eventLog, let logFirst = log.firstSeq else { return 0 }
+        let last = log.lastSeq
+        let before = max(firstKept, logFirst)
+        var first = before
+        let keep = Int64(max(0, options.retentionEvents))
+        if last - keep >= first + slack { first = last - keep + 1 }
+        let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
+        if !overflow && nowMs > Int64.min + window {
+            let cutoff = nowMs - window
+            while first <= last, let t = log.time(of: first), t < cutoff { first += 1 }
+        }
+        if first != firstKept {
+            firstKept = first
+            firstKeptDirty = true
+        }
+        return Int(first - before)
+    }
+
+    /// Writes retention's first kept seq (with the seen table brought up to date: the records about
+    /// to go carry seen uids) and deletes the segments now wholly before it.
+    private func persistRetention() throws(StoreError) {
+        firstKeptDirty = true
+        try foldSeen()
+        eventLog?.dropSegments(below: firstKept)
+    }
+
+    /// Drops the in-memory seen-set when another connection (another process) committed since it
+    /// was last current (`PRAGMA data_version`).
+    private func refreshSeenSetIfChanged(_ db: SQLiteConnection) throws {
+        let version = try db.queryFirst("PRAGMA data_version") { $0.int64(0) } ?? -1
+        if version != seenDataVersion {
+            seenSet = nil
+            seenDataVersion = version
+        }
     }
 
     /// The high-water mark of seqs: the newest journal row, or — when retention deleted rows — the
@@ -577,50 +785,11 @@ public actor SmarticoStore {
             """) { $0.int64(0) } ?? 0
     }
 
-    private func insertJournalRow(seq: JournalSeq, _ event: NewJournalEvent, _ db: SQLiteConnection) throws {
-        try db.run("INSERT INTO journal(seq, name, ts_ms, data) VALUES (?, ?, ?, ?)",
-                   [.integer(seq), .text(event.name), .integer(event.tsMs), .blob(event.data)])
-    }
-
     /// How many events over `journal.retention_events` an append may leave before retention deletes
     /// them (1/64 of the limit, at most 256; 0 for limits under 64): deleting rows frees pages, which
     /// rewrites the freelist, the table's and the index's pages in that commit. Batched, an append of
     /// one event writes ~3 pages fewer (docs/store.md, "Pages per commit").
     var retentionSlack: Int64 { Int64(min(256, max(0, options.retentionEvents) / 64)) }
-
-    /// Deletes what retention no longer keeps: by count once more than `slack` events are over the
-    /// limit, and by age. Records the seq high-water mark in `meta` first when it deletes anything.
-    /// `last`: the high-water mark when the caller already knows it (an append just assigned it).
-    private func retain(nowMs: Int64, last known: JournalSeq? = nil, slack: Int64 = 0, _ db: SQLiteConnection) throws -> Int {
-        let last = try known ?? Self.readLastSeq(db)
-        let keep = Int64(max(0, options.retentionEvents))
-        let (window, overflow) = Int64(max(0, options.retentionHours)).multipliedReportingOverflow(by: 3_600_000)
-        let cutoff: Int64? = !overflow && nowMs > Int64.min + window ? nowMs - window : nil
-        let oldest = try db.queryFirst("SELECT seq, ts_ms FROM journal ORDER BY seq LIMIT 1") { ($0.int64(0), $0.int64(1)) }
-        guard let (first, firstTsMs) = oldest else { return 0 }
-        let byCount = last - keep >= first + slack
-        let byAge = cutoff.map { firstTsMs < $0 } ?? false
-        guard byCount || byAge else { return 0 }
-        try db.run("UPDATE meta SET value = ? WHERE key = 'last_seq'", [.integer(last)])
-        var deleted = 0
-        if byCount {
-            try db.run("DELETE FROM journal WHERE seq <= ?", [.integer(last - keep)])
-            deleted += db.changes
-        }
-        if byAge, let cutoff {
-            // In journal order: the oldest rows up to the first one inside the window. Rows are
-            // journaled in receive-time order, so this is every row older than the cutoff unless
-            // the wall clock went backwards; then a younger row ahead keeps older ones until it
-            // ages out itself (or count retention takes them). No ts_ms index (schema 4): the
-            // walk costs the rows it deletes.
-            try db.run("""
-                DELETE FROM journal WHERE seq < coalesce(
-                    (SELECT seq FROM journal WHERE ts_ms >= ?1 ORDER BY seq LIMIT 1), ?2)
-                """, [.integer(cutoff), .integer(last + 1)])
-            deleted += db.changes
-        }
-        return deleted
-    }
 
     /// A transaction that may use the in-memory seen-set: checks first that no other connection
     /// changed the database since the set was last current, and drops the set when the
@@ -628,11 +797,7 @@ public actor SmarticoStore {
     private func seenSetTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         do {
             return try inTransaction { db in
-                let version = try db.queryFirst("PRAGMA data_version") { $0.int64(0) } ?? -1
-                if version != seenDataVersion {
-                    seenSet = nil
-                    seenDataVersion = version
-                }
+                try self.refreshSeenSetIfChanged(db)
                 return try body(db)
             }
         } catch {
@@ -649,6 +814,21 @@ public actor SmarticoStore {
     /// between the limit and the limit + that slack − 1; small sets are pruned exactly; keeping a
     /// few more never lets a duplicate through).
     private func insertSeen(user: String, uid: String, _ db: SQLiteConnection) throws -> Bool {
+        if try isSeenInTable(user: user, uid: uid, db) { return false }
+        try db.run("INSERT INTO seen(user, uid) VALUES (?, ?)", [.text(user), .text(uid)])
+        seenSet?.append(id: db.lastInsertRowID, uid: uid)
+        let limit = max(1, options.seenPerUser)
+        let slack = max(1, min(256, limit / 16)) - 1
+        if let upTo = seenSet?.dropOldest(keeping: limit, slack: slack) {
+            // The rows forgotten are the user's oldest: a rowid range from the table's start.
+            try db.run("DELETE FROM seen WHERE id <= ? AND user = ?", [.integer(upTo), .text(user)])
+        }
+        return true
+    }
+
+    /// Whether the seen table holds `uid` for `user`, answered through the in-memory index (loaded
+    /// from the table on first use; a hit is confirmed by reading one row).
+    private func isSeenInTable(user: String, uid: String, _ db: SQLiteConnection) throws -> Bool {
         if seenSet?.user != user {
             var loaded = SeenSet(user: user, key: seenKey)
             try db.forEachRow("SELECT id, uid FROM seen WHERE user = ? ORDER BY id", [.text(user)]) { row in
@@ -661,21 +841,13 @@ public actor SmarticoStore {
             // The in-memory index holds hashes: confirm with the row it points at, and ask the
             // table itself in the (~1 in 2^64) case that the row holds another uid.
             if try db.queryFirst("SELECT uid FROM seen WHERE id = ?", [.integer(candidate)], { $0.text(0) }) == uid {
-                return false
+                return true
             }
             if try db.queryFirst("SELECT 1 FROM seen WHERE user = ? AND uid = ? LIMIT 1", [.text(user), .text(uid)], { _ in true }) != nil {
-                return false
+                return true
             }
         }
-        try db.run("INSERT INTO seen(user, uid) VALUES (?, ?)", [.text(user), .text(uid)])
-        seenSet?.append(id: db.lastInsertRowID, uid: uid)
-        let limit = max(1, options.seenPerUser)
-        let slack = max(1, min(256, limit / 16)) - 1
-        if let upTo = seenSet?.dropOldest(keeping: limit, slack: slack) {
-            // The rows forgotten are the user's oldest: a rowid range from the table's start.
-            try db.run("DELETE FROM seen WHERE id <= ? AND user = ?", [.integer(upTo), .text(user)])
-        }
-        return true
+        return false
     }
 
     private static func makeDirectory(_ directory: String) throws(StoreError) {
@@ -727,6 +899,12 @@ public actor SmarticoStore {
         }
         return String(decoding: out, as: UTF8.self)
     }
+}
+
+/// An engagement's (user, uid), as the seen-set knows it.
+struct SeenKey: Hashable {
+    let user: String
+    let uid: String
 }
 
 // The actor has its own `close()`; these name the POSIX calls unambiguously.

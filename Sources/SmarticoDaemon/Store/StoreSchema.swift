@@ -99,6 +99,14 @@ enum StoreSchema {
             DROP TABLE seen;
             ALTER TABLE seen_v5 RENAME TO seen;
             """),
+        Step(version: 6, sql: """
+            -- The events move to the event log (segment files beside the database, docs/store.md);
+            -- the store moves any rows of `journal` there at open. An older smarticod, which would
+            -- read only this table, refuses the file from here on. seen_seq: the last seq whose
+            -- engagement is in `seen`; journal_first: the oldest seq retention keeps.
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('seen_seq', 0);
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('journal_first', 1);
+            """),
     ]
 
     /// The newest schema version this code knows.

@@ -21,6 +21,9 @@ public struct StoreOptions: Sendable, Equatable {
     public var maxCursors: Int
     /// `busy_timeout` in milliseconds (another process, such as `sqlite3`, holding the write lock).
     public var busyTimeoutMs: Int
+    /// The event log starts a new segment file once the newest holds this many bytes; retention
+    /// deletes whole segments (docs/store.md, "The event log").
+    public var segmentBytes: Int
 
     public init(
         maxOutboxMessages: Int = 10_000,
@@ -28,7 +31,8 @@ public struct StoreOptions: Sendable, Equatable {
         retentionHours: Int = 168,
         seenPerUser: Int = 10_000,
         maxCursors: Int = 1_000,
-        busyTimeoutMs: Int = 5_000
+        busyTimeoutMs: Int = 5_000,
+        segmentBytes: Int = 4 << 20
     ) {
         self.maxOutboxMessages = maxOutboxMessages
         self.retentionEvents = retentionEvents
@@ -36,6 +40,7 @@ public struct StoreOptions: Sendable, Equatable {
         self.seenPerUser = seenPerUser
         self.maxCursors = maxCursors
         self.busyTimeoutMs = busyTimeoutMs
+        self.segmentBytes = segmentBytes
     }
 }
 

@@ -1,0 +1,413 @@
+// The event journal's records: append-only segment files beside the database (docs/store.md,
+// "The event log"). Used only by `SmarticoStore`, on its thread.
+import COpenSSL  // zlib's crc32
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One event to append: its seq (consecutive within a batch), receive time, name, the (user, uid)
+/// it marks seen when it is an engagement journaled once, and its `data` bytes.
+struct EventLogEntry {
+    var seq: JournalSeq
+    var tsMs: Int64
+    var name: String
+    var seen: (user: String, uid: String)?
+    var data: [UInt8]
+}
+
+/// The events in segment files `<directory>/<first seq, 20 digits>.log`. A record is a 32-byte
+/// header — magic, body length, CRC-32 of everything after the CRC, flags, seq, time — and a body:
+/// the name, the seen (user, uid) when flagged, the data. A batch is one `pwrite` and one
+/// `fdatasync`. At open every segment is read and checked; in the newest one, whatever follows the
+/// last valid record (a write cut by a crash) is cut off. Seqs are consecutive inside a segment.
+final class EventLog {
+    static let directoryName = "events"
+    static let headerSize = 32
+    /// "SEV1" in the file.
+    static let magic: UInt32 = 0x3156_4553
+    static let flagSeen: UInt32 = 1
+
+    struct Segment {
+        let firstSeq: JournalSeq
+        let path: String
+        /// Start of each record; record i has seq firstSeq + i.
+        var offsets: [UInt32] = []
+        /// Receive time of each record.
+        var times: [Int64] = []
+        /// Bytes of valid records (the end of the last one).
+        var size: Int = 0
+
+        var count: Int { offsets.count }
+        var lastSeq: JournalSeq { firstSeq + JournalSeq(offsets.count) - 1 }
+        func end(of index: Int) -> Int { index + 1 < offsets.count ? Int(offsets[index + 1]) : size }
+    }
+
+    let directory: String
+    private(set) var segments: [Segment] = []
+    /// Descriptor of the newest segment (appends go there), -1 when there is none.
+    private var activeFD: Int32 = -1
+    private var lockFD: Int32 = -1
+    /// A new segment starts once the newest holds this many bytes.
+    let segmentBytes: Int
+    /// Tests: the next append fails with this errno after its segment is chosen, before writing.
+    var failNextAppend: Int32 = 0
+    /// What recovery found and cut, for the store to report (empty when the files were clean).
+    private(set) var recoveryNotes: [String] = []
+
+    /// The last appended seq, 0 when the log holds no record.
+    var lastSeq: JournalSeq { segments.last(where: { $0.count > 0 })?.lastSeq ?? 0 }
+    /// The oldest stored seq, nil when the log holds no record.
+    var firstSeq: JournalSeq? { segments.first(where: { $0.count > 0 })?.firstSeq }
+
+    /// Opens (creating) the log in `directory` (mode 0700), takes its lock (one process appends)
+    /// and reads every segment.
+    init(directory: String, segmentBytes: Int = 4 << 20) throws(StoreError) {
+        self.directory = directory
+        self.segmentBytes = max(4096, segmentBytes)
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw .fileSystem(path: directory, operation: "creating the event log directory", errno: errno)
+        }
+        Self.syncDirectory(Self.parent(of: directory))
+        let lockPath = directory + "/lock"
+        lockFD = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lockFD >= 0 else { throw .fileSystem(path: lockPath, operation: "opening", errno: errno) }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            let e = errno
+            Glibc.close(lockFD)
+            lockFD = -1
+            throw .fileSystem(path: lockPath, operation: "locking (another smarticod uses this state_dir?)", errno: e)
+        }
+        do {
+            try load()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if activeFD >= 0 { Glibc.close(activeFD); activeFD = -1 }
+        if lockFD >= 0 { Glibc.close(lockFD); lockFD = -1 }
+    }
+
+    // MARK: appending
+
+    /// Appends `entries` (consecutive seqs, the first above `lastSeq`) with one write and one
+    /// `fdatasync`; on return they are on disk. On failure nothing is indexed and the bytes written
+    /// are cut off again (as far as the file system lets us).
+    func append(_ entries: [EventLogEntry]) throws(StoreError) {
+        guard let first = entries.first else { return }
+        precondition(first.seq > lastSeq, "event log: seq \(first.seq) after \(lastSeq)")
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(entries.reduce(0) { $0 + Self.headerSize + 16 + $1.name.utf8.count + $1.data.count
+            + ($1.seen.map { $0.user.utf8.count + $0.uid.utf8.count } ?? 0) })
+        var starts: [Int] = []
+        starts.reserveCapacity(entries.count)
+        for (i, entry) in entries.enumerated() {
+            precondition(entry.seq == first.seq + JournalSeq(i), "event log: a batch's seqs must be consecutive")
+            starts.append(buffer.count)
+            Self.encode(entry, into: &buffer)
+        }
+        try ensureActiveSegment(for: first.seq, adding: buffer.count)
+        let index = segments.count - 1
+        let at = segments[index].size
+        guard at + buffer.count <= Int(UInt32.max) else {
+            throw .other("event log: a batch of \(buffer.count) bytes does not fit a segment")
+        }
+        let injected = failNextAppend
+        failNextAppend = 0
+        if let error = injected != 0 ? injected : Self.writeAll(activeFD, buffer, at: at) ?? (fdatasync(activeFD) == 0 ? nil : errno) {
+            _ = ftruncate(activeFD, off_t(at))
+            throw .fileSystem(path: segments[index].path, operation: "appending to", errno: error)
+        }
+        for (i, entry) in entries.enumerated() {
+            segments[index].offsets.append(UInt32(at + starts[i]))
+            segments[index].times.append(entry.tsMs)
+        }
+        segments[index].size = at + buffer.count
+    }
+
+    /// Makes the newest segment the place for a batch starting at `seq`: a new file when there is
+    /// none, when the newest is full, or when `seq` does not follow its last record.
+    private func ensureActiveSegment(for seq: JournalSeq, adding bytes: Int) throws(StoreError) {
+        if let last = segments.last, activeFD >= 0 {
+            let follows = last.count == 0 ? last.firstSeq == seq : last.lastSeq + 1 == seq
+            if follows && (last.size == 0 || last.size + bytes <= segmentBytes) { return }
+        }
+        if activeFD >= 0 { Glibc.close(activeFD); activeFD = -1 }
+        if let last = segments.last, last.count == 0 {
+            // An empty newest segment that does not fit: remove it.
+            unlink(last.path)
+            segments.removeLast()
+        }
+        let path = Self.segmentPath(directory, seq)
+        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .fileSystem(path: path, operation: "creating event log segment", errno: errno) }
+        // The file's name must be durable before any record in it is acknowledged.
+        Self.syncDirectory(directory)
+        activeFD = fd
+        segments.append(Segment(firstSeq: seq, path: path))
+    }
+
+    private static func encode(_ entry: EventLogEntry, into buffer: inout [UInt8]) {
+        let start = buffer.count
+        let name = Array(entry.name.utf8)
+        let user = entry.seen.map { Array($0.user.utf8) } ?? []
+        let uid = entry.seen.map { Array($0.uid.utf8) } ?? []
+        let body = 12 + name.count + user.count + uid.count + entry.data.count
+        append32(magic, &buffer)
+        append32(UInt32(body), &buffer)
+        append32(0, &buffer)  // CRC, below
+        append32(entry.seen == nil ? 0 : flagSeen, &buffer)
+        append64(UInt64(bitPattern: entry.seq), &buffer)
+        append64(UInt64(bitPattern: entry.tsMs), &buffer)
+        append32(UInt32(name.count), &buffer)
+        buffer.append(contentsOf: name)
+        append32(UInt32(user.count), &buffer)
+        buffer.append(contentsOf: user)
+        append32(UInt32(uid.count), &buffer)
+        buffer.append(contentsOf: uid)
+        buffer.append(contentsOf: entry.data)
+        let crc = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...])) }
+        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 8, as: UInt32.self) }
+    }
+
+    // MARK: reading
+
+    /// A decoded record.
+    struct Record {
+        var seq: JournalSeq
+        var tsMs: Int64
+        var name: String
+        var seen: (user: String, uid: String)?
+        var data: [UInt8]
+    }
+
+    /// Calls `body` with every record whose seq is at least `from`, in seq order, until it returns false.
+    func forEach(from: JournalSeq, _ body: (Record) throws(StoreError) -> Bool) throws(StoreError) {
+        guard var s = segmentIndex(containing: from) else { return }
+        var i = Int(max(0, from - segments[s].firstSeq))
+        while s < segments.count {
+            let segment = segments[s]
+            if i < segment.count {
+                // Read the records in runs of up to 256 KiB: few calls, a bounded buffer.
+                let fd = open(segment.path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { throw .fileSystem(path: segment.path, operation: "opening event log segment", errno: errno) }
+                defer { Glibc.close(fd) }
+                while i < segment.count {
+                    var j = i + 1
+                    while j < segment.count && segment.end(of: j) - Int(segment.offsets[i]) <= 256 << 10 { j += 1 }
+                    let from = Int(segment.offsets[i]), to = segment.end(of: j - 1)
+                    let chunk = try Self.readAll(fd, count: to - from, at: from, path: segment.path)
+                    for k in i ..< j {
+                        let start = Int(segment.offsets[k]) - from
+                        guard let record = Self.decode(chunk, at: start, end: segment.end(of: k) - from) else {
+                            throw .other("event log: record \(segment.firstSeq + JournalSeq(k)) in \(segment.path) no longer reads back")
+                        }
+                        if try !body(record) { return }
+                    }
+                    i = j
+                }
+            }
+            s += 1
+            i = 0
+        }
+    }
+
+    /// The receive time of `seq`, nil when the log does not hold it.
+    func time(of seq: JournalSeq) -> Int64? {
+        guard let s = segmentIndex(containing: seq) else { return nil }
+        let i = Int(seq - segments[s].firstSeq)
+        return i >= 0 && i < segments[s].count ? segments[s].times[i] : nil
+    }
+
+    /// The index of the segment holding `seq`, or the first one after it; nil when none is.
+    private func segmentIndex(containing seq: JournalSeq) -> Int? {
+        var lo = 0, hi = segments.count
+        while lo < hi {  // the first segment whose last seq is ≥ seq
+            let mid = (lo + hi) / 2
+            if segments[mid].count == 0 || segments[mid].lastSeq >= seq { hi = mid } else { lo = mid + 1 }
+        }
+        return lo < segments.count ? lo : nil
+    }
+
+    /// Deletes the segments whose every record is below `seq`, never the newest one (it holds the
+    /// high-water mark of seqs). Returns how many files it removed.
+    @discardableResult
+    func dropSegments(below seq: JournalSeq) -> Int {
+        var removed = 0
+        while segments.count > 1, segments[0].count == 0 || segments[0].lastSeq < seq {
+            unlink(segments[0].path)
+            segments.removeFirst()
+            removed += 1
+        }
+        if removed > 0 { Self.syncDirectory(directory) }
+        return removed
+    }
+
+    // MARK: opening
+
+    private func load() throws(StoreError) {
+        guard let dir = opendir(directory) else {
+            throw .fileSystem(path: directory, operation: "listing the event log directory", errno: errno)
+        }
+        var firsts: [JournalSeq] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard name.hasSuffix(".log"), name.utf8.count == 24, let seq = JournalSeq(name.prefix(20)), seq > 0 else { continue }
+            firsts.append(seq)
+        }
+        closedir(dir)
+        firsts.sort()
+        for (n, first) in firsts.enumerated() {
+            let isNewest = n == firsts.count - 1
+            var segment = Segment(firstSeq: first, path: Self.segmentPath(directory, first))
+            let fd = open(segment.path, (isNewest ? O_RDWR : O_RDONLY) | O_CLOEXEC)
+            guard fd >= 0 else { throw .fileSystem(path: segment.path, operation: "opening event log segment", errno: errno) }
+            var keep = false
+            defer { if !keep { Glibc.close(fd) } }
+            var info = stat()
+            guard fstat(fd, &info) == 0 else { throw .fileSystem(path: segment.path, operation: "reading the size of", errno: errno) }
+            let bytes = try Self.readAll(fd, count: Int(info.st_size), at: 0, path: segment.path)
+            var at = 0
+            while let record = Self.decode(bytes, at: at, end: bytes.count), record.seq == first + JournalSeq(segment.count) {
+                segment.offsets.append(UInt32(at))
+                segment.times.append(record.tsMs)
+                at += Self.recordLength(bytes, at: at)
+            }
+            segment.size = at
+            if let previous = segments.last, previous.count > 0, segment.count > 0, segment.firstSeq <= previous.lastSeq {
+                throw .other("event log: \(segment.path) starts at seq \(segment.firstSeq), inside the segment before it "
+                             + "(up to \(previous.lastSeq)); move the event log directory away to start with an empty journal")
+            }
+            if at < bytes.count {
+                if isNewest {
+                    // A batch cut by a crash (never acknowledged): cut it off, so appends follow the last record.
+                    recoveryNotes.append("\(segment.path): cut \(bytes.count - at) bytes after the last whole record (seq \(segment.count > 0 ? segment.lastSeq : first - 1))")
+                    guard ftruncate(fd, off_t(at)) == 0, fdatasync(fd) == 0 else {
+                        throw .fileSystem(path: segment.path, operation: "cutting a torn record off", errno: errno)
+                    }
+                } else {
+                    recoveryNotes.append("\(segment.path): \(bytes.count - at) bytes after seq \(segment.count > 0 ? segment.lastSeq : first - 1) do not read as records; ignored")
+                }
+            }
+            if segment.count == 0 && !isNewest {
+                unlink(segment.path)
+                continue
+            }
+            if isNewest {
+                keep = true
+                activeFD = fd
+            }
+            segments.append(segment)
+        }
+    }
+
+    // MARK: bytes
+
+    private static func decode(_ bytes: [UInt8], at start: Int, end: Int) -> Record? {
+        bytes.withUnsafeBytes { raw -> Record? in
+            guard start >= 0, end <= raw.count, end - start >= headerSize else { return nil }
+            func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt32.self)) }
+            func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt64.self)) }
+            guard u32(0) == magic else { return nil }
+            let body = Int(u32(4))
+            guard body >= 12, body <= end - start - headerSize else { return nil }
+            let total = headerSize + body
+            guard checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) == u32(8) else { return nil }
+            let flags = u32(12)
+            var o = headerSize
+            func field() -> UnsafeRawBufferPointer? {
+                guard o + 4 <= total else { return nil }
+                let n = Int(u32(o))
+                guard n <= total - o - 4 else { return nil }
+                defer { o += 4 + n }
+                return UnsafeRawBufferPointer(rebasing: raw[(start + o + 4) ..< (start + o + 4 + n)])
+            }
+            guard let name = field(), let user = field(), let uid = field() else { return nil }
+            let data = [UInt8](UnsafeRawBufferPointer(rebasing: raw[(start + o) ..< (start + total)]))
+            let seen = flags & flagSeen != 0
+                ? (String(decoding: user, as: UTF8.self), String(decoding: uid, as: UTF8.self)) : nil
+            return Record(seq: JournalSeq(bitPattern: u64(16)), tsMs: Int64(bitPattern: u64(24)),
+                          name: String(decoding: name, as: UTF8.self), seen: seen, data: data)
+        }
+    }
+
+    /// The length of the (valid) record at `start`.
+    private static func recordLength(_ bytes: [UInt8], at start: Int) -> Int {
+        bytes.withUnsafeBytes { headerSize + Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))) }
+    }
+
+    private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return UInt32(crc32(0, nil, 0)) }
+        return UInt32(truncatingIfNeeded: crc32(0, base.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)))
+    }
+
+    private static func append32(_ v: UInt32, _ buffer: inout [UInt8]) {
+        withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    private static func append64(_ v: UInt64, _ buffer: inout [UInt8]) {
+        withUnsafeBytes(of: v.littleEndian) { buffer.append(contentsOf: $0) }
+    }
+
+    /// nil, or the errno of the failed write.
+    private static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int) -> Int32? {
+        bytes.withUnsafeBytes { raw -> Int32? in
+            var done = 0
+            while done < raw.count {
+                let n = pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(offset + done))
+                if n > 0 { done += n; continue }
+                if n < 0 && errno == EINTR { continue }
+                return n < 0 ? errno : EIO
+            }
+            return nil
+        }
+    }
+
+    private static func readAll(_ fd: Int32, count: Int, at offset: Int, path: String) throws(StoreError) -> [UInt8] {
+        var failure: Int32 = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var done = 0
+            while done < count {
+                let n = pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + done))
+                if n > 0 { done += n; continue }
+                if n < 0 && errno == EINTR { continue }
+                failure = n < 0 ? errno : 0
+                break
+            }
+            initialized = done
+        }
+        if bytes.count < count && failure != 0 {
+            throw .fileSystem(path: path, operation: "reading", errno: failure)
+        }
+        return bytes
+    }
+
+    static func segmentPath(_ directory: String, _ seq: JournalSeq) -> String {
+        let digits = String(seq)
+        return directory + "/" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".log"
+    }
+
+    private static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    static func syncDirectory(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 {
+            _ = fsync(fd)
+            Glibc.close(fd)
+        }
+    }
+}

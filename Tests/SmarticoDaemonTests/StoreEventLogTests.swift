@@ -1,0 +1,196 @@
+// The event log under the store (docs/store.md, "The event log"): recovery of a cut or damaged
+// tail, segments rolling and going with retention, one process at a time, and the move of an older
+// database's journal rows.
+import Foundation
+import Testing
+@testable import SmarticoDaemon
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The segment files of a state directory, oldest first.
+private func segments(_ dir: StoreTempDir) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: dir.sub(EventLog.directoryName))
+        .filter { $0.hasSuffix(".log") }.sorted().map { dir.sub(EventLog.directoryName) + "/" + $0 }
+}
+
+private func fileSize(_ path: String) -> Int {
+    var info = stat()
+    return stat(path, &info) == 0 ? Int(info.st_size) : -1
+}
+
+/// Appends `bytes` to the file at `path`.
+private func appendBytes(_ bytes: [UInt8], to path: String) throws {
+    let handle = try #require(FileHandle(forWritingAtPath: path))
+    defer { try? handle.close() }
+    try handle.seekToEnd()
+    try handle.write(contentsOf: Data(bytes))
+}
+
+@Suite struct StoreEventLogTests {
+    /// A crash in the middle of a batch's write leaves part of a record after the last whole one:
+    /// the next open cuts it off, every acknowledged event reads back, and appends go on from there.
+    @Test func aTornTailIsCutOffAtOpen() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.appendEvents((1...5).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") }) == [1, 2, 3, 4, 5])
+        await store.close()
+        let segment = try #require(try segments(dir).last)
+        let clean = fileSize(segment)
+        // The first 40 bytes of a sixth record's header and body (what a cut write leaves).
+        try appendBytes(Array(repeating: 0x53, count: 3) + [0x56, 0x31] + Array(repeating: 7, count: 35), to: segment)
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(fileSize(segment) == clean, "the torn bytes are still there")
+        #expect(await store.lastSeq() == 5)
+        #expect(try await store.events(after: 0, limit: 10).map(\.data) == (1...5).map { bytes("{\"n\":\($0)}") })
+        #expect(try await store.appendEvents([journalEvent("message", ts: 6, "{}")]) == [6])
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.events(after: 4, limit: 10).map(\.seq) == [5, 6])
+        await store.close()
+    }
+
+    /// A record whose bytes changed on disk fails its checksum: in the newest segment it and what
+    /// follows are cut off (it was the batch a crash interrupted), the records before stay.
+    @Test func aDamagedLastRecordIsCutOffWithWhatFollows() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        _ = try await store.appendEvents([journalEvent("message", ts: 1, "{\"a\":1}")])
+        let before = fileSize(try #require(try segments(dir).last))
+        _ = try await store.appendEvents([journalEvent("message", ts: 2, "{\"b\":2}"), journalEvent("message", ts: 3, "{\"c\":3}")])
+        await store.close()
+        let segment = try #require(try segments(dir).last)
+        // Flip one byte of the second record's body.
+        let fd = open(segment, O_RDWR)
+        #expect(fd >= 0)
+        var byte: UInt8 = 0
+        #expect(pread(fd, &byte, 1, off_t(before + 40)) == 1)
+        byte ^= 0xFF
+        #expect(pwrite(fd, &byte, 1, off_t(before + 40)) == 1)
+        close(fd)
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1])
+        #expect(fileSize(segment) == before)
+        #expect(try await store.eventLogRecovery().count == 1, "the cut is reported")
+        // Seqs 2 and 3 were acknowledged before the damage (the close recorded the high-water
+        // mark): they are not given out again.
+        #expect(await store.lastSeq() == 3)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 4, "{}")]) == [4])
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 4])
+        await store.close()
+    }
+
+    /// Segments roll at `segmentBytes`; retention deletes whole segments once every record in them
+    /// is past it, never the newest; seq and the first kept seq hold across a reopen.
+    @Test func segmentsRollAndRetentionDeletesWholeOnes() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(retentionEvents: 100, segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}"
+        for i in 1...400 {
+            _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)])
+        }
+        let files = try segments(dir)
+        // ~1 KB records, 16 KiB segments: ~15 records a segment; ~100 kept → ~7 or 8 files.
+        #expect(files.count >= 6 && files.count <= 10, "\(files.count) segment files")
+        let bounds = try await store.journalBounds()
+        #expect(bounds.lastSeq == 400)
+        let first = try #require(bounds.firstSeq)
+        #expect(first >= 301 - 1 && first <= 301, "first kept \(first)")
+        #expect(try await store.events(after: 0, limit: 1_000).map(\.seq) == Array(first...400))
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(try await store.journalBounds() == bounds)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 401, "{}")]) == [401])
+        // Retention to nothing keeps the newest segment (and with it the high-water mark).
+        await store.updateOptions(StoreOptions(retentionEvents: 0, segmentBytes: 16 << 10))
+        #expect(try await store.applyRetention(nowMs: 401) > 0)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 401))
+        #expect(try segments(dir).count == 1)
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 0))
+        #expect(await store.lastSeq() == 401)
+        #expect(try await store.events(after: 0, limit: 10).isEmpty)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 402, "{}")]) == [402])
+        await store.close()
+    }
+
+    /// One process appends: a second store on the same state directory is refused with an error
+    /// that names the lock, and opens once the first is closed.
+    @Test func aSecondStoreOnTheSameDirectoryIsRefused() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let first = try await SmarticoStore.open(directory: dir.path)
+        do {
+            let second = try await SmarticoStore.open(directory: dir.path)
+            await second.close()
+            Issue.record("a second store opened on the same directory")
+        } catch {
+            #expect("\(error)".contains("lock"), "\(error)")
+        }
+        await first.close()
+        let again = try await SmarticoStore.open(directory: dir.path)
+        await again.close()
+    }
+
+    /// A version-5 database (the journal in SQLite) moves its rows into the event log at open, seqs
+    /// and data kept; the seen table is untouched; a crash after the move but before the rows were
+    /// deleted moves nothing twice.
+    @Test func aVersion5JournalMovesIntoTheLog() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            try db.execute("PRAGMA journal_mode = WAL")
+            try StoreSchema.migrate(db, upTo: 5)
+            try db.execute("""
+                INSERT INTO journal(seq, name, ts_ms, data) VALUES (7, 'message', 1, '{"m":7}'), (8, 'engagement', 2, '{"e":8}'), (9, 'message', 3, '{"m":9}');
+                UPDATE meta SET value = 9 WHERE key = 'last_seq';
+                INSERT INTO seen(user, uid) VALUES ('alice', 'u8');
+                """)
+        }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        #expect(await store.lastSeq() == 9)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 7, lastSeq: 9))
+        #expect(try await store.events(after: 0, limit: 10).map { String(decoding: $0.data, as: UTF8.self) }
+                == [#"{"m":7}"#, #"{"e":8}"#, #"{"m":9}"#])
+        #expect(try await store.appendEngagement(user: "alice", uid: "u8", event: journalEvent("engagement", ts: 4, "{}")) == nil)
+        #expect(try await store.appendEngagement(user: "alice", uid: "u9", event: journalEvent("engagement", ts: 4, "{}")) == 10)
+        await store.close()
+        let rows = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            // As if the rows' deletion had not committed: put two of them back.
+            try db.execute("INSERT INTO journal(seq, name, ts_ms, data) VALUES (8, 'engagement', 2, '{\"e\":8}'), (9, 'message', 3, '{\"m\":9}')")
+            return try db.queryFirst("SELECT count(*) FROM journal") { $0.int64(0) } ?? -1
+        }
+        #expect(rows == 2)
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [7, 8, 9, 10])
+        #expect(await store.lastSeq() == 10)
+        await store.close()
+    }
+
+    /// An append that fails (here injected, as a full disk would) leaves nothing behind: the next
+    /// batch takes the same seqs and the file holds exactly the records acknowledged.
+    @Test func aFailedAppendLeavesTheLogAsItWas() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        _ = try await store.appendEvents([journalEvent("message", ts: 1, "{}")])
+        await store.failNextEventLogAppend(errno: EIO)
+        await #expect(throws: StoreError.self) { try await store.appendEvents([journalEvent("message", ts: 2, "{\"lost\":1}")]) }
+        #expect(await store.lastSeq() == 1)
+        #expect(try await store.appendEvents([journalEvent("message", ts: 3, "{\"kept\":1}")]) == [2])
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.events(after: 0, limit: 10).map { String(decoding: $0.data, as: UTF8.self) } == ["{}", #"{"kept":1}"#])
+        await store.close()
+    }
+}
