@@ -83,6 +83,31 @@ private func appendBytes(_ bytes: [UInt8], to path: String) throws {
         await store.close()
     }
 
+    /// In an older segment (complete and synced when the next began) a damaged record is found when
+    /// it is read back: replay skips it and goes on with the rest.
+    @Test func aDamagedRecordInAnOlderSegmentIsSkippedInReplay() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 4096)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_500) + "\"}"
+        for i in 1...6 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        await store.close()
+        let files = try segments(dir)
+        #expect(files.count >= 2)
+        // Flip a byte inside the first segment's second record (records are ~1.5 KB).
+        let fd = open(files[0], O_RDWR)
+        var byte: UInt8 = 0
+        #expect(pread(fd, &byte, 1, 1_700) == 1)
+        byte ^= 0xFF
+        #expect(pwrite(fd, &byte, 1, 1_700) == 1)
+        close(fd)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 3, 4, 5, 6])
+        #expect(try await store.events(after: 1, limit: 1).map(\.seq) == [3])
+        await store.close()
+    }
+
     /// Segments roll at `segmentBytes`; retention deletes whole segments once every record in them
     /// is past it, never the newest; seq and the first kept seq hold across a reopen.
     @Test func segmentsRollAndRetentionDeletesWholeOnes() async throws {

@@ -795,31 +795,43 @@ final class DaemonBench {
 
     func startToReadyRow() throws {
         let runs = quick ? 3 : 9
-        print("  start to READY=1 (\(runs) runs)")
-        let dir = workDir + "/ready"
-        mkdir(dir, 0o700)
-        let notifyPath = dir + "/notify"
+        print("  start to READY=1 (\(runs) runs on a fresh state_dir, then \(runs) on the load rows' one)")
+        let notifyPath = workDir + "/notify"
         let nfd = cbench_notify_bind(notifyPath)
         guard nfd >= 0 else { throw BenchFailure("cannot bind \(notifyPath): \(String(cString: strerror(errno)))") }
         defer { close(nfd); unlink(notifyPath) }
-        var times: [Double] = []
-        var first = 0.0
-        for i in 0...runs {
-            let d = try DaemonProcess(binary: binary, directory: dir, serverURL: serverURL, notifySocket: notifyPath)
-            let ready = cbench_notify_wait_ready(nfd, 10_000)
-            d.stop()
-            guard ready > 0 else { throw BenchFailure("no READY=1 within 10 s; log: \(d.log.suffix(2000))") }
-            let ms = Double(ready - d.spawnedNs) / 1e6
-            if i == 0 { first = ms } else { times.append(ms) }
+        /// The first start's time and the sorted times of the `runs` starts after it.
+        func starts(in dir: String) throws -> (first: Double, times: [Double]) {
+            var times: [Double] = []
+            var first = 0.0
+            for i in 0...runs {
+                let d = try DaemonProcess(binary: binary, directory: dir, serverURL: serverURL, notifySocket: notifyPath)
+                let ready = cbench_notify_wait_ready(nfd, 10_000)
+                d.stop()
+                guard ready > 0 else { throw BenchFailure("no READY=1 within 10 s; log: \(d.log.suffix(2000))") }
+                let ms = Double(ready - d.spawnedNs) / 1e6
+                if i == 0 { first = ms } else { times.append(ms) }
+            }
+            return (first, times.sorted())
         }
-        times.sort()
-        let median = times[times.count / 2]
+        let fresh = workDir + "/ready"
+        mkdir(fresh, 0o700)
+        let empty = try starts(in: fresh)
+        // The state_dir the load rows filled (its journal at the retention limit, 10,000 events).
+        let loaded = try starts(in: workDir + "/main")
+        let events = (try? FileManager.default.contentsOfDirectory(atPath: workDir + "/main/state/events"))?
+            .filter { $0.hasSuffix(".log") }.count ?? 0
+        let median = empty.times[empty.times.count / 2], loadedMedian = loaded.times[loaded.times.count / 2]
         report.addFigure(
             "start to READY=1 (spawn → datagram on NOTIFY_SOCKET)",
-            figure: "median \(fmt(median, 1)) ms over \(runs) starts on an existing state_dir (min \(fmt(times.first!, 1)), max \(fmt(times.last!, 1))); first start, empty state_dir: \(fmt(first, 1)) ms",
+            figure: "median \(fmt(median, 1)) ms over \(runs) starts on an existing state_dir (min \(fmt(empty.times.first!, 1)), "
+                + "max \(fmt(empty.times.last!, 1))); first start, empty state_dir: \(fmt(empty.first, 1)) ms; "
+                + "on the load rows' state_dir (\(events) event log segments): median \(fmt(loadedMedian, 1)) ms "
+                + "(min \(fmt(loaded.times.first!, 1)), max \(fmt(loaded.times.last!, 1)))",
             goal: "≤ 50 ms",
-            met: median <= 50 ? "yes" : "NO")
+            met: max(median, loadedMedian) <= 50 ? "yes" : "NO")
     }
+
 }
 
 

@@ -208,9 +208,9 @@ final class EventLog {
                     let chunk = try Self.readAll(fd, count: to - from, at: from, path: segment.path)
                     for k in i ..< j {
                         let start = Int(segment.offsets[k]) - from
-                        guard let record = Self.decode(chunk, at: start, end: segment.end(of: k) - from) else {
-                            throw .other("event log: record \(segment.firstSeq + JournalSeq(k)) in \(segment.path) no longer reads back")
-                        }
+                        // A record whose bytes changed on disk since it was written (its checksum no
+                        // longer matches) is skipped: the rest of the journal still replays.
+                        guard let record = Self.decode(chunk, at: start, end: segment.end(of: k) - from) else { continue }
                         if try !body(record) { return }
                     }
                     i = j
@@ -278,11 +278,14 @@ final class EventLog {
             var info = stat()
             guard fstat(fd, &info) == 0 else { throw .fileSystem(path: segment.path, operation: "reading the size of", errno: errno) }
             let bytes = try Self.readAll(fd, count: Int(info.st_size), at: 0, path: segment.path)
+            // The newest segment may end in a batch a crash cut: every record's checksum is checked.
+            // Older ones were complete and synced before the next began: their headers are walked
+            // (their checksums are checked when a record is read back).
             var at = 0
-            while let record = Self.decode(bytes, at: at, end: bytes.count), record.seq == first + JournalSeq(segment.count) {
+            while let (seq, tsMs, length) = Self.header(bytes, at: at, checksum: isNewest), seq == first + JournalSeq(segment.count) {
                 segment.offsets.append(UInt32(at))
-                segment.times.append(record.tsMs)
-                at += Self.recordLength(bytes, at: at)
+                segment.times.append(tsMs)
+                at += length
             }
             segment.size = at
             if let previous = segments.last, previous.count > 0, segment.count > 0, segment.firstSeq <= previous.lastSeq {
@@ -342,9 +345,20 @@ final class EventLog {
         }
     }
 
-    /// The length of the (valid) record at `start`.
-    private static func recordLength(_ bytes: [UInt8], at start: Int) -> Int {
-        bytes.withUnsafeBytes { headerSize + Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: start + 4, as: UInt32.self))) }
+    /// The seq, time and whole length of the record at `start` when its header is sound (and, with
+    /// `checksum`, its CRC matches), else nil.
+    private static func header(_ bytes: [UInt8], at start: Int, checksum verify: Bool) -> (JournalSeq, Int64, Int)? {
+        bytes.withUnsafeBytes { raw -> (JournalSeq, Int64, Int)? in
+            guard start >= 0, raw.count - start >= headerSize else { return nil }
+            func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt32.self)) }
+            func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt64.self)) }
+            guard u32(0) == magic else { return nil }
+            let body = Int(u32(4))
+            guard body >= 12, body <= raw.count - start - headerSize else { return nil }
+            let total = headerSize + body
+            if verify, checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) != u32(8) { return nil }
+            return (JournalSeq(bitPattern: u64(16)), Int64(bitPattern: u64(24)), total)
+        }
     }
 
     private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
