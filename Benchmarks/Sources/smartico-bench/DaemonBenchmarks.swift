@@ -283,6 +283,25 @@ final class DaemonProcess {
     }
 }
 
+/// The session's reconnects and connection time from the daemon's `status` (a reconnect during
+/// the load rows starts the keepalive cadence over: the idle window then sees the first minute's
+/// wake-ups), or what went wrong asking.
+private func statusSummary(_ path: String) -> String {
+    let fd = cbench_unix_connect(path)
+    guard fd >= 0 else { return "cannot connect to \(path)" }
+    defer { close(fd) }
+    let request = Array(#"{"id":1,"op":"status"}"#.utf8) + [0x0A]
+    guard cbench_write_all(fd, request, request.count) == 0 else { return "status: write failed" }
+    var buf = [CChar](repeating: 0, count: 1 << 16)
+    guard cbench_read_line(fd, &buf, buf.count, 5_000) > 0 else { return "status: no answer" }
+    let line = String(cString: buf)
+    func field(_ name: String) -> String {
+        guard let r = line.range(of: "\"\(name)\":") else { return "?" }
+        return String(line[r.upperBound...].prefix { $0 != "," && $0 != "}" })
+    }
+    return "reconnects \(field("reconnects")), connected_at_ms \(field("connected_at_ms"))"
+}
+
 /// A peer on the daemon's socket, subscribed to engagement events.
 private func subscribedPeer(_ path: String) throws -> Int32 {
     var fd: Int32 = -1
@@ -747,7 +766,8 @@ final class DaemonBench {
         sleep(7)
         let age = Double(monotonicNanos() - upAtNs) / 1e9
         if !quick, age < 70 { sleep(UInt32((70 - age).rounded(.up))) }
-        print("    window starts \(fmt(Double(monotonicNanos() - upAtNs) / 1e9, 0)) s after the session came up")
+        print("    window starts \(fmt(Double(monotonicNanos() - upAtNs) / 1e9, 0)) s after the session came up; "
+              + "the daemon's status: \(statusSummary(d.socketPath))")
         let before = d.threadSwitches()
         sleep(UInt32(seconds))
         let after = d.threadSwitches()
