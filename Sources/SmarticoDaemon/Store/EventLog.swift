@@ -181,14 +181,8 @@ final class EventLog {
 
     // MARK: reading
 
-    /// A decoded record.
-    struct Record {
-        var seq: JournalSeq
-        var tsMs: Int64
-        var name: String
-        var seen: (user: String, uid: String)?
-        var data: [UInt8]
-    }
+    /// A record read back: what was appended.
+    typealias Record = EventLogEntry
 
     /// Calls `body` with every record whose seq is at least `from`, in seq order, until it returns false.
     func forEach(from: JournalSeq, _ body: (Record) throws(StoreError) -> Bool) throws(StoreError) {

@@ -443,12 +443,9 @@ public actor SmarticoStore {
                 newest = max(newest, write.event.tsMs)
                 results.append(seq)
             }
-        } catch let error as SQLiteError {
-            seenSet = nil
-            throw .sqlite(error)
         } catch {
             seenSet = nil
-            throw .other(String(describing: error))
+            throw Self.storeError(error)
         }
         guard !entries.isEmpty else { return results }
         try log.append(entries)
@@ -621,12 +618,17 @@ public actor SmarticoStore {
         guard let db else { throw .closed }
         do {
             return try body(db)
-        } catch let error as StoreError {
-            throw error
-        } catch let error as SQLiteError {
-            throw .sqlite(error)
         } catch {
-            throw .other(String(describing: error))
+            throw Self.storeError(error)
+        }
+    }
+
+    /// `error` as the store reports it.
+    private static func storeError(_ error: any Error) -> StoreError {
+        switch error {
+        case let error as StoreError: return error
+        case let error as SQLiteError: return .sqlite(error)
+        default: return .other(String(describing: error))
         }
     }
 
@@ -727,12 +729,8 @@ public actor SmarticoStore {
             if !pendingSeen.isEmpty || seenSeq < cachedLastSeq {
                 try foldSeen()
             }
-        } catch let error as StoreError {
-            throw error
-        } catch let error as SQLiteError {
-            throw .sqlite(error)
         } catch {
-            throw .other(String(describing: error))
+            throw Self.storeError(error)
         }
     }
 
