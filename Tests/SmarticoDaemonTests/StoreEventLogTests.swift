@@ -144,6 +144,45 @@ private func appendBytes(_ bytes: [UInt8], to path: String) throws {
         await store.close()
     }
 
+    /// A complete segment gets an index beside it (`.idx`), so an open need not read the
+    /// segment; an index that is missing, cut or disagrees with its segment is not believed: the
+    /// segment is read instead (and the index written again). Replay is the same every way.
+    @Test func segmentIndexesAreUsedOnlyWhenTheyAgree() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 8 << 10)
+        let store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}"
+        for i in 1...40 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        await store.close()
+        let files = try segments(dir)
+        #expect(files.count >= 5)
+        for file in files.dropLast() {
+            #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(file)), "no index beside \(file)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: EventLog.indexPath(files.last!)), "the newest segment is never indexed")
+        func replayed() async throws -> [Int64] {
+            let reopened = try await SmarticoStore.open(directory: dir.path, options: options)
+            let seqs = try await reopened.events(after: 0, limit: 100).map(\.seq)
+            #expect(await reopened.lastSeq() == 40)
+            await reopened.close()
+            return seqs
+        }
+        #expect(try await replayed() == Array(1...40))
+        // Missing: read and written again.
+        try FileManager.default.removeItem(atPath: EventLog.indexPath(files[0]))
+        #expect(try await replayed() == Array(1...40))
+        #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[0])))
+        // Cut in half, and one that names another size: both ignored.
+        let index1 = EventLog.indexPath(files[1])
+        let whole = try Data(contentsOf: URL(fileURLWithPath: index1))
+        try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: index1))
+        var other = try Data(contentsOf: URL(fileURLWithPath: EventLog.indexPath(files[2])))
+        other[8] ^= 0x01  // the segment size it claims
+        try other.write(to: URL(fileURLWithPath: EventLog.indexPath(files[2])))
+        #expect(try await replayed() == Array(1...40))
+    }
+
     /// One process appends: a second store on the same state directory is refused with an error
     /// that names the lock, and opens once the first is closed.
     @Test func aSecondStoreOnTheSameDirectoryIsRefused() async throws {

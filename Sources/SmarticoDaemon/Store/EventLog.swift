@@ -142,6 +142,9 @@ final class EventLog {
             if follows && (last.size == 0 || last.size + bytes <= segmentBytes) { return }
         }
         if activeFD >= 0 { Glibc.close(activeFD); activeFD = -1 }
+        // The newest segment is complete: its index goes beside it, so the next open need not
+        // read the segment to find its records.
+        if let last = segments.last, last.count > 0 { Self.writeIndex(of: last) }
         if let last = segments.last, last.count == 0 {
             // An empty newest segment that does not fit: remove it.
             unlink(last.path)
@@ -239,6 +242,7 @@ final class EventLog {
         var removed = 0
         while segments.count > 1, segments[0].count == 0 || segments[0].lastSeq < seq {
             unlink(segments[0].path)
+            unlink(Self.indexPath(segments[0].path))
             segments.removeFirst()
             removed += 1
         }
@@ -265,6 +269,14 @@ final class EventLog {
         for (n, first) in firsts.enumerated() {
             let isNewest = n == firsts.count - 1
             var segment = Segment(firstSeq: first, path: Self.segmentPath(directory, first))
+            if !isNewest, let indexed = Self.readIndex(of: segment) {
+                if let previous = segments.last, previous.count > 0, indexed.firstSeq <= previous.lastSeq {
+                    throw .other("event log: \(segment.path) starts at seq \(segment.firstSeq), inside the segment before it "
+                                 + "(up to \(previous.lastSeq)); move the event log directory away to start with an empty journal")
+                }
+                segments.append(indexed)
+                continue
+            }
             let fd = open(segment.path, (isNewest ? O_RDWR : O_RDONLY) | O_CLOEXEC)
             guard fd >= 0 else { throw .fileSystem(path: segment.path, operation: "opening event log segment", errno: errno) }
             var keep = false
@@ -299,13 +311,75 @@ final class EventLog {
             }
             if segment.count == 0 && !isNewest {
                 unlink(segment.path)
+                unlink(Self.indexPath(segment.path))
                 continue
             }
+            if !isNewest && at == bytes.count { Self.writeIndex(of: segment) }  // read once, not again
             if isNewest {
                 keep = true
                 activeFD = fd
             }
             segments.append(segment)
+        }
+    }
+
+    // MARK: segment indexes
+
+    /// `<segment>.idx`: what a complete segment holds, so opening does not read it — "SEI1", the
+    /// record count, the segment's size, then each record's offset (4 bytes) and time (8 bytes).
+    /// A cache: written without a sync when the segment is complete, believed only when it agrees
+    /// with the segment file's size and is whole; otherwise the segment is read as before.
+    static func indexPath(_ segmentPath: String) -> String {
+        String(segmentPath.dropLast(4)) + ".idx"
+    }
+
+    static let indexMagic: UInt32 = 0x3149_4553
+
+    private static func writeIndex(of segment: Segment) {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(16 + 12 * segment.count)
+        append32(indexMagic, &bytes)
+        append32(UInt32(segment.count), &bytes)
+        append64(UInt64(segment.size), &bytes)
+        for offset in segment.offsets { append32(offset, &bytes) }
+        for time in segment.times { append64(UInt64(bitPattern: time), &bytes) }
+        let path = indexPath(segment.path)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        if writeAll(fd, bytes, at: 0) != nil { _ = ftruncate(fd, 0) }
+        Glibc.close(fd)
+    }
+
+    private static func readIndex(of segment: Segment) -> Segment? {
+        var info = stat()
+        guard stat(segment.path, &info) == 0 else { return nil }
+        let path = indexPath(segment.path)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { Glibc.close(fd) }
+        var indexInfo = stat()
+        guard fstat(fd, &indexInfo) == 0, indexInfo.st_size >= 16,
+              let bytes = try? readAll(fd, count: Int(indexInfo.st_size), at: 0, path: path), bytes.count == Int(indexInfo.st_size)
+        else { return nil }
+        return bytes.withUnsafeBytes { raw -> Segment? in
+            func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: o, as: UInt32.self)) }
+            func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: o, as: UInt64.self)) }
+            let count = Int(u32(4)), size = Int(u64(8))
+            guard u32(0) == indexMagic, count > 0, size == Int(info.st_size), raw.count == 16 + 12 * count else { return nil }
+            var indexed = Segment(firstSeq: segment.firstSeq, path: segment.path)
+            indexed.offsets.reserveCapacity(count)
+            indexed.times.reserveCapacity(count)
+            var previous = -1
+            for i in 0 ..< count {
+                let offset = Int(u32(16 + 4 * i))
+                // Increasing, starting at 0, each leaving room for a header.
+                guard (i == 0 ? offset == 0 : offset >= previous + headerSize), offset + headerSize <= size else { return nil }
+                previous = offset
+                indexed.offsets.append(UInt32(offset))
+                indexed.times.append(Int64(bitPattern: u64(16 + 4 * count + 8 * i)))
+            }
+            indexed.size = size
+            return indexed
         }
     }
 
