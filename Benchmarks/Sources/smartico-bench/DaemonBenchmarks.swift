@@ -89,6 +89,9 @@ final class SimEmitter:
     let loop: EventLoop
     let runtime: SimRuntime
     private(set) var sendNs: [UInt64] = []
+    /// How long the simulator took to build, compress and write each single 110 (its share of
+    /// the end-to-end figures: the C relay's sender writes prebuilt bytes).
+    var emitNs: [UInt64] = []
     private(set) var problems: [String] = []
     private let lineOne = Array(#"{"op":"emit","kind":"engagement","bodies":false}"#.utf8)
 
@@ -103,6 +106,7 @@ final class SimEmitter:
         _ = loop.execute { [self] in
             let t0 = cbench_now_ns()
             let response = runtime.assumeIsolated { $0.control(line: line) }
+            if count == 1 { emitNs.append(cbench_now_ns() - t0) }
             let sent = Self.sentCount(response)
             for _ in 0..<sent { sendNs.append(t0) }
             if sent != count, problems.count < 10 {
@@ -478,6 +482,7 @@ final class DaemonBench {
         }
         guard let rx else { throw BenchFailure("cannot start the receiver thread") }
         let period = UInt64(1_000_000_000 / rate)
+        let emitsBefore = emitter.emitNs.count
         let t0 = monotonicNanos()
         for i in 0..<events {
             sleepUntil(t0 + UInt64(i) * period)
@@ -486,6 +491,12 @@ final class DaemonBench {
         var stray: Int64 = 0
         let status = cbench_rx_join(rx, &stray)
         await emitter.barrier()
+        let emits = emitter.emitNs[emitsBefore...].sorted()
+        if !emits.isEmpty {
+            let at = { (q: Double) in Double(emits[min(emits.count - 1, Int(Double(emits.count) * q))]) / 1e3 }
+            print("    the simulator's share (build, deflate, write one 110; counted in smarticod's figures): "
+                  + "p50 \(fmt(at(0.5), 0)) µs, p99 \(fmt(at(0.99), 0)) µs")
+        }
         let sent = emitter.emitted - start
         guard sent == events else {
             throw BenchFailure("the simulator sent \(sent) of \(events) 110s: \(emitter.problems.first ?? "")")
