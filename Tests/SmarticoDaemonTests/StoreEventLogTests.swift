@@ -28,6 +28,17 @@ private func appendBytes(_ bytes: [UInt8], to path: String) throws {
     try handle.write(contentsOf: Data(bytes))
 }
 
+/// Inverts the byte at `offset` of the file at `path`, as a bad sector or a stray write would.
+private func flipByte(of path: String, at offset: Int) throws {
+    let fd = open(path, O_RDWR)
+    guard fd >= 0 else { throw StoreTestFailure("cannot open \(path): errno \(errno)") }
+    defer { close(fd) }
+    var byte: UInt8 = 0
+    guard pread(fd, &byte, 1, off_t(offset)) == 1 else { throw StoreTestFailure("cannot read byte \(offset) of \(path)") }
+    byte ^= 0xFF
+    guard pwrite(fd, &byte, 1, off_t(offset)) == 1 else { throw StoreTestFailure("cannot write byte \(offset) of \(path)") }
+}
+
 @Suite struct StoreEventLogTests {
     /// A crash in the middle of a batch's write leaves part of a record after the last whole one:
     /// the next open cuts it off, every acknowledged event reads back, and appends go on from there.
@@ -64,13 +75,7 @@ private func appendBytes(_ bytes: [UInt8], to path: String) throws {
         await store.close()
         let segment = try #require(try segments(dir).last)
         // Flip one byte of the second record's body.
-        let fd = open(segment, O_RDWR)
-        #expect(fd >= 0)
-        var byte: UInt8 = 0
-        #expect(pread(fd, &byte, 1, off_t(before + 40)) == 1)
-        byte ^= 0xFF
-        #expect(pwrite(fd, &byte, 1, off_t(before + 40)) == 1)
-        close(fd)
+        try flipByte(of: segment, at: before + 40)
         store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1])
         #expect(fileSize(segment) == before)
@@ -96,12 +101,7 @@ private func appendBytes(_ bytes: [UInt8], to path: String) throws {
         let files = try segments(dir)
         #expect(files.count >= 2)
         // Flip a byte inside the first segment's second record (records are ~1.5 KB).
-        let fd = open(files[0], O_RDWR)
-        var byte: UInt8 = 0
-        #expect(pread(fd, &byte, 1, 1_700) == 1)
-        byte ^= 0xFF
-        #expect(pwrite(fd, &byte, 1, 1_700) == 1)
-        close(fd)
+        try flipByte(of: files[0], at: 1_700)
         store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 3, 4, 5, 6])
         #expect(try await store.events(after: 1, limit: 1).map(\.seq) == [3])

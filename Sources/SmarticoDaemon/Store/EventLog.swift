@@ -270,10 +270,7 @@ final class EventLog {
             let isNewest = n == firsts.count - 1
             var segment = Segment(firstSeq: first, path: Self.segmentPath(directory, first))
             if !isNewest, let indexed = Self.readIndex(of: segment) {
-                if let previous = segments.last, previous.count > 0, indexed.firstSeq <= previous.lastSeq {
-                    throw .other("event log: \(segment.path) starts at seq \(segment.firstSeq), inside the segment before it "
-                                 + "(up to \(previous.lastSeq)); move the event log directory away to start with an empty journal")
-                }
+                try checkFollowsPrevious(indexed)
                 segments.append(indexed)
                 continue
             }
@@ -294,10 +291,7 @@ final class EventLog {
                 at += length
             }
             segment.size = at
-            if let previous = segments.last, previous.count > 0, segment.count > 0, segment.firstSeq <= previous.lastSeq {
-                throw .other("event log: \(segment.path) starts at seq \(segment.firstSeq), inside the segment before it "
-                             + "(up to \(previous.lastSeq)); move the event log directory away to start with an empty journal")
-            }
+            if segment.count > 0 { try checkFollowsPrevious(segment) }
             if at < bytes.count {
                 if isNewest {
                     // A batch cut by a crash (never acknowledged): cut it off, so appends follow the last record.
@@ -321,6 +315,14 @@ final class EventLog {
             }
             segments.append(segment)
         }
+    }
+
+    /// Segments are named by their first seq, so one that starts inside the one before it means
+    /// files that did not come from this log.
+    private func checkFollowsPrevious(_ segment: Segment) throws(StoreError) {
+        guard let previous = segments.last, previous.count > 0, segment.firstSeq <= previous.lastSeq else { return }
+        throw .other("event log: \(segment.path) starts at seq \(segment.firstSeq), inside the segment before it "
+                     + "(up to \(previous.lastSeq)); move the event log directory away to start with an empty journal")
     }
 
     // MARK: segment indexes

@@ -466,7 +466,7 @@ public actor SmarticoStore {
     /// Marks `uid` seen for `user`; true when it was new. At least the newest `seenPerUser` uids are
     /// kept (pruning runs every few inserts, see `insertSeen`).
     public func markSeen(user: String, uid: String) throws(StoreError) -> Bool {
-        try seenSetTransaction { db in try self.insertSeen(user: user, uid: uid, db) }
+        try inTransaction(usesSeenSet: true) { db in try self.insertSeen(user: user, uid: uid, db) }
     }
 
     /// Forgets the seen-set of `user`.
@@ -635,7 +635,9 @@ public actor SmarticoStore {
     /// A write transaction. It first brings the seen table up to date with the engagements
     /// journaled since it last was (`pendingSeen`) and records retention's first kept seq, so
     /// everything that reads or changes the seen-set sees them, in the same commit.
-    private func inTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
+    /// `usesSeenSet`: the body uses the in-memory seen-set too (it is checked against other
+    /// connections' commits first, and dropped when the transaction fails).
+    private func inTransaction<T>(usesSeenSet: Bool = false, _ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         guard let db else { throw .closed }
         let folding = pendingSeen.count
         let writesFirst = firstKeptDirty
@@ -643,8 +645,8 @@ public actor SmarticoStore {
         let writesMeta = folding > 0 || writesFirst || seenSeqWritten < upTo
         do {
             let value = try db.transaction { () throws -> T in
+                if writesMeta || usesSeenSet { try self.refreshSeenSetIfChanged(db) }
                 if writesMeta {
-                    try self.refreshSeenSetIfChanged(db)
                     for key in self.pendingSeen.prefix(folding) {
                         _ = try self.insertSeen(user: key.user, uid: key.uid, db)
                     }
@@ -662,7 +664,7 @@ public actor SmarticoStore {
             if writesFirst { firstKeptDirty = false }
             return value
         } catch {
-            if folding > 0 { seenSet = nil }  // it may hold rows that were rolled back
+            if folding > 0 || usesSeenSet { seenSet = nil }  // it may hold rows that were rolled back
             throw error
         }
     }
@@ -788,21 +790,6 @@ public actor SmarticoStore {
     /// rewrites the freelist, the table's and the index's pages in that commit. Batched, an append of
     /// one event writes ~3 pages fewer (docs/store.md, "Pages per commit").
     var retentionSlack: Int64 { Int64(min(256, max(0, options.retentionEvents) / 64)) }
-
-    /// A transaction that may use the in-memory seen-set: checks first that no other connection
-    /// changed the database since the set was last current, and drops the set when the
-    /// transaction fails (its rows were rolled back, the set may hold some of them).
-    private func seenSetTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
-        do {
-            return try inTransaction { db in
-                try self.refreshSeenSetIfChanged(db)
-                return try body(db)
-            }
-        } catch {
-            seenSet = nil
-            throw error
-        }
-    }
 
     /// Adds `uid` to `user`'s seen-set, in the caller's transaction; false when it was there.
     /// The lookup goes through an in-memory index (`SeenSet`, loaded from the table on first use;
