@@ -18,6 +18,8 @@
 #include <sys/prctl.h>
 #include <netinet/tcp.h>
 #include <malloc.h>  // malloc_trim (ProcessMemory)
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /// accept4 without _GNU_SOURCE (glibc declares it only under _GNU_SOURCE); flags: SOCK_NONBLOCK|SOCK_CLOEXEC.
 extern int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
@@ -28,6 +30,19 @@ static inline int smartico_accept4(int fd, int flags) {
 /// Names the calling thread (shown by top -H, gdb); prctl is variadic.
 static inline int smartico_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
+}
+
+/// Writes back the dirty pages of [offset, offset + bytes) and waits for them (sync_file_range with
+/// SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER; glibc declares it only under _GNU_SOURCE).
+/// Data only: no metadata, no device cache flush (fdatasync does those).
+static inline int smartico_write_back_range(int fd, long long offset, long long bytes) {
+    return (int)syscall(SYS_sync_file_range, fd, offset, bytes, 1u | 2u | 4u);
+}
+
+/// Puts the calling thread's disk I/O in the idle class: served when no other I/O waits
+/// (ioprio_set(IOPRIO_WHO_PROCESS, this thread, IOPRIO_CLASS_IDLE); no glibc wrapper).
+static inline int smartico_set_io_priority_idle(void) {
+    return (int)syscall(SYS_ioprio_set, 1, 0, 3 << 13);
 }
 
 static inline int smartico_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {

@@ -39,26 +39,45 @@ private func flipByte(of path: String, at offset: Int) throws {
     guard pwrite(fd, &byte, 1, off_t(offset)) == 1 else { throw StoreTestFailure("cannot write byte \(offset) of \(path)") }
 }
 
+/// Where the records of a preallocated segment end: after its last non-zero byte (a record ends in
+/// its data, here always a JSON object's `}`).
+private func recordsEnd(of path: String) throws -> Int {
+    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    return (bytes.lastIndex { $0 != 0 } ?? -1) + 1
+}
+
+/// Writes `bytes` at `offset` of the file at `path`.
+private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throws {
+    let fd = open(path, O_RDWR)
+    guard fd >= 0 else { throw StoreTestFailure("cannot open \(path): errno \(errno)") }
+    defer { close(fd) }
+    guard bytes.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }) == bytes.count else {
+        throw StoreTestFailure("cannot write \(bytes.count) bytes at \(offset) of \(path)")
+    }
+}
+
 @Suite struct StoreEventLogTests {
     /// A crash in the middle of a batch's write leaves part of a record after the last whole one:
     /// the next open cuts it off, every acknowledged event reads back, and appends go on from there.
     @Test func aTornTailIsCutOffAtOpen() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        var store = try await SmarticoStore.open(directory: dir.path)
+        // Files that grow record by record (a preallocated segment: `aTornBatchInAPreallocatedSegmentIsCut`).
+        let options = StoreOptions(preallocateSegments: false)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(try await store.appendEvents((1...5).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") }) == [1, 2, 3, 4, 5])
         await store.close()
         let segment = try #require(try segments(dir).last)
         let clean = fileSize(segment)
         // The first 40 bytes of a sixth record's header and body (what a cut write leaves).
         try appendBytes(Array(repeating: 0x53, count: 3) + [0x56, 0x31] + Array(repeating: 7, count: 35), to: segment)
-        store = try await SmarticoStore.open(directory: dir.path)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(fileSize(segment) == clean, "the torn bytes are still there")
         #expect(await store.lastSeq() == 5)
         #expect(try await store.events(after: 0, limit: 10).map(\.data) == (1...5).map { bytes("{\"n\":\($0)}") })
         #expect(try await store.appendEvents([journalEvent("message", ts: 6, "{}")]) == [6])
         await store.close()
-        store = try await SmarticoStore.open(directory: dir.path)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(try await store.events(after: 4, limit: 10).map(\.seq) == [5, 6])
         await store.close()
     }
@@ -68,7 +87,9 @@ private func flipByte(of path: String, at offset: Int) throws {
     @Test func aDamagedLastRecordIsCutOffWithWhatFollows() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        var store = try await SmarticoStore.open(directory: dir.path)
+        // Files that grow record by record (a preallocated segment: `aTornBatchInAPreallocatedSegmentIsCut`).
+        let options = StoreOptions(preallocateSegments: false)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
         _ = try await store.appendEvents([journalEvent("message", ts: 1, "{\"a\":1}")])
         let before = fileSize(try #require(try segments(dir).last))
         _ = try await store.appendEvents([journalEvent("message", ts: 2, "{\"b\":2}"), journalEvent("message", ts: 3, "{\"c\":3}")])
@@ -76,7 +97,7 @@ private func flipByte(of path: String, at offset: Int) throws {
         let segment = try #require(try segments(dir).last)
         // Flip one byte of the second record's body.
         try flipByte(of: segment, at: before + 40)
-        store = try await SmarticoStore.open(directory: dir.path)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1])
         #expect(fileSize(segment) == before)
         #expect(await store.eventLogRecovery().count == 1, "the cut is reported")
@@ -255,6 +276,125 @@ private func flipByte(of path: String, at offset: Int) throws {
         await store.close()
         store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.events(after: 0, limit: 10).map { String(decoding: $0.data, as: UTF8.self) } == ["{}", #"{"kept":1}"#])
+        await store.close()
+    }
+
+    // MARK: preallocated segments
+
+    /// With the spare ready, a new segment is that file of zeros, appended in place: the file keeps
+    /// its size, a reopen finds the records and no damage, and when the next segment begins the
+    /// complete one is cut to its records and indexed.
+    @Test func aPreallocatedSegmentIsAppendedInPlace() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment(), "no spare segment was written")
+        let spare = dir.sub(EventLog.directoryName) + "/spare"
+        #expect(fileSize(spare) == 16 << 10)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}"
+        for i in 1...5 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        let first = try #require(try segments(dir).first)
+        #expect(try segments(dir).count == 1)
+        #expect(fileSize(first) == 16 << 10, "the segment is the spare, appended in place")
+        #expect(!FileManager.default.fileExists(atPath: spare) || fileSize(spare) == 16 << 10)
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty, "the zeros after the records were taken for damage")
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 2, 3, 4, 5])
+        #expect(await store.waitForSpareSegment())
+        // Past 16 KiB: the next segment begins (the spare again), the first is cut to its records.
+        for i in 6...20 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        let files = try segments(dir)
+        #expect(files.count >= 2)
+        #expect(fileSize(files[0]) == (try recordsEnd(of: files[0])), "the complete segment keeps its zeros")
+        #expect(fileSize(files[0]) < 16 << 10)
+        #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[0])))
+        #expect(fileSize(files[1]) == 16 << 10, "the second segment is not the spare")
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty)
+        #expect(try await store.events(after: 0, limit: 30).map(\.seq) == Array(1...20))
+        await store.close()
+    }
+
+    /// A crash in a batch's write into a preallocated segment leaves part of a record, then zeros:
+    /// the next open cuts the part off (and the zeros with it), reports it, and appends go on.
+    @Test func aTornBatchInAPreallocatedSegmentIsCut() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
+        await store.close()
+        let segment = try #require(try segments(dir).last)
+        #expect(fileSize(segment) == 16 << 10)
+        let end = try recordsEnd(of: segment)
+        // The first 40 bytes of a fourth record's header and body.
+        try writeBytes(Array(repeating: 0x53, count: 3) + [0x56, 0x31] + Array(repeating: 7, count: 35), to: segment, at: end)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().count == 1, "the cut is reported")
+        #expect(fileSize(segment) == end)
+        #expect(try await store.events(after: 0, limit: 10).map(\.data) == (1...3).map { bytes("{\"n\":\($0)}") })
+        #expect(try await store.appendEvents([journalEvent("message", ts: 4, "{}")]) == [4])
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 2, 3, 4])
+        await store.close()
+    }
+
+    /// A crash after a segment was complete but before its cut to its records reached the disk
+    /// leaves it with zeros after them: the next open cuts it then, reports nothing, and indexes it.
+    @Test func aCompleteSegmentStillHoldingItsZerosIsCutAtOpen() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 8 << 10, preallocateSegments: false)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}"
+        for i in 1...12 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        await store.close()
+        let files = try segments(dir)
+        #expect(files.count >= 2)
+        let cut = fileSize(files[0])
+        #expect(truncate(files[0], off_t(8 << 10)) == 0)
+        try FileManager.default.removeItem(atPath: EventLog.indexPath(files[0]))
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty, "zeros after the records were taken for damage")
+        #expect(try await store.events(after: 0, limit: 20).map(\.seq) == Array(1...12))
+        #expect(fileSize(files[0]) == cut)
+        #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[0])))
+        await store.close()
+    }
+
+    /// A spare is kept across restarts only when it is whole (the right size under its final name):
+    /// a half-written `spare.tmp` and a spare of another size are removed and a new one is written.
+    @Test func onlyAWholeSpareIsKept() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        await store.close()
+        let events = dir.sub(EventLog.directoryName)
+        // Kept: the same inode after a reopen.
+        var before = stat(), after = stat()
+        #expect(stat(events + "/spare", &before) == 0)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        await store.close()
+        #expect(stat(events + "/spare", &after) == 0)
+        #expect(before.st_ino == after.st_ino, "a whole spare was written again")
+        // Another size (here: half-written, then renamed by hand) and a leftover temporary file.
+        #expect(truncate(events + "/spare", 4096) == 0)
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: events + "/spare.tmp"))
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        #expect(fileSize(events + "/spare") == 16 << 10)
+        #expect(!FileManager.default.fileExists(atPath: events + "/spare.tmp"))
+        let spareBytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: events + "/spare")))
+        #expect(spareBytes.allSatisfy { $0 == 0 })
         await store.close()
     }
 }

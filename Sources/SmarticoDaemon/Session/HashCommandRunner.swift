@@ -1,3 +1,5 @@
+import COpenSSL  // smartico_set_thread_name
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -71,7 +73,7 @@ public enum HashCommandRunner {
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { context in
             let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
-            HashCommandRunner.nameCurrentThread()
+            _ = smartico_set_thread_name(HashCommandRunner.threadName)
             job.completion(HashCommandRunner.runBlocking(argv: job.argv, user: job.user, timeoutMs: job.timeoutMs))
             return nil
         }, job.toOpaque())
@@ -221,15 +223,6 @@ public enum HashCommandRunner {
         return .hash(Secret(String(decoding: line, as: UTF8.self)))
     }
 
-    /// Names the calling thread through `/proc/thread-self/comm` (`pthread_setname_np` is a
-    /// GNU extension the Swift Glibc module does not import).
-    static func nameCurrentThread() {
-        let bytes = Array(threadName.utf8.prefix(15))
-        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        _ = close(fd)
-    }
 
     static func makePipe(_ fds: inout [Int32]) -> Int32 {
         guard pipe(&fds) == 0 else { return -1 }

@@ -25,6 +25,10 @@ struct EventLogEntry {
 /// the name, the seen (user, uid) when flagged, the data. A batch is one `pwrite` and one
 /// `fdatasync`. At open every segment is read and checked; in the newest one, whatever follows the
 /// last valid record (a write cut by a crash) is cut off. Seqs are consecutive inside a segment.
+///
+/// A new segment is, when one is ready, a file of zeros written ahead of time (`SpareSegment`):
+/// appends overwrite its zeros, so their syncs write data blocks only. Zeros after the last record
+/// are the unused rest of such a file, not damage; a segment is cut to its records when the next begins.
 final class EventLog {
     static let directoryName = "events"
     static let headerSize = 32
@@ -54,6 +58,8 @@ final class EventLog {
     private var lockFD: Int32 = -1
     /// A new segment starts once the newest holds this many bytes.
     let segmentBytes: Int
+    /// The next segment written ahead of time; nil when segments are not preallocated.
+    private var spare: SpareSegment?
     /// Tests: the next append fails with this errno after its segment is chosen, before writing.
     var failNextAppend: Int32 = 0
     /// What recovery found and cut, for the store to report (empty when the files were clean).
@@ -65,8 +71,8 @@ final class EventLog {
     var firstSeq: JournalSeq? { segments.first(where: { $0.count > 0 })?.firstSeq }
 
     /// Opens (creating) the log in `directory` (mode 0700), takes its lock (one process appends)
-    /// and reads every segment.
-    init(directory: String, segmentBytes: Int = 4 << 20) throws(StoreError) {
+    /// and reads every segment. With `preallocate`, the next segment is written ahead of time.
+    init(directory: String, segmentBytes: Int = 4 << 20, preallocate: Bool = true) throws(StoreError) {
         self.directory = directory
         self.segmentBytes = max(4096, segmentBytes)
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
@@ -88,13 +94,25 @@ final class EventLog {
             close()
             throw error
         }
+        if preallocate {
+            // After the lock: the spare's files are this process's to replace.
+            spare = SpareSegment(directory: directory, bytes: self.segmentBytes)
+            spare?.request()
+        }
     }
 
     deinit { close() }
 
     func close() {
+        spare?.close()
         if activeFD >= 0 { Glibc.close(activeFD); activeFD = -1 }
         if lockFD >= 0 { Glibc.close(lockFD); lockFD = -1 }
+    }
+
+    /// Waits for the next segment being written ahead of time; true when one is ready.
+    func waitForSpare() -> Bool {
+        spare?.wait()
+        return spare?.isReady ?? false
     }
 
     // MARK: appending
@@ -141,9 +159,14 @@ final class EventLog {
             let follows = last.count == 0 ? last.firstSeq == seq : last.lastSeq + 1 == seq
             if follows && (last.size == 0 || last.size + bytes <= segmentBytes) { return }
         }
-        if activeFD >= 0 { Glibc.close(activeFD); activeFD = -1 }
-        // The newest segment is complete: its index goes beside it, so the next open need not
-        // read the segment to find its records.
+        if activeFD >= 0 {
+            // The newest segment is complete: cut to its records (the rest of a preallocated file's
+            // zeros; not synced — an open that finds them again cuts them then).
+            if let last = segments.last { _ = ftruncate(activeFD, off_t(last.size)) }
+            Glibc.close(activeFD)
+            activeFD = -1
+        }
+        // Its index goes beside it, so the next open need not read the segment to find its records.
         if let last = segments.last, last.count > 0 { Self.writeIndex(of: last) }
         if let last = segments.last, last.count == 0 {
             // An empty newest segment that does not fit: remove it.
@@ -151,12 +174,15 @@ final class EventLog {
             segments.removeLast()
         }
         let path = Self.segmentPath(directory, seq)
-        let fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        // The spare when one is ready (zeros, synced), else an empty file.
+        let preallocated = spare?.take(to: path) ?? false
+        let fd = open(path, O_RDWR | O_CLOEXEC | (preallocated ? 0 : O_CREAT | O_TRUNC), 0o600)
         guard fd >= 0 else { throw .fileSystem(path: path, operation: "creating event log segment", errno: errno) }
         // The file's name must be durable before any record in it is acknowledged.
         Self.syncDirectory(directory)
         activeFD = fd
         segments.append(Segment(firstSeq: seq, path: path))
+        spare?.request()
     }
 
     private static func encode(_ entry: EventLogEntry, into buffer: inout [UInt8]) {
@@ -292,7 +318,12 @@ final class EventLog {
             }
             segment.size = at
             if segment.count > 0 { try checkFollowsPrevious(segment) }
-            if at < bytes.count {
+            // Zeros after the last record: the unused rest of a preallocated segment.
+            let zeroTail = at < bytes.count && bytes.withUnsafeBytes { Self.isZero(UnsafeRawBufferPointer(rebasing: $0[at...])) }
+            // A complete segment whose cut to its records was lost (a crash) is cut now, so its size
+            // matches the index written below (when it cannot be, it is read at every open instead).
+            let cutZeroTail = zeroTail && !isNewest && truncate(segment.path, off_t(at)) == 0
+            if at < bytes.count && !zeroTail {
                 if isNewest {
                     // A batch cut by a crash (never acknowledged): cut it off, so appends follow the last record.
                     recoveryNotes.append("\(segment.path): cut \(bytes.count - at) bytes after the last whole record (seq \(segment.count > 0 ? segment.lastSeq : first - 1))")
@@ -308,7 +339,7 @@ final class EventLog {
                 unlink(Self.indexPath(segment.path))
                 continue
             }
-            if !isNewest && at == bytes.count { Self.writeIndex(of: segment) }  // read once, not again
+            if !isNewest && (at == bytes.count || cutZeroTail) { Self.writeIndex(of: segment) }  // read once, not again
             if isNewest {
                 keep = true
                 activeFD = fd
@@ -429,6 +460,21 @@ final class EventLog {
             if verify, checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) != u32(8) { return nil }
             return (JournalSeq(bitPattern: u64(16)), Int64(bitPattern: u64(24)), total)
         }
+    }
+
+    /// True when every byte is zero (eight at a time).
+    static func isZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var i = 0
+        let words = bytes.count / 8
+        var acc: UInt64 = 0
+        while i < words {
+            acc |= bytes.loadUnaligned(fromByteOffset: i * 8, as: UInt64.self)
+            if i & 511 == 511, acc != 0 { return false }
+            i += 1
+        }
+        var j = words * 8
+        while j < bytes.count { acc |= UInt64(bytes[j]); j += 1 }
+        return acc == 0
     }
 
     private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {

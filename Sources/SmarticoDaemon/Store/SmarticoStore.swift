@@ -597,6 +597,12 @@ public actor SmarticoStore {
     /// line each; empty when its files were clean. The daemon logs them.
     public func eventLogRecovery() -> [String] { eventLog?.recoveryNotes ?? [] }
 
+    /// Tests: waits until the event log's next segment, written ahead of time, is ready (or its
+    /// writing failed); true when one is ready.
+    func waitForSpareSegment() -> Bool {
+        eventLog?.waitForSpare() ?? false
+    }
+
     /// Tests: the event log's next append fails with `errno`, as a full or failing disk would make it.
     func failNextEventLogAppend(errno: Int32) {
         eventLog?.failNextAppend = errno
@@ -682,7 +688,8 @@ public actor SmarticoStore {
     /// and brings the seen table up to date with engagements journaled before a crash.
     private func openEventLog() throws(StoreError) {
         guard let db else { throw .closed }
-        let log = try EventLog(directory: eventLogDirectory, segmentBytes: options.segmentBytes)
+        let log = try EventLog(directory: eventLogDirectory, segmentBytes: options.segmentBytes,
+                               preallocate: options.preallocateSegments)
         eventLog = log
         do {
             // Rows of the `journal` table (a database of an older smarticod): appended to the log in

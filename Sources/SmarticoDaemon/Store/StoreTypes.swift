@@ -24,6 +24,10 @@ public struct StoreOptions: Sendable, Equatable {
     /// The event log starts a new segment file once the newest holds this many bytes; retention
     /// deletes whole segments (docs/store.md, "The event log").
     public var segmentBytes: Int
+    /// The next segment is written full of zeros ahead of time, on a thread of its own, so appends
+    /// sync data blocks only (docs/store.md, "Preallocated segments"). Tests turn it off to see
+    /// segment files grow record by record.
+    public var preallocateSegments: Bool
 
     public init(
         maxOutboxMessages: Int = 10_000,
@@ -32,7 +36,8 @@ public struct StoreOptions: Sendable, Equatable {
         seenPerUser: Int = 10_000,
         maxCursors: Int = 1_000,
         busyTimeoutMs: Int = 5_000,
-        segmentBytes: Int = 4 << 20
+        segmentBytes: Int = 4 << 20,
+        preallocateSegments: Bool = true
     ) {
         self.maxOutboxMessages = maxOutboxMessages
         self.retentionEvents = retentionEvents
@@ -41,6 +46,7 @@ public struct StoreOptions: Sendable, Equatable {
         self.maxCursors = maxCursors
         self.busyTimeoutMs = busyTimeoutMs
         self.segmentBytes = segmentBytes
+        self.preallocateSegments = preallocateSegments
     }
 }
 
