@@ -787,3 +787,25 @@ int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, i
     if (rc == 0 && feed.rc != 0) rc = -1;
     return rc;
 }
+
+/* ---- the simulator's socket-write stamp ----
+   The bench runs smartico-sim in-process, and Transport writes with send(2). This definition of
+   send, in the bench's executable, takes the place of libc's for every caller linked into it
+   (symbols defined in the executable win over shared libraries'): it notes the time of the first
+   send on the calling thread since the last cbench_take_send_stamp, then makes the system call.
+   The latency rows use it to start the clock where the C relay's sender starts its own: just
+   before the bytes go to the socket, after the simulator has built and compressed the frame. */
+#include <sys/syscall.h>
+
+static __thread uint64_t first_send_ns;
+
+ssize_t send(int fd, const void *buf, size_t len, int flags) {
+    if (first_send_ns == 0) first_send_ns = now_ns();
+    return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+uint64_t cbench_take_send_stamp(void) {
+    uint64_t t = first_send_ns;
+    first_send_ns = 0;
+    return t;
+}

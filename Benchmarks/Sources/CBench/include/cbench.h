@@ -72,6 +72,10 @@ int cbench_journaled_relay(int subscribers, int64_t events, int rate, int in_siz
 /// Monotonic clock in nanoseconds (the same clock on every thread and process).
 uint64_t cbench_now_ns(void);
 
+/* The time (cbench_now_ns) of the first send(2) this thread made since the last call, or 0 if
+   none; resets it. cbench.c defines send itself to take the stamp (see there). */
+uint64_t cbench_take_send_stamp(void);
+
 /// Connects a stream socket to the Unix socket at `path`; returns the fd or -1 (errno).
 int cbench_unix_connect(const char *path);
 /// Writes all `n` bytes (blocking); 0 or -1.
