@@ -1,6 +1,8 @@
 // A serial executor backed by one dedicated thread. SQLite calls block (fsync at every commit), so they
 // must not run on Swift concurrency's cooperative pool nor on the network event loop: `SmarticoStore` is
 // an actor whose `unownedExecutor` is this executor, and every isolated method runs on this thread.
+import COpenSSL  // smartico_set_thread_name
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -63,6 +65,8 @@ private final class ExecutorState: @unchecked Sendable {
     private var head = 0
     private var stopping = false
     private var iterations = 0
+    /// True while the thread sleeps in `pthread_cond_wait`: only then does a push signal it.
+    private var sleeping = false
     var executor: UnownedSerialExecutor?
     private var thread = pthread_t()
 
@@ -119,8 +123,12 @@ private final class ExecutorState: @unchecked Sendable {
     func push(_ job: UnownedJob) {
         pthread_mutex_lock(mutex)
         jobs.append(job)
-        pthread_cond_signal(condition)
+        let wake = sleeping
+        sleeping = false
         pthread_mutex_unlock(mutex)
+        // Signalled after the unlock, so the woken thread does not block at once on the mutex the
+        // pusher still holds; and not at all while the thread is busy (it takes the job next).
+        if wake { pthread_cond_signal(condition) }
     }
 
     func stop() {
@@ -150,7 +158,9 @@ private final class ExecutorState: @unchecked Sendable {
                 pthread_mutex_unlock(mutex)
                 return
             } else {
-                pthread_cond_wait(condition, mutex)
+                sleeping = true
+                pthread_cond_wait(condition, mutex)  // spurious wake-ups just go round again
+                sleeping = false
             }
         }
     }
@@ -167,7 +177,7 @@ private final class ThreadContext {
     }
 
     func run() {
-        setCurrentThreadName(name)
+        _ = smartico_set_thread_name(String(name.utf8.prefix(15)) ?? name)
         state.loop()
     }
 }
@@ -181,13 +191,4 @@ func currentKernelThreadID() -> Int32? {
     let link = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     guard let last = link.split(separator: "/").last else { return nil }
     return Int32(last)
-}
-
-/// Names the calling thread (at most 15 bytes, as the kernel keeps) through `/proc/thread-self/comm`.
-private func setCurrentThreadName(_ name: String) {
-    let bytes = Array(name.utf8.prefix(15))
-    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-    _ = close(fd)
 }
