@@ -292,6 +292,33 @@ import Testing
         await store.close()
     }
 
+    /// Once `foldAfter` engagements wait, the seen table catches up: as the store's next job, after
+    /// the batch's results went back (the fold is an SQLite commit of milliseconds that the batch's
+    /// lines must not wait for), and before any later call runs.
+    @Test func theSeenTableCatchesUpRightAfterTheBatch() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let path = dir.sub(SmarticoStore.fileName)
+        func seenRows() async throws -> Int64 {
+            try await onDedicatedThread {
+                let db = try SQLiteConnection(path: path)
+                defer { db.close() }
+                return try db.queryFirst("SELECT count(*) FROM seen") { $0.int64(0) } ?? -1
+            }
+        }
+        let event = journalEvent("engagement", ts: 1, "{}")
+        let few = (0..<10).map { JournalWrite(event, once: "few-\($0)", user: "alice") }
+        #expect(try await store.journal(few).compactMap { $0 }.count == 10)
+        _ = await store.lastSeq()
+        #expect(try await seenRows() == 0, "10 uids are folded with a later transaction, not at once")
+        let many = (0..<SmarticoStore.foldAfter).map { JournalWrite(event, once: "many-\($0)", user: "alice") }
+        #expect(try await store.journal(many).compactMap { $0 }.count == SmarticoStore.foldAfter)
+        _ = await store.lastSeq()  // runs after the upkeep job
+        #expect(try await seenRows() == Int64(10 + SmarticoStore.foldAfter))
+        await store.close()
+    }
+
     /// The in-memory index holds hashes of uids; with a hash under which every uid collides, the
     /// answers are still exact (a hit is confirmed by the row, then by the table).
     @Test func collidingHashesStillGiveExactAnswers() async throws {
