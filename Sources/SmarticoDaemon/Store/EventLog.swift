@@ -463,7 +463,7 @@ final class EventLog {
     }
 
     /// True when every byte is zero (eight at a time).
-    static func isZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    private static func isZero(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var i = 0
         let words = bytes.count / 8
         var acc: UInt64 = 0

@@ -474,7 +474,7 @@ public actor SmarticoStore {
 
     /// Retention's deletion of whole segments when it is due, else the seen table's catch-up when
     /// enough uids wait (both fold the seen-set first). Failures are retried at the next batch.
-    func upkeep() {
+    private func upkeep() {
         upkeepScheduled = false
         guard let log = eventLog else { return }
         if log.segments.count > 1 && log.segments[1].firstSeq <= firstKept {

@@ -102,11 +102,6 @@ final class SpareSegment: @unchecked Sendable {
     /// True when a spare is ready to take.
     var isReady: Bool { state.withLock { $0.phase == .ready } }
 
-    /// The errno of the last failed attempt, nil when none failed.
-    var failure: Int32? {
-        state.withLock { s in if case .failed(let e) = s.phase { return e } else { return nil } }
-    }
-
     /// Waits for a spare being written to be ready (or to fail). Tests and `close`.
     func wait() { join() }
 
