@@ -320,9 +320,6 @@ public final class MessageDeflater {
     }
 }
 
-/// Zeroes that grow a message buffer before zlib writes into it (immutable, shared; 64 KiB).
-private let inflateZeroes = [UInt8](repeating: 0, count: 1 << 16)
-
 /// Inflates messages for one direction, streaming frame by frame, with a cap on the output: the
 /// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
 /// measure or use it alone; not thread-safe (one owner).
@@ -330,12 +327,19 @@ public final class MessageInflater {
     private let strm: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
     private var streamEnded = false
+    /// Where zlib writes; what it produced is then appended to the message. Big enough that a
+    /// typical message inflates in one `inflate` call: zlib's fast loop (`inflate_fast`) runs
+    /// only while 258 bytes of output room are left, so a message inflated into small slices of
+    /// the message buffer went through the byte-at-a-time loop for the end of every slice (4 calls
+    /// for each of the simulator's 2 KB 110s). Only the pages written are ever resident.
+    private let scratch: UnsafeMutableRawBufferPointer
 
     /// - Parameters:
     ///   - windowBits: the peer's window, 8...15.
     ///   - noContextTakeover: reset the context after every message (as negotiated for the peer).
     public init(windowBits: Int, noContextTakeover: Bool) {
         strm = .allocate(capacity: 1)
+        scratch = .allocate(byteCount: 1 << 16, alignment: 64)
         self.noContextTakeover = noContextTakeover
         let rc = smartico_inflate_init_raw(strm, Int32(max(8, min(15, windowBits))))
         precondition(rc == Z_OK, "inflateInit2 failed with \(rc) (out of memory?)")
@@ -344,6 +348,7 @@ public final class MessageInflater {
     deinit {
         inflateEnd(strm)
         strm.deallocate()
+        scratch.deallocate()
     }
 
     private static let tail: [UInt8] = [0, 0, 0xFF, 0xFF]
@@ -368,26 +373,14 @@ public final class MessageInflater {
             strm.pointee.next_in = nil
             strm.pointee.next_out = nil
         }
-        // zlib writes straight into `out` (grown by a chunk, trimmed to what was produced): no
-        // staging copy, and few calls per message, so zlib's window update (a copy at the end of
-        // every call) runs about as often as when C hands it one big buffer. JSON inflates ~4×;
-        // the chunk starts there and doubles, up to the shared zero buffer's 64 KiB.
-        var chunk = min(max(64, input.count &* 4), inflateZeroes.count)  // 64: the 4-byte tail usually yields nothing
         while true {
             // Never produce more than one byte past the cap: no decompression bombs.
-            let n = min(max(limit + 1 - out.count, 1), chunk)
-            let start = out.count
-            // Copied from a zero buffer (a memcpy in every build; a `repeatElement` append runs
-            // element by element in debug builds, which made 16 MiB messages crawl in tests).
-            inflateZeroes.withUnsafeBytes { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[0 ..< n])) }
-            var rc: Int32 = 0
-            let produced: Int = out.withUnsafeMutableBytes { raw in
-                strm.pointee.next_out = (raw.baseAddress! + start).assumingMemoryBound(to: Bytef.self)
-                strm.pointee.avail_out = UInt32(n)
-                rc = COpenSSL.inflate(strm, Z_SYNC_FLUSH)
-                return n - Int(strm.pointee.avail_out)
-            }
-            out.removeLast(n - produced)
+            let n = min(max(limit + 1 - out.count, 1), scratch.count)
+            strm.pointee.next_out = scratch.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            strm.pointee.avail_out = UInt32(n)
+            let rc = COpenSSL.inflate(strm, Z_SYNC_FLUSH)
+            let produced = n - Int(strm.pointee.avail_out)
+            if produced > 0 { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0 ..< produced])) }
             if out.count > limit { throw .tooLarge(produced: out.count) }
             switch rc {
             case Z_OK:
@@ -400,7 +393,6 @@ public final class MessageInflater {
             default:
                 throw .zlib(zlibMessage(strm, rc))
             }
-            chunk = min(chunk * 2, inflateZeroes.count)
         }
     }
 
