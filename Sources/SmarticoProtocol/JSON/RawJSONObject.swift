@@ -51,11 +51,9 @@ public struct RawJSONObject: Sendable {
     public func member(_ member: JSONMemberRange, isNamed name: String) -> Bool {
         if member.keyHasEscapes { return sameCodePoints(self.name(of: member), name) }
         guard name.utf8.count == member.key.count else { return false }
-        var name = name
-        return name.withUTF8 { n in
-            n.count == member.key.count && bytes.withUnsafeBufferPointer { b in
-                n.elementsEqual(UnsafeBufferPointer(rebasing: b[member.key]))
-            }
+        return bytes.withUnsafeBufferPointer { b in
+            let key = UnsafeBufferPointer(rebasing: b[member.key])
+            return name.utf8.withContiguousStorageIfAvailable { sameBytes($0, key) } ?? name.utf8.elementsEqual(key)
         }
     }
 
