@@ -187,6 +187,8 @@ struct Autobahn: AsyncParsableCommand {
                     result.finish(info)
                 case .ping, .pong, .closing:
                     break
+                case .textBytes:
+                    break  // only with `textAsBytes`, which this connection does not set
                 }
             }
         }

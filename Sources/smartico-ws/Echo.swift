@@ -27,6 +27,8 @@ struct Echo: AsyncParsableCommand {
                 pings += 1
             case .pong, .closing:
                 break
+            case .textBytes:
+                break  // only with `textAsBytes`, which this connection does not set
             case .closed(let i):
                 info = i
             }

@@ -189,6 +189,26 @@ private func corpus(_ n: Int, seed: UInt64) -> [UInt8] {
         }
     }
 
+    @Test func compressedTextAsBytesWithContextTakeover() throws {
+        let messages = [corpus(10_000, seed: 4), corpus(300, seed: 5), corpus(10_000, seed: 4)]
+        for role in [WebSocketRole.client, .server] {
+            let c = role == .server
+            let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
+            var wire: [UInt8] = []
+            for m in messages {
+                var compressed: [UInt8] = []
+                m.withUnsafeBytes { deflater.compress($0, into: &compressed) }
+                wire += peerFrame(1, compressed, rsv: 4, peerIsClient: c)
+            }
+            let ws = WebSocketProtocol(role: role, configuration: WebSocketConfiguration(textAsBytes: true),
+                                       deflate: PerMessageDeflateParameters(), random: SplitMix64(seed: 1))
+            let out = ws.receive(wire)
+            #expect(out.failure == nil)
+            // The third message is mostly a back-reference into the first one's window.
+            #expect(out.events == messages.map { .textBytes($0) })
+        }
+    }
+
     @Test func peerCompressedInOnePieceSentInFragments() throws {
         let message = corpus(10_000, seed: 3)
         let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)

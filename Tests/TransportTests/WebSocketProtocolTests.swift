@@ -50,6 +50,33 @@ private func closeFrame(_ code: UInt16, _ reason: [UInt8] = [], peerIsClient: Bo
         return error
     }
 
+    @Test func textAsBytesDeliversEachTextMessageAsItsOwnBytes() throws {
+        for role in [WebSocketRole.client, .server] {
+            let c = role == .server
+            let ws = WebSocketProtocol(role: role, configuration: WebSocketConfiguration(textAsBytes: true), random: SplitMix64(seed: 1))
+            var bytes = peerFrame(1, Array("Hel".utf8), fin: false, peerIsClient: c)
+            bytes += peerFrame(9, [1, 2, 3], peerIsClient: c)
+            bytes += peerFrame(0, Array("lo wörld".utf8), peerIsClient: c)
+            bytes += peerFrame(1, Array("second".utf8), peerIsClient: c)
+            bytes += peerFrame(2, [0, 255], peerIsClient: c)
+            bytes += peerFrame(1, [], peerIsClient: c)
+            for split in [false, true] {
+                let out = feed(ws, bytes, split: split)
+                // The first message's bytes are not touched by the ones after it (the buffer went with the event).
+                #expect(out.events == [.ping([1, 2, 3]), .textBytes(Array("Hello wörld".utf8)), .textBytes(Array("second".utf8)),
+                                       .binary([0, 255]), .textBytes([])])
+            }
+            // Still validated: bad UTF-8 fails the connection as it does for `.text`.
+            let bad = WebSocketProtocol(role: role, configuration: WebSocketConfiguration(textAsBytes: true), random: SplitMix64(seed: 1))
+            let out = bad.receive(peerFrame(1, [0x61, 0xC3, 0x28], peerIsClient: c))
+            #expect(out.events.contains { if case .textBytes = $0 { true } else { false } } == false)
+            guard case .invalidUTF8InText? = out.failure else {
+                Issue.record("expected invalidUTF8InText, got \(String(describing: out.failure))")
+                continue
+            }
+        }
+    }
+
     @Test func textBinaryAndInterleavedControlFrames() throws {
         for role in [WebSocketRole.client, .server] {
             let c = role == .server

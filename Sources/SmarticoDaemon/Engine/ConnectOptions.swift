@@ -18,6 +18,9 @@ extension ResolvedConfig {
         return WebSocketConnectOptions(
             headers: headers, deflate: server.compression ? PerMessageDeflateOptions() : nil, tls: tls, proxy: proxy,
             connectTimeout: .seconds(config.session.connectTimeoutS),
+            // The machine decodes bytes: text messages come as their validated bytes, not as a
+            // String made (and checked again) only to be turned back into bytes.
+            configuration: WebSocketConfiguration(textAsBytes: true),
             // A server that stops reading must not make us buffer without bound.
             writeQueueLimit: 64 << 20)
     }

@@ -193,6 +193,7 @@ actor SessionDriver {
             let inbox = self.inbox
             connection.start { event in
                 switch event {
+                case .textBytes(let bytes): inbox.yield(.session(.received(conn, bytes)))
                 case .text(let text): inbox.yield(.session(.received(conn, Array(text.utf8))))
                 case .binary(let bytes): inbox.yield(.session(.received(conn, bytes)))
                 case .closed(let info):

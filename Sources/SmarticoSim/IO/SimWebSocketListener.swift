@@ -71,6 +71,8 @@ public final class SimWebSocketListener: Sendable {
                     switch event {
                     case .text(let text):
                         runtime.assumeIsolated { $0.received(client: id, text: Array(text.utf8)) }
+                    case .textBytes(let bytes):
+                        runtime.assumeIsolated { $0.received(client: id, text: bytes) }
                     case .binary(let bytes):
                         runtime.assumeIsolated { $0.receivedBinary(client: id, byteCount: bytes.count) }
                     case .closed:

@@ -4,6 +4,9 @@ import Synchronization
 public enum WebSocketConnectionEvent: Sendable, Hashable {
     /// A complete text message (reassembled, inflated, UTF-8 validated).
     case text(String)
+    /// A complete text message as its UTF-8 bytes (validated), when the configuration's
+    /// `textAsBytes` is set.
+    case textBytes([UInt8])
     /// A complete binary message.
     case binary([UInt8])
     /// The peer pinged (the Pong is already sent).
@@ -325,6 +328,7 @@ public final class WebSocketConnection: CustomStringConvertible,
         for event in out.events {
             switch event {
             case .text(let s): deliver(.text(s))
+            case .textBytes(let b): deliver(.textBytes(b))
             case .binary(let b): deliver(.binary(b))
             case .ping(let p): deliver(.ping(p))
             case .pong(let p): deliver(.pong(p))

@@ -10,16 +10,21 @@ public struct WebSocketConfiguration: Hashable, Sendable {
     public var closeTimeout: Duration
     /// With permessage-deflate, messages shorter than this are sent uncompressed.
     public var compressionThreshold: Int
+    /// Deliver text messages as `.textBytes` (their UTF-8 bytes, already validated) instead of
+    /// `.text`: for a reader that works on bytes, no `String` is made (a copy and a second UTF-8
+    /// check per message) only to be turned back into bytes.
+    public var textAsBytes: Bool
 
     public init(
         maxFrameSize: Int = 16 << 20, maxMessageSize: Int = 16 << 20, outboundFragmentSize: Int? = nil,
-        closeTimeout: Duration = .seconds(5), compressionThreshold: Int = 0
+        closeTimeout: Duration = .seconds(5), compressionThreshold: Int = 0, textAsBytes: Bool = false
     ) {
         self.maxFrameSize = maxFrameSize
         self.maxMessageSize = maxMessageSize
         self.outboundFragmentSize = outboundFragmentSize
         self.closeTimeout = closeTimeout
         self.compressionThreshold = compressionThreshold
+        self.textAsBytes = textAsBytes
     }
 }
 
@@ -27,6 +32,8 @@ public struct WebSocketConfiguration: Hashable, Sendable {
 public enum WebSocketEvent: Hashable, Sendable {
     /// A complete text message (reassembled, inflated, UTF-8 validated).
     case text(String)
+    /// A complete text message as its UTF-8 bytes (validated), when `textAsBytes` is set.
+    case textBytes([UInt8])
     /// A complete binary message.
     case binary([UInt8])
     /// A Ping arrived; the Pong with the same payload is already in `outbound`.
@@ -326,6 +333,12 @@ public final class WebSocketProtocol {
         messageOpcode = nil
         if opcode == .text {
             guard utf8.isComplete else { throw .truncatedUTF8InText(messageLength: message.count, at: position) }
+            if configuration.textAsBytes {
+                // The buffer goes with the event; the next message starts a new one.
+                out.events.append(.textBytes(message))
+                message = []
+                return
+            }
             out.events.append(.text(String(decoding: message, as: UTF8.self)))
         } else {
             out.events.append(.binary(message))
