@@ -535,72 +535,86 @@ actor SessionDriver {
         var write: JournalWrite?
     }
 
-    /// Events that arrived while a commit was running, in emission order: the next commit takes
-    /// them all (one transaction, one `fsync`). Non-empty only while `committing`.
-    private var journalQueue: [Outgoing] = []
-    private var committing = false
+    /// The group commit's order and batching (CommitPipeline.swift): two commits may be at the
+    /// store at once, so one that waited for the disk is already queued there when the one before it
+    /// ends.
+    private var commits = CommitPipeline<Outgoing>(depth: 2) { $0.write != nil }
+    /// Batches handed to the store, by ticket, with their results once back (until published).
+    private var submitted: [Int: [Outgoing]] = [:]
+    private var outcomes: [Int: (results: [JournalSeq?], failure: StoreError?)] = [:]
     private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Publishes `event` in emission order. A journaled event is shown to subscribers only after
-    /// its commit reached the disk (socket-api.md); while one commit runs, every event emitted
-    /// meanwhile — journaled or not, so the order holds — waits for the next, which commits them
-    /// all at once. The machine never waits for the journal: no result of it feeds back.
+    /// its commit reached the disk (socket-api.md); an event emitted while commits are in flight —
+    /// journaled or not, so the order holds — waits for them. The machine never waits for the
+    /// journal: no result of it feeds back.
     private func toSubscribers(_ event: Outgoing) {
-        if committing {
-            journalQueue.append(event)
-        } else if event.write == nil {
-            server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
-        } else {
-            committing = true
-            // On the loop (an actor-isolated `Task {}` starts there too, but the preference says
-            // so, docs/transport.md). Between its store awaits the FIFO goes on: it touches only
-            // the journal queue and the socket server, never the machine.
-            Task(executorPreference: loop) { await self.commitLoop([event]) }
+        run(commits.emitted(event))
+    }
+
+    private func run(_ steps: [CommitPipeline<Outgoing>.Step]) {
+        for step in steps {
+            switch step {
+            case .publishNow(let event):
+                server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
+            case .submit(let ticket, let batch):
+                submitted[ticket] = batch
+                // On the loop (an actor-isolated `Task {}` starts there too, but the preference says
+                // so, docs/transport.md). Tasks start in the order they are made, so commits reach the
+                // store's FIFO in ticket order; between their awaits the machine goes on.
+                Task(executorPreference: loop) { await self.commit(batch, ticket: ticket) }
+            case .publishCommitted(let ticket):
+                let batch = submitted.removeValue(forKey: ticket) ?? []
+                let outcome = outcomes.removeValue(forKey: ticket) ?? ([], nil)
+                publishCommitted(batch, results: outcome.results, failure: outcome.failure)
+            case .publishWaiting(let events):
+                server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, data: $0.data) })
+            }
+        }
+        if commits.isIdle && !journalIdleWaiters.isEmpty {
+            let waiters = journalIdleWaiters
+            journalIdleWaiters = []
+            for waiter in waiters { waiter.resume() }
         }
     }
 
-    private func commitLoop(_ first: [Outgoing]) async {
-        var batch = first
-        while true {
-            let writes = batch.compactMap(\.write)
-            var results: [JournalSeq?] = []
-            var failure: StoreError?
-            if !writes.isEmpty {
-                do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
-            }
-            var next = results.makeIterator()
-            // The batch's lines reach the socket server as one task on the loop, in order.
-            var ready: [PreparedEvent] = []
-            ready.reserveCapacity(batch.count)
-            for event in batch {
-                guard let write = event.write else {
-                    ready.append(PreparedEvent(name: event.name, seq: nil, tsMs: event.tsMs, data: event.data))
-                    continue
-                }
-                if let failure {
-                    server.publish(ready)
-                    ready = []
-                    journalFailed(event.name, failure, now: event.tsMs)
-                } else if let seq = next.next() ?? nil {
-                    ready.append(PreparedEvent(name: event.name, seq: seq, tsMs: event.tsMs, data: event.data))
-                } else if logger.logLevel <= .debug {
-                    logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(write.seen?.uid ?? "")"])
-                }
-            }
-            server.publish(ready)
-            if journalQueue.isEmpty { break }
-            batch = journalQueue
-            journalQueue = []
+    private func commit(_ batch: [Outgoing], ticket: Int) async {
+        let writes = batch.compactMap(\.write)
+        var results: [JournalSeq?] = []
+        var failure: StoreError?
+        if !writes.isEmpty {
+            do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
         }
-        committing = false
-        let waiters = journalIdleWaiters
-        journalIdleWaiters = []
-        for waiter in waiters { waiter.resume() }
+        outcomes[ticket] = (results, failure)
+        run(commits.committed(ticket: ticket))
+    }
+
+    /// The lines of a committed batch, in order, as one task on the loop.
+    private func publishCommitted(_ batch: [Outgoing], results: [JournalSeq?], failure: StoreError?) {
+        var next = results.makeIterator()
+        var ready: [PreparedEvent] = []
+        ready.reserveCapacity(batch.count)
+        for event in batch {
+            guard let write = event.write else {
+                ready.append(PreparedEvent(name: event.name, seq: nil, tsMs: event.tsMs, data: event.data))
+                continue
+            }
+            if let failure {
+                server.publish(ready)
+                ready = []
+                journalFailed(event.name, failure, now: event.tsMs)
+            } else if let seq = next.next() ?? nil {
+                ready.append(PreparedEvent(name: event.name, seq: seq, tsMs: event.tsMs, data: event.data))
+            } else if logger.logLevel <= .debug {
+                logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(write.seen?.uid ?? "")"])
+            }
+        }
+        server.publish(ready)
     }
 
     /// Returns when every emitted event has been committed and published.
     private func journalDrained() async {
-        guard committing else { return }
+        guard !commits.isIdle else { return }
         await withCheckedContinuation { journalIdleWaiters.append($0) }
     }
 
