@@ -6,16 +6,16 @@ import Testing
 @Suite("Engine: commit pipeline")
 struct CommitPipelineTests {
     /// Events are named "j…" (journaled) or "n…" (not); steps are written as short strings.
-    static func pipeline(depth: Int) -> CommitPipeline<String> {
+    static func pipeline(depth: Int) -> CommitPipeline<String, Void> {
         CommitPipeline(depth: depth) { $0.hasPrefix("j") }
     }
 
-    static func describe(_ steps: [CommitPipeline<String>.Step]) -> [String] {
+    static func describe(_ steps: [CommitPipeline<String, Void>.Step]) -> [String] {
         steps.map {
             switch $0 {
             case .publishNow(let e): "now \(e)"
             case .submit(let t, let batch): "submit \(t) \(batch.joined(separator: ","))"
-            case .publishCommitted(let t): "published \(t)"
+            case .publishCommitted(let t, _, _): "published \(t)"
             case .publishWaiting(let events): "waiting \(events.joined(separator: ","))"
             }
         }
@@ -33,10 +33,10 @@ struct CommitPipelineTests {
         #expect(Self.describe(p.emitted("j5")).isEmpty)
         #expect(p.inFlight == 2 && p.queue == ["j3", "n4", "j5"])
         // Commit 0 back: published, and everything queued becomes the next commit (one fsync).
-        #expect(Self.describe(p.committed(ticket: 0)) == ["published 0", "submit 2 j3,n4,j5"])
-        #expect(Self.describe(p.committed(ticket: 1)) == ["published 1"])
+        #expect(Self.describe(p.committed(ticket: 0, outcome: ())) == ["published 0", "submit 2 j3,n4,j5"])
+        #expect(Self.describe(p.committed(ticket: 1, outcome: ())) == ["published 1"])
         #expect(!p.isIdle)
-        #expect(Self.describe(p.committed(ticket: 2)) == ["published 2"])
+        #expect(Self.describe(p.committed(ticket: 2, outcome: ())) == ["published 2"])
         #expect(p.isIdle)
         #expect(Self.describe(p.emitted("n6")) == ["now n6"])
     }
@@ -46,8 +46,8 @@ struct CommitPipelineTests {
         #expect(Self.describe(p.emitted("j1")) == ["submit 0 j1"])
         #expect(Self.describe(p.emitted("j2")).isEmpty)
         #expect(Self.describe(p.emitted("j3")).isEmpty)
-        #expect(Self.describe(p.committed(ticket: 0)) == ["published 0", "submit 1 j2,j3"])
-        #expect(Self.describe(p.committed(ticket: 1)) == ["published 1"])
+        #expect(Self.describe(p.committed(ticket: 0, outcome: ())) == ["published 0", "submit 1 j2,j3"])
+        #expect(Self.describe(p.committed(ticket: 1, outcome: ())) == ["published 1"])
         #expect(p.isIdle)
     }
 
@@ -57,9 +57,9 @@ struct CommitPipelineTests {
         _ = p.emitted("j2")
         _ = p.emitted("j3")
         // Commit 1 first: held until commit 0 is published; no slot frees meanwhile.
-        #expect(Self.describe(p.committed(ticket: 1)).isEmpty)
+        #expect(Self.describe(p.committed(ticket: 1, outcome: ())).isEmpty)
         #expect(p.inFlight == 2)
-        #expect(Self.describe(p.committed(ticket: 0)) == ["published 0", "published 1", "submit 2 j3"])
+        #expect(Self.describe(p.committed(ticket: 0, outcome: ())) == ["published 0", "published 1", "submit 2 j3"])
     }
 
     @Test func eventsThatAreNotJournaledWaitForTheCommitsBeforeThemOnly() {
@@ -68,9 +68,9 @@ struct CommitPipelineTests {
         _ = p.emitted("j2")
         #expect(Self.describe(p.emitted("n3")).isEmpty)
         // One commit still in flight: n3 came after it, so it still waits (no empty commit is made).
-        #expect(Self.describe(p.committed(ticket: 0)) == ["published 0"])
+        #expect(Self.describe(p.committed(ticket: 0, outcome: ())) == ["published 0"])
         #expect(p.queue == ["n3"])
-        #expect(Self.describe(p.committed(ticket: 1)) == ["published 1", "waiting n3"])
+        #expect(Self.describe(p.committed(ticket: 1, outcome: ())) == ["published 1", "waiting n3"])
         #expect(p.isIdle)
     }
 }

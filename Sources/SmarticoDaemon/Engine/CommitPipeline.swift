@@ -15,15 +15,16 @@
 /// waiting at the store when that one ends: the store starts it at once, instead of the result
 /// first travelling back to the loop and the next batch then out to the store (two thread
 /// wake-ups). Batches stay as large as with one commit at a time.
-struct CommitPipeline<Item> {
+struct CommitPipeline<Item, Outcome> {
     /// What the driver does next, in this order.
     enum Step {
         /// Nothing is in flight: this event goes out now.
         case publishNow(Item)
         /// Hand `batch` to the store as commit `ticket`.
         case submit(ticket: Int, batch: [Item])
-        /// Commit `ticket` is done and every commit before it was published: publish its batch.
-        case publishCommitted(ticket: Int)
+        /// Commit `ticket` is done and every commit before it was published: publish its batch
+        /// with what the store said.
+        case publishCommitted(ticket: Int, batch: [Item], outcome: Outcome)
         /// Events that are not journaled waited behind commits that are all published now.
         case publishWaiting([Item])
     }
@@ -31,10 +32,11 @@ struct CommitPipeline<Item> {
     let depth: Int
     private let isJournaled: (Item) -> Bool
     private(set) var queue: [Item] = []
-    private(set) var inFlight = 0
     private var nextTicket = 0
+    /// The commits in flight, oldest first (ticket `nextToPublish` + index), with their outcome
+    /// once it came back.
+    private var flying: [(batch: [Item], outcome: Outcome?)] = []
     private var nextToPublish = 0
-    private var done: Set<Int> = []
 
     init(depth: Int, isJournaled: @escaping (Item) -> Bool) {
         precondition(depth >= 1, "a commit pipeline needs at least one slot")
@@ -42,8 +44,11 @@ struct CommitPipeline<Item> {
         self.isJournaled = isJournaled
     }
 
+    /// Commits handed to the store whose batches are not published yet.
+    var inFlight: Int { flying.count }
+
     /// True when nothing is queued or in flight: every emitted event was published.
-    var isIdle: Bool { inFlight == 0 && queue.isEmpty }
+    var isIdle: Bool { flying.isEmpty && queue.isEmpty }
 
     /// An event was emitted.
     mutating func emitted(_ item: Item) -> [Step] {
@@ -53,16 +58,17 @@ struct CommitPipeline<Item> {
         return journaled && inFlight < depth ? [submitQueue()] : []
     }
 
-    /// Commit `ticket` came back (written or failed: either way its batch is published now or
-    /// after the commits before it).
-    mutating func committed(ticket: Int) -> [Step] {
-        precondition(ticket >= nextToPublish && ticket < nextTicket && !done.contains(ticket), "commit \(ticket) is not in flight")
-        done.insert(ticket)
+    /// Commit `ticket` came back with `outcome` (written or failed: either way its batch is
+    /// published now or after the commits before it).
+    mutating func committed(ticket: Int, outcome: Outcome) -> [Step] {
+        let index = ticket - nextToPublish
+        precondition(index >= 0 && index < flying.count && flying[index].outcome == nil, "commit \(ticket) is not in flight")
+        flying[index].outcome = outcome
         var steps: [Step] = []
-        while done.remove(nextToPublish) != nil {
-            steps.append(.publishCommitted(ticket: nextToPublish))
+        while let first = flying.first, let done = first.outcome {
+            steps.append(.publishCommitted(ticket: nextToPublish, batch: first.batch, outcome: done))
+            flying.removeFirst()
             nextToPublish += 1
-            inFlight -= 1
         }
         if !queue.isEmpty && inFlight < depth {
             if queue.contains(where: isJournaled) {
@@ -80,7 +86,7 @@ struct CommitPipeline<Item> {
         queue = []
         let ticket = nextTicket
         nextTicket += 1
-        inFlight += 1
+        flying.append((batch, nil))
         return .submit(ticket: ticket, batch: batch)
     }
 }

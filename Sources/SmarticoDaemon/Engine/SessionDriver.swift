@@ -538,10 +538,9 @@ actor SessionDriver {
     /// The group commit's order and batching (CommitPipeline.swift): two commits may be at the
     /// store at once, so one that waited for the disk is already queued there when the one before it
     /// ends.
-    private var commits = CommitPipeline<Outgoing>(depth: 2) { $0.write != nil }
-    /// Batches handed to the store, by ticket, with their results once back (until published).
-    private var submitted: [Int: [Outgoing]] = [:]
-    private var outcomes: [Int: (results: [JournalSeq?], failure: StoreError?)] = [:]
+    private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.write != nil }
+    /// What the store said of a commit: a seq (or nil for a repeat) per write, or why it failed.
+    private typealias CommitOutcome = (results: [JournalSeq?], failure: StoreError?)
     private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Publishes `event` in emission order. A journaled event is shown to subscribers only after
@@ -552,20 +551,17 @@ actor SessionDriver {
         run(commits.emitted(event))
     }
 
-    private func run(_ steps: [CommitPipeline<Outgoing>.Step]) {
+    private func run(_ steps: [CommitPipeline<Outgoing, CommitOutcome>.Step]) {
         for step in steps {
             switch step {
             case .publishNow(let event):
                 server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
             case .submit(let ticket, let batch):
-                submitted[ticket] = batch
                 // On the loop (an actor-isolated `Task {}` starts there too, but the preference says
                 // so, docs/transport.md). Tasks start in the order they are made, so commits reach the
                 // store's FIFO in ticket order; between their awaits the machine goes on.
                 Task(executorPreference: loop) { await self.commit(batch, ticket: ticket) }
-            case .publishCommitted(let ticket):
-                let batch = submitted.removeValue(forKey: ticket) ?? []
-                let outcome = outcomes.removeValue(forKey: ticket) ?? ([], nil)
+            case .publishCommitted(_, let batch, let outcome):
                 publishCommitted(batch, results: outcome.results, failure: outcome.failure)
             case .publishWaiting(let events):
                 server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, data: $0.data) })
@@ -585,8 +581,7 @@ actor SessionDriver {
         if !writes.isEmpty {
             do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
         }
-        outcomes[ticket] = (results, failure)
-        run(commits.committed(ticket: ticket))
+        run(commits.committed(ticket: ticket, outcome: (results, failure)))
     }
 
     /// The lines of a committed batch, in order, as one task on the loop.
