@@ -32,6 +32,27 @@ static inline int smartico_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
+/// A hint to the CPU that the caller is in a spin-wait loop (x86 `pause`, Arm `yield`): it
+/// saves power and lets the sibling hyper-thread run. A no-op elsewhere.
+static inline void smartico_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/// How many CPUs the calling thread may run on (its affinity mask, through the raw syscall:
+/// glibc's wrapper and CPU_COUNT need _GNU_SOURCE); the online count when that fails.
+static inline int smartico_usable_cpus(void) {
+    unsigned long mask[16] = {0};
+    long bytes = syscall(SYS_sched_getaffinity, 0, sizeof(mask), mask);
+    if (bytes <= 0) return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int count = 0;
+    for (long i = 0; i < bytes / (long)sizeof(unsigned long); i++) count += __builtin_popcountl(mask[i]);
+    return count;
+}
+
 /// Writes back the dirty pages of [offset, offset + bytes) and waits for them (sync_file_range with
 /// SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER; glibc declares it only under _GNU_SOURCE).
 /// Data only: no metadata, no device cache flush (fdatasync does those).

@@ -1,5 +1,6 @@
 // The store's work runs on its own thread, and that thread sleeps when there is no work.
 import Foundation
+import Synchronization
 import Testing
 @testable import SmarticoDaemon
 
@@ -81,5 +82,99 @@ private func threadSchedule(_ tid: Int32) throws -> (switches: Int, state: Strin
         let reopened = try await SmarticoStore.open(directory: dir.path)
         #expect(try await reopened.events(after: 0, limit: 10).count == 1)
         await reopened.close()
+    }
+}
+
+/// An actor on a given `StoreThreadExecutor`, to run jobs on its thread.
+private actor OnStoreThread {
+    nonisolated let executor: StoreThreadExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    /// Set once `hold` has started.
+    nonisolated let holding = Atomic<Bool>(false)
+    init(_ executor: StoreThreadExecutor) { self.executor = executor }
+    func threadID() -> Int32? { currentKernelThreadID() }
+    /// Holds the thread for `ms` milliseconds (a job that blocks, like a commit's fsync).
+    func hold(ms: UInt32) {
+        holding.store(true, ordering: .releasing)
+        usleep(ms * 1_000)
+    }
+}
+
+/// `anticipateJob()`: the store's thread wakes when a message that may be journaled arrives, and
+/// waits for the commit spinning instead of sleeping, for a bounded time (docs/store.md).
+@Suite struct StoreExecutorAnticipationTests {
+    @Test func anAnticipatedJobIsTakenWhileTheThreadSpins() async throws {
+        // A bound far longer than the test needs, so the spin cannot end before the job comes.
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
+        let tid = try #require(await actor.threadID())
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        actor.executor.anticipateJob()
+        // Woken and spinning: running (R), not sleeping, with no job queued.
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "R" })
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(try threadSchedule(tid).state == "R")
+        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 0))
+        // The job is taken by the spinning thread, then the thread sleeps again.
+        #expect(await actor.threadID() == tid)
+        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 1))
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+    }
+
+    @Test func anUnansweredAnticipationEndsAndTheThreadSleepsAgain() async throws {
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .milliseconds(20)))
+        let tid = try #require(await actor.threadID())
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        actor.executor.anticipateJob()
+        #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
+        // No job came: after its bound the thread sleeps, and stays asleep (no more turns).
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let turns = actor.executor.loopIterations
+        let switches = try threadSchedule(tid).switches
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(actor.executor.loopIterations == turns)
+        #expect(try threadSchedule(tid).switches == switches)
+        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 0))
+        // Jobs still run.
+        #expect(await actor.threadID() == tid)
+    }
+
+    @Test func aBusyThreadSpinsOnceForTheJobAnnouncedWhileItWorked() async throws {
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
+        let tid = try #require(await actor.threadID())
+        async let held: Void = actor.hold(ms: 100)
+        // Announced while the thread is busy with the held job.
+        #expect(await eventually(timeout: .seconds(5)) { actor.holding.load(ordering: .acquiring) })
+        actor.executor.anticipateJob()
+        await held
+        // After the held job the thread spins (no job queued), and takes the next one spinning.
+        #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
+        #expect(try threadSchedule(tid).state == "R")
+        #expect(await actor.threadID() == tid)
+        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 1))
+    }
+
+    @Test func anAnnouncedJobThatCameAlreadyCausesNoSpin() async throws {
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
+        let tid = try #require(await actor.threadID())
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        // Announced, then pushed before the thread looked: it takes the job and sleeps, no spin.
+        actor.executor.anticipateJob()
+        #expect(await actor.threadID() == tid)
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let counts = actor.executor.anticipationCounts
+        // The thread may have started its spin before the push landed (then it is a hit).
+        #expect(counts.spins == counts.hits)
+    }
+
+    @Test func withAnticipationOffTheThreadIsNotWoken() async throws {
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: nil))
+        let tid = try #require(await actor.threadID())
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        try await Task.sleep(for: .milliseconds(20))
+        let turns = actor.executor.loopIterations
+        actor.executor.anticipateJob()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(actor.executor.loopIterations == turns)
+        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
     }
 }

@@ -191,9 +191,15 @@ actor SessionDriver {
             }
             connections[conn] = connection
             let inbox = self.inbox
+            let storeThread = store.executor
             connection.start { event in
                 switch event {
-                case .textBytes(let bytes): inbox.yield(.session(.received(conn, bytes)))
+                case .textBytes(let bytes):
+                    // A message this size is most likely one the machine journals (an engagement,
+                    // a mini-game, a deep link; pings and most answers are smaller): the store's
+                    // thread wakes while it is decoded, not after (docs/store.md, "Anticipation").
+                    if bytes.count >= Self.anticipatedMessageBytes { storeThread.anticipateJob() }
+                    inbox.yield(.session(.received(conn, bytes)))
                 case .text(let text): inbox.yield(.session(.received(conn, Array(text.utf8))))
                 case .binary(let bytes): inbox.yield(.session(.received(conn, bytes)))
                 case .closed(let info):
@@ -495,6 +501,9 @@ actor SessionDriver {
     }
 
     /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
+    /// Server messages from this size up announce a journal commit to the store's thread.
+    static let anticipatedMessageBytes = 128
+
     static func isPong(_ bytes: [UInt8]) -> Bool {
         guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
         return o["cid"]?.int64Value == 2

@@ -1,7 +1,8 @@
 // A serial executor backed by one dedicated thread. SQLite calls block (fsync at every commit), so they
 // must not run on Swift concurrency's cooperative pool nor on the network event loop: `SmarticoStore` is
 // an actor whose `unownedExecutor` is this executor, and every isolated method runs on this thread.
-import COpenSSL  // smartico_set_thread_name
+import COpenSSL  // smartico_set_thread_name, smartico_cpu_relax, smartico_usable_cpus
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -21,8 +22,12 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     private let state: ExecutorState
 
     /// Starts the thread. `name` (at most 15 bytes are kept) shows up in `top -H` and `/proc`.
-    public init(name: String = "smarticod-store") {
-        state = ExecutorState()
+    /// `anticipation`: how long the thread waits spinning for a job announced by `anticipateJob()`
+    /// before it sleeps; nil turns anticipation off. The default is 100 µs on a machine with two
+    /// CPUs or more and off on one CPU, where a spinning thread would only hold up the thread
+    /// that is making its job.
+    public init(name: String = "smarticod-store", anticipation: Duration? = StoreThreadExecutor.defaultAnticipation) {
+        state = ExecutorState(spinNanoseconds: anticipation.map(Self.nanoseconds))
         state.executor = UnownedSerialExecutor(ordinary: self)
         state.start(name: name)
     }
@@ -34,6 +39,31 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// Queues `job` to run on the thread after the jobs already queued; wakes the thread if it sleeps.
     public func enqueue(_ job: consuming ExecutorJob) {
         state.push(UnownedJob(job))
+    }
+
+    /// Announces a job that is likely to be queued within microseconds (a server message that
+    /// may be journaled has arrived and is being decoded). A sleeping thread is woken now, and
+    /// when it finds no job it waits for one spinning (at most the `anticipation` given at init)
+    /// instead of sleeping: its wake-up (15–30 µs where an idle CPU halts, as in a VM) overlaps
+    /// the caller's work instead of following it. Without a job pushed in that time the thread
+    /// goes back to sleep; a busy thread spins once after its current jobs. Cheap to call (one
+    /// uncontended lock); does nothing when anticipation is off.
+    public func anticipateJob() {
+        state.anticipate()
+    }
+
+    /// Counts kept for tests and benchmarks: how many spins `anticipateJob()` caused, and how
+    /// many of them ended with a job pushed (taken without a wake-up).
+    public var anticipationCounts: (spins: Int, hits: Int) { state.anticipationCounts }
+
+    /// On for two CPUs or more (the CPUs this process may run on).
+    public static var defaultAnticipation: Duration? {
+        smartico_usable_cpus() >= 2 ? .microseconds(100) : nil
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     /// This executor, as actors and the runtime refer to it.
@@ -67,10 +97,21 @@ private final class ExecutorState: @unchecked Sendable {
     private var iterations = 0
     /// True while the thread sleeps in `pthread_cond_wait`: only then does a push signal it.
     private var sleeping = false
+    /// Jobs pushed so far. Written under `mutex`; read without it only by the spinning thread, as
+    /// a hint to stop spinning (what it then takes is read under the mutex).
+    private let pushes = Atomic<Int>(0)
+    /// Set by `anticipate()`: the thread spins for the job pushed after `anticipatedAt` pushes.
+    private var anticipating = false
+    private var anticipatedAt = 0
+    private var spins = 0
+    private var spinHits = 0
+    /// The spin's bound; nil: `anticipate()` does nothing.
+    private let spinNanoseconds: Int?
     var executor: UnownedSerialExecutor?
     private var thread = pthread_t()
 
-    init() {
+    init(spinNanoseconds: Int?) {
+        self.spinNanoseconds = spinNanoseconds
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -123,6 +164,7 @@ private final class ExecutorState: @unchecked Sendable {
     func push(_ job: UnownedJob) {
         pthread_mutex_lock(mutex)
         jobs.append(job)
+        pushes.add(1, ordering: .relaxed)  // the mutex orders `jobs`; this only ends a spin early
         let wake = sleeping
         sleeping = false
         pthread_mutex_unlock(mutex)
@@ -131,9 +173,54 @@ private final class ExecutorState: @unchecked Sendable {
         if wake { pthread_cond_signal(condition) }
     }
 
+    func anticipate() {
+        guard spinNanoseconds != nil else { return }
+        pthread_mutex_lock(mutex)
+        anticipating = true
+        anticipatedAt = pushes.load(ordering: .relaxed)
+        let wake = sleeping
+        sleeping = false
+        pthread_mutex_unlock(mutex)
+        if wake { pthread_cond_signal(condition) }
+    }
+
+    var anticipationCounts: (spins: Int, hits: Int) {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return (spins, spinHits)
+    }
+
+    /// Spins until a job is pushed after `pushed` pushes or `limit` ns pass; called and returns
+    /// with `mutex` held, which it releases while spinning.
+    private func spinForJob(after pushed: Int, limit: Int) {
+        spins += 1
+        pthread_mutex_unlock(mutex)
+        let deadline = Self.monotonicNanoseconds() + limit
+        var round = 0
+        var hit = false
+        while true {
+            if pushes.load(ordering: .relaxed) != pushed {
+                hit = true
+                break
+            }
+            smartico_cpu_relax()
+            round &+= 1
+            if round & 15 == 0 && Self.monotonicNanoseconds() >= deadline { break }
+        }
+        pthread_mutex_lock(mutex)
+        if hit { spinHits += 1 }
+    }
+
+    private static func monotonicNanoseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec * 1_000_000_000 + now.tv_nsec
+    }
+
     func stop() {
         pthread_mutex_lock(mutex)
         stopping = true
+        pushes.add(1, ordering: .relaxed)  // ends a spin
         pthread_cond_signal(condition)
         pthread_mutex_unlock(mutex)
     }
@@ -157,6 +244,12 @@ private final class ExecutorState: @unchecked Sendable {
             } else if stopping {
                 pthread_mutex_unlock(mutex)
                 return
+            } else if anticipating {
+                // A job was announced: wait for it awake, unless it came already (then it was taken).
+                anticipating = false
+                if let limit = spinNanoseconds, pushes.load(ordering: .relaxed) == anticipatedAt {
+                    spinForJob(after: anticipatedAt, limit: limit)
+                }
             } else {
                 sleeping = true
                 pthread_cond_wait(condition, mutex)  // spurious wake-ups just go round again
