@@ -108,6 +108,7 @@ private actor OnStoreThread {
         let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
         let tid = try #require(await actor.threadID())
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        try await Task.sleep(for: .milliseconds(5))  // asleep for longer than `afterSleep` (200 µs)
         actor.executor.anticipateJob()
         // Woken and spinning: running (R), not sleeping, with no job queued.
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "R" })
@@ -124,6 +125,7 @@ private actor OnStoreThread {
         let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .milliseconds(20)))
         let tid = try #require(await actor.threadID())
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        try await Task.sleep(for: .milliseconds(5))  // asleep for longer than `afterSleep` (200 µs)
         actor.executor.anticipateJob()
         #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
         // No job came: after its bound the thread sleeps, and stays asleep (no more turns).
@@ -138,19 +140,33 @@ private actor OnStoreThread {
         #expect(await actor.threadID() == tid)
     }
 
-    @Test func aBusyThreadSpinsOnceForTheJobAnnouncedWhileItWorked() async throws {
+    @Test func aBusyThreadIsNotMadeToSpin() async throws {
         let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
         let tid = try #require(await actor.threadID())
         async let held: Void = actor.hold(ms: 100)
-        // Announced while the thread is busy with the held job.
+        // Announced while the thread is busy with the held job: it sleeps after it, no spin.
         #expect(await eventually(timeout: .seconds(5)) { actor.holding.load(ordering: .acquiring) })
         actor.executor.anticipateJob()
         await held
-        // After the held job the thread spins (no job queued), and takes the next one spinning.
-        #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
-        #expect(try threadSchedule(tid).state == "R")
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(try threadSchedule(tid).state == "S")
+        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
         #expect(await actor.threadID() == tid)
-        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 1))
+    }
+
+    @Test func aThreadThatHasJustFallenAsleepIsLeftAlone() async throws {
+        // Under sustained load the thread sleeps briefly between commits: no wake-up, no spin.
+        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30),
+                                                      afterSleep: .seconds(60)))
+        let tid = try #require(await actor.threadID())
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let turns = actor.executor.loopIterations
+        actor.executor.anticipateJob()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(actor.executor.loopIterations == turns)
+        #expect(try threadSchedule(tid).state == "S")
+        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
     }
 
     @Test func anAnnouncedJobThatCameAlreadyCausesNoSpin() async throws {

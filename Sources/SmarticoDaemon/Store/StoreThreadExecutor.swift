@@ -26,8 +26,10 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// before it sleeps; nil turns anticipation off. The default is 100 µs on a machine with two
     /// CPUs or more and off on one CPU, where a spinning thread would only hold up the thread
     /// that is making its job.
-    public init(name: String = "smarticod-store", anticipation: Duration? = StoreThreadExecutor.defaultAnticipation) {
-        state = ExecutorState(spinNanoseconds: anticipation.map(Self.nanoseconds))
+    /// `afterSleep`: a thread asleep for less than this is not woken by `anticipateJob()`.
+    public init(name: String = "smarticod-store", anticipation: Duration? = StoreThreadExecutor.defaultAnticipation,
+                afterSleep: Duration = .microseconds(200)) {
+        state = ExecutorState(spinNanoseconds: anticipation.map(Self.nanoseconds), afterSleepNanoseconds: Self.nanoseconds(afterSleep))
         state.executor = UnownedSerialExecutor(ordinary: self)
         state.start(name: name)
     }
@@ -46,8 +48,10 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// when it finds no job it waits for one spinning (at most the `anticipation` given at init)
     /// instead of sleeping: its wake-up (15–30 µs where an idle CPU halts, as in a VM) overlaps
     /// the caller's work instead of following it. Without a job pushed in that time the thread
-    /// goes back to sleep; a busy thread spins once after its current jobs. Cheap to call (one
-    /// uncontended lock); does nothing when anticipation is off.
+    /// goes back to sleep. A busy thread, or one that went to sleep less than `afterSleep` ago (under
+    /// sustained load), is left alone: it finds the job when its current ones are done, or is
+    /// woken by it. Cheap to call (a clock read and one uncontended lock); does nothing when
+    /// anticipation is off.
     public func anticipateJob() {
         state.anticipate()
     }
@@ -105,13 +109,18 @@ private final class ExecutorState: @unchecked Sendable {
     private var anticipatedAt = 0
     private var spins = 0
     private var spinHits = 0
+    /// When the thread last went to sleep (monotonic ns).
+    private var sleptAt = 0
+    /// A thread asleep for less than this (it had work a moment ago) is not woken by `anticipate()`.
+    private let afterSleepNanoseconds: Int
     /// The spin's bound; nil: `anticipate()` does nothing.
     private let spinNanoseconds: Int?
     var executor: UnownedSerialExecutor?
     private var thread = pthread_t()
 
-    init(spinNanoseconds: Int?) {
+    init(spinNanoseconds: Int?, afterSleepNanoseconds: Int) {
         self.spinNanoseconds = spinNanoseconds
+        self.afterSleepNanoseconds = afterSleepNanoseconds
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -175,11 +184,17 @@ private final class ExecutorState: @unchecked Sendable {
 
     func anticipate() {
         guard spinNanoseconds != nil else { return }
+        let now = Self.monotonicNanoseconds()
         pthread_mutex_lock(mutex)
-        anticipating = true
-        anticipatedAt = pushes.load(ordering: .relaxed)
-        let wake = sleeping
-        sleeping = false
+        // Only a thread that has slept a while: a busy one takes the job after its current ones
+        // without a wake-up, and under sustained load (short sleeps between commits) the spin
+        // would cost more CPU than the wake-up it hides, for a latency set by batching anyway.
+        let wake = sleeping && now - sleptAt >= afterSleepNanoseconds
+        if wake {
+            sleeping = false
+            anticipating = true
+            anticipatedAt = pushes.load(ordering: .relaxed)
+        }
         pthread_mutex_unlock(mutex)
         if wake { pthread_cond_signal(condition) }
     }
@@ -252,6 +267,7 @@ private final class ExecutorState: @unchecked Sendable {
                 }
             } else {
                 sleeping = true
+                sleptAt = Self.monotonicNanoseconds()
                 pthread_cond_wait(condition, mutex)  // spurious wake-ups just go round again
                 sleeping = false
             }
