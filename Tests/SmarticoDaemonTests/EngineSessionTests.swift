@@ -292,6 +292,24 @@ struct EngineSessionTests {
         _ = await sim.stop()
     }
 
+    @Test func aHashCommandStillRunningAtShutdownIsKilled() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        let pidFile = setup.dir + "/hash.pid"
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", "-c", "echo $$ > \(pidFile); exec sleep 60"])
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(await eventually { (try? String(contentsOfFile: pidFile, encoding: .utf8))?.hasSuffix("\n") ?? false }, "log:\n\(setup.log)")
+        let pid = try #require(Int32(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        // SIGTERM while the command runs (its timeout is 10 s): the daemon exits at once and the
+        // command with it.
+        #expect(await setup.stop() == 0)
+        #expect(await processEnds(pid), "the hash command \(pid) outlived the daemon")
+        #expect(setup.log.contains("killed 1 hash command(s) still running"), "log:\n\(setup.log)")
+        _ = await sim.stop()
+    }
+
     @Test func sighupReloadsKeepingTheConnectionUnlessTheServerSettingsChanged() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

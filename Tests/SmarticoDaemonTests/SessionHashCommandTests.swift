@@ -42,15 +42,28 @@ import Testing
         #expect(elapsed >= 0.35 && elapsed < 25)
         let pidText = try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let pid = try #require(Int32(pidText))
-        // Dead (gone, or a zombie waiting for its new parent to reap it), within a bounded wait.
-        var alive = true
-        for _ in 0..<100 {
-            let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
-            let state = stat.split(separator: ")").last?.split(separator: " ").first
-            if stat.isEmpty || state == "Z" || state == "X" { alive = false; break }
-            try await Task.sleep(for: .milliseconds(20))
+        #expect(await processEnds(pid))
+    }
+
+    @Test func killRunningEndsEveryRunningCommandWithItsGroup() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("smarticod-hash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pidFile = dir.appendingPathComponent("child.pid").path
+        // A long timeout: only killRunning() can end it within the test.
+        let run = Task {
+            await HashCommandRunner.run(argv: ["/bin/sh", "-c", "sleep 60 & echo $! > \(pidFile); wait"], user: "u", timeoutMs: 60_000)
         }
-        #expect(!alive)
+        #expect(await eventually(timeout: .seconds(20)) {
+            HashCommandRunner.runningCount == 1 && ((try? String(contentsOfFile: pidFile, encoding: .utf8))?.hasSuffix("\n") ?? false)
+        })
+        let grandchild = try #require(Int32(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(HashCommandRunner.killRunning() == 1)
+        #expect(await run.value == .failed(.signaled(program: "/bin/sh", signal: SIGKILL, stderr: "")))
+        #expect(HashCommandRunner.runningCount == 0)
+        #expect(await processEnds(grandchild))
+        // Nothing left to kill.
+        #expect(HashCommandRunner.killRunning() == 0)
     }
 
     @Test func printsNothing() async {
@@ -105,4 +118,16 @@ import Testing
             #expect(!line.contains("PUSHTOKEN-SECRET-VALUE"), "\(line)")
         }
     }
+}
+
+/// True once `pid` is dead (gone, or a zombie waiting for its new parent to reap it), within a
+/// bounded wait (5 s).
+func processEnds(_ pid: Int32) async -> Bool {
+    for _ in 0..<250 {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        let state = stat.split(separator: ")").last?.split(separator: " ").first
+        if stat.isEmpty || state == "Z" || state == "X" { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return false
 }

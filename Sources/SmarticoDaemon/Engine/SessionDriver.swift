@@ -167,6 +167,9 @@ actor SessionDriver {
         trimTimer = nil
         for connection in connections.values { connection.abort() }
         connections.removeAll()
+        // A hash command still running (its answer would go nowhere) does not outlive the daemon.
+        let killed = HashCommandRunner.killRunning()
+        if killed > 0 { logger.info("stopping: killed \(killed) hash command(s) still running") }
         for (_, reply) in replies { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
         replies.removeAll()
     }

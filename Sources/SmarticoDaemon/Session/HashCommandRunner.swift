@@ -1,4 +1,5 @@
 import COpenSSL  // smartico_set_thread_name
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -64,6 +65,25 @@ public enum HashCommandRunner {
 
     /// The name of the thread a run uses.
     public static let threadName = "smarticod-hash"
+
+    /// The commands running now, by pid (= their process group). A pid leaves the set in the same
+    /// critical section that reaps it, so `killRunning()` never signals a pid that was reaped
+    /// (and may have been reused).
+    private static let running = Mutex<Set<pid_t>>([])
+
+    /// Kills the process group of every command still running; returns how many. The daemon
+    /// calls it when it stops, so no hash command outlives it (each run then ends as killed by
+    /// signal 9, an outcome no one waits for any more).
+    @discardableResult
+    public static func killRunning() -> Int {
+        running.withLock { pids in
+            for pid in pids { killGroup(pid) }
+            return pids.count
+        }
+    }
+
+    /// How many commands are running (tests).
+    static var runningCount: Int { running.withLock { $0.count } }
 
     /// Runs the command on a new detached pthread (named ``threadName``) and calls
     /// `completion` there with the outcome.
@@ -156,6 +176,7 @@ public enum HashCommandRunner {
             close(outPipe[0]); close(errPipe[0])
             return .failed(.spawnFailed(program: program, errno: rc))
         }
+        running.withLock { _ = $0.insert(pid) }
         defer { close(outPipe[0]); close(errPipe[0]) }
 
         let deadline = monotonicMs() + Int64(timeoutMs)
@@ -164,6 +185,7 @@ public enum HashCommandRunner {
         var open = [true, true]
         var buffer = [UInt8](repeating: 0, count: 4096)
         var timedOut = false
+        var status: Int32 = 0
 
         while open[0] || open[1] {
             let remaining = deadline - monotonicMs()
@@ -176,7 +198,7 @@ public enum HashCommandRunner {
             if n < 0 {
                 if errno == EINTR { continue }
                 let e = errno
-                killGroup(pid)
+                killAndReap(pid, &status)
                 return .failed(.ioFailed(program: program, operation: "poll", errno: e))
             }
             for (k, f) in fds.enumerated() where f.revents != 0 {
@@ -193,20 +215,23 @@ public enum HashCommandRunner {
             }
         }
 
-        var status: Int32 = 0
         if !timedOut {
             // The pipes are closed; the program normally exits at once. Wait within the deadline.
             while true {
-                let r = waitpid(pid, &status, WNOHANG)
+                let (r, e) = running.withLock { pids -> (pid_t, Int32) in
+                    let r = waitpid(pid, &status, WNOHANG)
+                    let e = errno
+                    if r == pid || (r < 0 && e != EINTR) { pids.remove(pid) }
+                    return (r, e)
+                }
                 if r == pid { break }
-                if r < 0 && errno != EINTR { break }
+                if r < 0 && e != EINTR { break }
                 if monotonicMs() >= deadline { timedOut = true; break }
                 usleep(5_000)
             }
         }
         if timedOut {
-            killGroup(pid)
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            killAndReap(pid, &status)
             return .failed(.timedOut(program: program, timeoutMs: timeoutMs))
         }
 
@@ -228,6 +253,15 @@ public enum HashCommandRunner {
         guard pipe(&fds) == 0 else { return -1 }
         for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         return 0
+    }
+
+    /// Kills the command's process group and reaps it (SIGKILL cannot be caught: the wait is short).
+    static func killAndReap(_ pid: pid_t, _ status: inout Int32) {
+        running.withLock { pids in
+            killGroup(pid)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            pids.remove(pid)
+        }
     }
 
     static func killGroup(_ pid: pid_t) {
