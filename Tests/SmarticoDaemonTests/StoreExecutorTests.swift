@@ -100,15 +100,23 @@ private actor OnStoreThread {
     }
 }
 
+/// A new executor's thread, asleep (state `S`) for longer than `afterSleep`'s default (200 µs),
+/// and the actor that runs jobs on it.
+private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .microseconds(200)) async throws
+    -> (actor: OnStoreThread, tid: Int32) {
+    let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: anticipation, afterSleep: afterSleep))
+    let tid = try #require(await actor.threadID())
+    #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+    try await Task.sleep(for: .milliseconds(5))
+    return (actor, tid)
+}
+
 /// `anticipateJob()`: the store's thread wakes when a message that may be journaled arrives, and
 /// waits for the commit spinning instead of sleeping, for a bounded time (docs/store.md).
 @Suite struct StoreExecutorAnticipationTests {
     @Test func anAnticipatedJobIsTakenWhileTheThreadSpins() async throws {
         // A bound far longer than the test needs, so the spin cannot end before the job comes.
-        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
-        let tid = try #require(await actor.threadID())
-        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
-        try await Task.sleep(for: .milliseconds(5))  // asleep for longer than `afterSleep` (200 µs)
+        let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
         actor.executor.anticipateJob()
         // Woken and spinning: running (R), not sleeping, with no job queued.
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "R" })
@@ -122,10 +130,7 @@ private actor OnStoreThread {
     }
 
     @Test func anUnansweredAnticipationEndsAndTheThreadSleepsAgain() async throws {
-        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .milliseconds(20)))
-        let tid = try #require(await actor.threadID())
-        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
-        try await Task.sleep(for: .milliseconds(5))  // asleep for longer than `afterSleep` (200 µs)
+        let (actor, tid) = try await asleepStoreThread(anticipation: .milliseconds(20))
         actor.executor.anticipateJob()
         #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
         // No job came: after its bound the thread sleeps, and stays asleep (no more turns).
@@ -157,10 +162,7 @@ private actor OnStoreThread {
 
     @Test func aThreadThatHasJustFallenAsleepIsLeftAlone() async throws {
         // Under sustained load the thread sleeps briefly between commits: no wake-up, no spin.
-        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30),
-                                                      afterSleep: .seconds(60)))
-        let tid = try #require(await actor.threadID())
-        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30), afterSleep: .seconds(60))
         let turns = actor.executor.loopIterations
         actor.executor.anticipateJob()
         try await Task.sleep(for: .milliseconds(100))
@@ -170,9 +172,7 @@ private actor OnStoreThread {
     }
 
     @Test func anAnnouncedJobThatCameAlreadyCausesNoSpin() async throws {
-        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
-        let tid = try #require(await actor.threadID())
-        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
         // Announced, then pushed before the thread looked: it takes the job and sleeps, no spin.
         actor.executor.anticipateJob()
         #expect(await actor.threadID() == tid)
@@ -183,14 +183,13 @@ private actor OnStoreThread {
     }
 
     @Test func withAnticipationOffTheThreadIsNotWoken() async throws {
-        let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: nil))
-        let tid = try #require(await actor.threadID())
-        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        let (actor, tid) = try await asleepStoreThread(anticipation: nil)
         try await Task.sleep(for: .milliseconds(20))
         let turns = actor.executor.loopIterations
         actor.executor.anticipateJob()
         try await Task.sleep(for: .milliseconds(100))
         #expect(actor.executor.loopIterations == turns)
+        #expect(try threadSchedule(tid).state == "S")
         #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
     }
 }
