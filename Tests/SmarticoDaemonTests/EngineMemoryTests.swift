@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SmarticoProtocol
 import SmarticoTestSupport
 import Testing
@@ -51,6 +52,53 @@ struct EngineMemoryTests {
         }
         #expect(trimmed, "RssAnon idle \(idle) KiB, after the burst \(peak) KiB, 15 s later \(after) KiB")
         #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        _ = await sim.stop()
+    }
+
+    /// Backpressure (docs/session.md): a server that sends faster than the daemon journals is read
+    /// no faster than that, so a flood costs a bounded amount of memory and loses nothing.
+    @Test func aFloodFromTheServerIsReadNoFasterThanItIsJournaled() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
+        let pid = try #require(setup.daemon?.pid)
+        let idle = try #require(Self.rssAnonKiB(pid))
+        let before = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? 0
+
+        // 20,000 engagements of ~2 KB (~40 MB) queued while the daemon is stopped (as on a busy
+        // device), so that when it runs again they are all there to read at once: without
+        // backpressure the daemon read them into memory far ahead of its journal.
+        let peak = Mutex(idle)
+        let sampler = Task.detached {
+            while !Task.isCancelled {
+                if let now = Self.rssAnonKiB(pid) { peak.withLock { $0 = max($0, now) } }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let total = 20_000
+        kill(pid, SIGSTOP)
+        for _ in 0..<(total / 5_000) {
+            _ = try await sim.control(["op": "emit", "kind": "engagement", "user": "alice", "bodies": false, "count": 5_000])
+        }
+        kill(pid, SIGCONT)
+        var last: Int64 = before
+        let journaled = try await eventually(timeout: .seconds(120)) {
+            last = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? last
+            return last >= before + Int64(total)
+        }
+        sampler.cancel()
+        _ = await sampler.value
+        #expect(journaled, "journaled \(last - before) of \(total); log:\n\(setup.log.suffix(3000))")
+        let grew = peak.withLock { $0 } - idle
+        // The bound: ~3 MiB of messages and events waiting, the store's page cache (16 MiB under
+        // load), the heap's slack. Measured 2026-11-25: +14.7 MB; +155 MB without backpressure.
+        #expect(grew < 48 << 10, "RssAnon grew by \(grew) KiB during the flood")
+        #expect(setup.log.contains("server reading paused"), "the flood never made the daemon pause: the test shows nothing")
+        #expect(await setup.stop() == 0, "log:\n\(setup.log.suffix(3000))")
         _ = await sim.stop()
     }
 

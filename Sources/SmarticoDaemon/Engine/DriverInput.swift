@@ -40,6 +40,8 @@ final class DriverInbox: Sendable {
         var items: [DriverInput] = []
         var waiter: CheckedContinuation<Void, Never>?
         var finished = false
+        /// Bytes of the server messages in `items`.
+        var messageBytes = 0
     }
 
     private let state = Mutex(State())
@@ -47,21 +49,34 @@ final class DriverInbox: Sendable {
     /// Queues `input`; false (dropped) once ``finish()`` was called. Any thread.
     @discardableResult
     func yield(_ input: DriverInput) -> Bool {
+        yield(input, messageBytes: 0).accepted
+    }
+
+    /// Queues a server message of `messageBytes` bytes; returns whether it was accepted and the
+    /// bytes of server messages queued now (the driver's backpressure reads it).
+    func yield(_ input: DriverInput, messageBytes: Int) -> (accepted: Bool, queuedBytes: Int) {
+        var queued = 0
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>?? in
             guard !s.finished else { return .none }
             s.items.append(input)
+            s.messageBytes += messageBytes
+            queued = s.messageBytes
             defer { s.waiter = nil }
             return .some(s.waiter)
         }
-        guard let waiter else { return false }
+        guard let waiter else { return (false, queued) }
         waiter?.resume()
-        return true
+        return (true, queued)
     }
+
+    /// Bytes of the server messages queued (not yet handed to the consumer).
+    var queuedMessageBytes: Int { state.withLock { $0.messageBytes } }
 
     /// No more inputs are accepted; returns those still queued.
     func finish() -> [DriverInput] {
         state.withLock { s in
             s.finished = true
+            s.messageBytes = 0
             defer { s.items = [] }
             return s.items
         }
@@ -82,6 +97,7 @@ final class DriverInbox: Sendable {
             let ready = state.withLock { s -> Bool? in
                 if !s.items.isEmpty {
                     swap(&s.items, &batch)
+                    s.messageBytes = 0
                     return true
                 }
                 return s.finished ? false : nil

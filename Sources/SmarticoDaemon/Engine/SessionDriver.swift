@@ -138,6 +138,7 @@ actor SessionDriver {
                     break
                 }
             }
+            updateReading()
             if trimRequested {
                 // The burst is over: the batch storage kept for the next one goes too (up to two
                 // arrays of 4,096 inputs, ~1 MB after the saturation benchmark), then the heap is
@@ -195,6 +196,16 @@ actor SessionDriver {
             connections[conn] = connection
             let inbox = self.inbox
             let storeThread = store.executor
+            // Backpressure (docs/session.md): past a bound of messages waiting for the driver,
+            // the socket is not read until the driver has caught up (`updateReading`).
+            let logger = self.logger
+            let received = { [weak connection] (bytes: [UInt8]) in
+                let queued = inbox.yield(.session(.received(conn, bytes)), messageBytes: bytes.count).queuedBytes
+                if queued >= Self.pauseReadingInboxBytes, let connection, !connection.isReadingPaused {
+                    connection.pauseReading()
+                    logger.debug("server reading paused", metadata: ["conn": "\(conn)", "inbox_bytes": "\(queued)"])
+                }
+            }
             connection.start { event in
                 switch event {
                 case .textBytes(let bytes):
@@ -202,9 +213,9 @@ actor SessionDriver {
                     // a mini-game, a deep link; pings and most answers are smaller): the store's
                     // thread wakes while it is decoded, not after (docs/store.md, "Anticipation").
                     if bytes.count >= Self.anticipatedMessageBytes { storeThread.anticipateJob() }
-                    inbox.yield(.session(.received(conn, bytes)))
-                case .text(let text): inbox.yield(.session(.received(conn, Array(text.utf8))))
-                case .binary(let bytes): inbox.yield(.session(.received(conn, bytes)))
+                    received(bytes)
+                case .text(let text): received(Array(text.utf8))
+                case .binary(let bytes): received(bytes)
                 case .closed(let info):
                     inbox.yield(.transportClosed(
                         conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason,
@@ -560,7 +571,37 @@ actor SessionDriver {
     /// journaled or not, so the order holds — waits for them. The machine never waits for the
     /// journal: no result of it feeds back.
     private func toSubscribers(_ event: Outgoing) {
-        run(commits.emitted(event))
+        let steps = commits.emitted(event)
+        if case .publishNow? = steps.first {} else { journalBacklogBytes += event.data.count }
+        run(steps)
+    }
+
+    /// Bytes of the events queued or in flight behind journal commits.
+    private var journalBacklogBytes = 0
+
+    /// Backpressure on the server (docs/session.md, "Backpressure"): the socket stops being read
+    /// when this many bytes of server messages wait in the inbox, or this many bytes of events
+    /// wait for the journal (a slow disk); it is read again once both are below the resume marks.
+    static let pauseReadingInboxBytes = 1 << 20
+    static let pauseReadingBacklogBytes = 2 << 20
+    static let resumeReadingInboxBytes = 256 << 10
+    static let resumeReadingBacklogBytes = 512 << 10
+
+    /// Pauses or resumes reading the server by the backlog; after every batch of inputs and
+    /// every commit's publication.
+    private func updateReading() {
+        if journalBacklogBytes >= Self.pauseReadingBacklogBytes {
+            for (conn, connection) in connections where !connection.isReadingPaused {
+                connection.pauseReading()
+                logger.debug("server reading paused", metadata: ["conn": "\(conn)", "journal_backlog_bytes": "\(journalBacklogBytes)"])
+            }
+        } else if journalBacklogBytes < Self.resumeReadingBacklogBytes
+                    && inbox.queuedMessageBytes < Self.resumeReadingInboxBytes {
+            for (conn, connection) in connections where connection.isReadingPaused {
+                connection.resumeReading()
+                logger.debug("server reading resumed", metadata: ["conn": "\(conn)"])
+            }
+        }
     }
 
     private func run(_ steps: [CommitPipeline<Outgoing, CommitOutcome>.Step]) {
@@ -574,8 +615,10 @@ actor SessionDriver {
                 // store's FIFO in ticket order; between their awaits the machine goes on.
                 Task(executorPreference: loop) { await self.commit(batch, ticket: ticket) }
             case .publishCommitted(_, let batch, let outcome):
+                for event in batch { journalBacklogBytes -= event.data.count }
                 publishCommitted(batch, results: outcome.results, failure: outcome.failure)
             case .publishWaiting(let events):
+                for event in events { journalBacklogBytes -= event.data.count }
                 server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, data: $0.data) })
             }
         }
@@ -594,6 +637,7 @@ actor SessionDriver {
             do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
         }
         run(commits.committed(ticket: ticket, outcome: (results, failure)))
+        updateReading()
     }
 
     /// The lines of a committed batch, in order, as one task on the loop.

@@ -98,6 +98,8 @@ public final class WebSocketConnection: CustomStringConvertible,
     private var continuation: AsyncStream<WebSocketConnectionEvent>.Continuation?
     private let streamState = Mutex<AsyncStream<WebSocketConnectionEvent>?>(nil)
     private var reading = false
+    /// Set by ``pauseReading()``: the socket is not read until ``resumeReading()``.
+    private var pausedByUser = false
     private var closedEvent: WebSocketConnectionEvent?
     private var pendingError: WebSocketConnectionError?
     private var closeTimer: LoopTimer?
@@ -185,8 +187,29 @@ public final class WebSocketConnection: CustomStringConvertible,
             perform(bytes.withUnsafeMutableBytes { proto.receive($0) })
         }
         stream.start()
-        stream.resumeReading()
+        if !pausedByUser { stream.resumeReading() }
     }
+
+    /// Stops reading from the socket (backpressure): what was read already is still delivered,
+    /// then the kernel's receive buffer fills and TCP slows the peer down. Pings and a close from
+    /// the peer wait too. Loop thread.
+    public func pauseReading() {
+        loop.preconditionInEventLoop()
+        guard !pausedByUser else { return }
+        pausedByUser = true
+        if reading { stream.pauseReading() }
+    }
+
+    /// Reads again after ``pauseReading()``. Loop thread.
+    public func resumeReading() {
+        loop.preconditionInEventLoop()
+        guard pausedByUser else { return }
+        pausedByUser = false
+        if reading { stream.resumeReading() }
+    }
+
+    /// True between ``pauseReading()`` and ``resumeReading()``. Loop thread.
+    public var isReadingPaused: Bool { pausedByUser }
 
     private func deliver(_ event: WebSocketConnectionEvent) {
         handler?(event)
