@@ -42,6 +42,46 @@ struct IntegrationServerTests {
         }
     }
 
+    @Test("pauseReading holds the peer's messages back until resumeReading; none lost, order kept")
+    func pausedReading() async throws {
+        let serverLoop = try EventLoop(name: "ws-server")
+        defer { serverLoop.shutdownAndJoinDetached() }
+        try await withLoop { loop in
+            let count = 2_000
+            let padding = String(repeating: "p", count: 1_000)
+            let server = try await WebSocketServer.listen(
+                host: "127.0.0.1", port: 0, configuration: WebSocketServerConfiguration(), on: serverLoop,
+                accept: { _ in .accept() },
+                onConnection: { c in
+                    c.start { _ in }
+                    for i in 0..<count { try? c.send(text: "\(i) \(padding)") }  // a failure shows as a missing message
+                })
+            let connection = try await WebSocketClient.connect(url: "ws://127.0.0.1:\(server.port)/", on: loop)
+            try await loop.submit { connection.pauseReading() }
+            #expect(try await loop.submit { connection.isReadingPaused })
+            let inbox = EventInbox(connection)  // starts reading: only bytes read with the handshake are delivered
+            try await Task.sleep(for: .milliseconds(200))
+            let early = inbox.events.value.count
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(inbox.events.value.count == early, "messages were delivered while reading was paused")
+            #expect(early < count)
+            try await loop.submit { connection.resumeReading() }
+            #expect(try await !loop.submit { connection.isReadingPaused })
+            for i in 0..<count {
+                guard case .text(let text) = try await inbox.nextMessage(timeout: .seconds(30)) else {
+                    Issue.record("message \(i) is not text")
+                    break
+                }
+                if !text.hasPrefix("\(i) ") {
+                    Issue.record("message \(i) out of order: \(text.prefix(12))")
+                    break
+                }
+            }
+            try await connection.closeAsync()
+            await server.closeAsync()
+        }
+    }
+
     @Test("1000 connections on one server loop, each echoed")
     func manyConnections() async throws {
         let serverLoop = try EventLoop(name: "ws-server")
