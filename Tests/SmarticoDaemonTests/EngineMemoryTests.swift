@@ -21,15 +21,27 @@ struct EngineMemoryTests {
         return nil
     }
 
-    @Test func aBurstsMemoryIsGivenBackAfterIt() async throws {
+    /// A daemon identified against a simulator of ~2 KB engagements, and its pid.
+    static func identifiedDaemon() async throws -> (DaemonSetup, SimProcess, DaemonClient, Int32) {
         let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
+        let sim: SimProcess
+        let client: DaemonClient
+        do {
+            sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
+            try setup.writeConfig(url: sim.serverURL)
+            client = try await setup.start()
+        } catch {
+            setup.remove()
+            throw error
+        }
         #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
-        let pid = try #require(setup.daemon?.pid)
+        return (setup, sim, client, try #require(setup.daemon?.pid))
+    }
+
+    @Test func aBurstsMemoryIsGivenBackAfterIt() async throws {
+        let (setup, sim, client, pid) = try await Self.identifiedDaemon()
+        defer { setup.remove() }
+        defer { client.close() }
         _ = try await client.ok("subscribe", ["types": ["engagement"]])
         let idle = try #require(Self.rssAnonKiB(pid))
 
@@ -58,14 +70,9 @@ struct EngineMemoryTests {
     /// Backpressure (docs/session.md): a server that sends faster than the daemon journals is read
     /// no faster than that, so a flood costs a bounded amount of memory and loses nothing.
     @Test func aFloodFromTheServerIsReadNoFasterThanItIsJournaled() async throws {
-        let setup = try DaemonSetup()
+        let (setup, sim, client, pid) = try await Self.identifiedDaemon()
         defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
-        let pid = try #require(setup.daemon?.pid)
         let idle = try #require(Self.rssAnonKiB(pid))
         let before = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? 0
 

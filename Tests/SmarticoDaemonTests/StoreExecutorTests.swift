@@ -163,12 +163,7 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
     @Test func aThreadThatHasJustFallenAsleepIsLeftAlone() async throws {
         // Under sustained load the thread sleeps briefly between commits: no wake-up, no spin.
         let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30), afterSleep: .seconds(60))
-        let turns = actor.executor.loopIterations
-        actor.executor.anticipateJob()
-        try await Task.sleep(for: .milliseconds(100))
-        #expect(actor.executor.loopIterations == turns)
-        #expect(try threadSchedule(tid).state == "S")
-        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
+        try await expectAnticipationLeavesItAsleep(actor, tid)
     }
 
     @Test func anAnnouncedJobThatCameAlreadyCausesNoSpin() async throws {
@@ -184,7 +179,11 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
 
     @Test func withAnticipationOffTheThreadIsNotWoken() async throws {
         let (actor, tid) = try await asleepStoreThread(anticipation: nil)
-        try await Task.sleep(for: .milliseconds(20))
+        try await expectAnticipationLeavesItAsleep(actor, tid)
+    }
+
+    /// `anticipateJob()` on the sleeping thread `tid` neither wakes it nor makes it spin.
+    private func expectAnticipationLeavesItAsleep(_ actor: OnStoreThread, _ tid: Int32) async throws {
         let turns = actor.executor.loopIterations
         actor.executor.anticipateJob()
         try await Task.sleep(for: .milliseconds(100))
