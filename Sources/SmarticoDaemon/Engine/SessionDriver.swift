@@ -514,10 +514,10 @@ actor SessionDriver {
         }
     }
 
-    /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
     /// Server messages from this size up announce a journal commit to the store's thread.
     static let anticipatedMessageBytes = 128
 
+    /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
     static func isPong(_ bytes: [UInt8]) -> Bool {
         guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
         return o["cid"]?.int64Value == 2

@@ -3,6 +3,7 @@
 // an actor whose `unownedExecutor` is this executor, and every isolated method runs on this thread.
 import COpenSSL  // smartico_set_thread_name, smartico_cpu_relax, smartico_usable_cpus
 import Synchronization
+import Transport  // LoopInstant: the monotonic clock
 
 #if canImport(Glibc)
 import Glibc
@@ -29,7 +30,7 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// `afterSleep`: a thread asleep for less than this is not woken by `anticipateJob()`.
     public init(name: String = "smarticod-store", anticipation: Duration? = StoreThreadExecutor.defaultAnticipation,
                 afterSleep: Duration = .microseconds(200)) {
-        state = ExecutorState(spinNanoseconds: anticipation.map(Self.nanoseconds), afterSleepNanoseconds: Self.nanoseconds(afterSleep))
+        state = ExecutorState(spin: anticipation, afterSleep: afterSleep)
         state.executor = UnownedSerialExecutor(ordinary: self)
         state.start(name: name)
     }
@@ -63,11 +64,6 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// On for two CPUs or more (the CPUs this process may run on).
     public static var defaultAnticipation: Duration? {
         smartico_usable_cpus() >= 2 ? .microseconds(100) : nil
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return max(0, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     /// This executor, as actors and the runtime refer to it.
@@ -109,18 +105,18 @@ private final class ExecutorState: @unchecked Sendable {
     private var anticipatedAt = 0
     private var spins = 0
     private var spinHits = 0
-    /// When the thread last went to sleep (monotonic ns).
-    private var sleptAt = 0
+    /// When the thread last went to sleep.
+    private var sleptAt = LoopInstant(nanoseconds: 0)
     /// A thread asleep for less than this (it had work a moment ago) is not woken by `anticipate()`.
-    private let afterSleepNanoseconds: Int
+    private let afterSleep: Duration
     /// The spin's bound; nil: `anticipate()` does nothing.
-    private let spinNanoseconds: Int?
+    private let spin: Duration?
     var executor: UnownedSerialExecutor?
     private var thread = pthread_t()
 
-    init(spinNanoseconds: Int?, afterSleepNanoseconds: Int) {
-        self.spinNanoseconds = spinNanoseconds
-        self.afterSleepNanoseconds = afterSleepNanoseconds
+    init(spin: Duration?, afterSleep: Duration) {
+        self.spin = spin
+        self.afterSleep = afterSleep
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -183,13 +179,13 @@ private final class ExecutorState: @unchecked Sendable {
     }
 
     func anticipate() {
-        guard spinNanoseconds != nil else { return }
-        let now = Self.monotonicNanoseconds()
+        guard spin != nil else { return }
+        let now = LoopInstant.now
         pthread_mutex_lock(mutex)
         // Only a thread that has slept a while: a busy one takes the job after its current ones
         // without a wake-up, and under sustained load (short sleeps between commits) the spin
         // would cost more CPU than the wake-up it hides, for a latency set by batching anyway.
-        let wake = sleeping && now - sleptAt >= afterSleepNanoseconds
+        let wake = sleeping && sleptAt.duration(to: now) >= afterSleep
         if wake {
             sleeping = false
             anticipating = true
@@ -205,12 +201,12 @@ private final class ExecutorState: @unchecked Sendable {
         return (spins, spinHits)
     }
 
-    /// Spins until a job is pushed after `pushed` pushes or `limit` ns pass; called and returns
+    /// Spins until a job is pushed after `pushed` pushes or `limit` passes; called and returns
     /// with `mutex` held, which it releases while spinning.
-    private func spinForJob(after pushed: Int, limit: Int) {
+    private func spinForJob(after pushed: Int, limit: Duration) {
         spins += 1
         pthread_mutex_unlock(mutex)
-        let deadline = Self.monotonicNanoseconds() + limit
+        let deadline = LoopInstant.now + limit
         var round = 0
         var hit = false
         while true {
@@ -220,16 +216,10 @@ private final class ExecutorState: @unchecked Sendable {
             }
             smartico_cpu_relax()
             round &+= 1
-            if round & 15 == 0 && Self.monotonicNanoseconds() >= deadline { break }
+            if round & 15 == 0 && LoopInstant.now >= deadline { break }
         }
         pthread_mutex_lock(mutex)
         if hit { spinHits += 1 }
-    }
-
-    private static func monotonicNanoseconds() -> Int {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return now.tv_sec * 1_000_000_000 + now.tv_nsec
     }
 
     func stop() {
@@ -262,12 +252,12 @@ private final class ExecutorState: @unchecked Sendable {
             } else if anticipating {
                 // A job was announced: wait for it awake, unless it came already (then it was taken).
                 anticipating = false
-                if let limit = spinNanoseconds, pushes.load(ordering: .relaxed) == anticipatedAt {
+                if let limit = spin, pushes.load(ordering: .relaxed) == anticipatedAt {
                     spinForJob(after: anticipatedAt, limit: limit)
                 }
             } else {
                 sleeping = true
-                sleptAt = Self.monotonicNanoseconds()
+                sleptAt = LoopInstant.now
                 pthread_cond_wait(condition, mutex)  // spurious wake-ups just go round again
                 sleeping = false
             }
