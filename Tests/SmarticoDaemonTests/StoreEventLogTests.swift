@@ -46,6 +46,39 @@ private func recordsEnd(of path: String) throws -> Int {
     return (bytes.lastIndex { $0 != 0 } ?? -1) + 1
 }
 
+/// Where a segment's records end, found as an open finds it: record after record from offset 0,
+/// each with the magic and the next seq (the first is in the file's name).
+private func walkedRecordsEnd(of path: String) throws -> Int {
+    let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    var seq = try #require(JournalSeq(String(path.split(separator: "/").last!.prefix(20))))
+    var at = 0
+    while at + EventLog.headerSize <= bytes.count {
+        let word = { (o: Int) in bytes[(at + o) ..< (at + o + 4)].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
+        let seqLow = Int64(word(16)) | Int64(word(20)) << 32
+        guard word(0) == EventLog.magic, seqLow == seq else { break }
+        at += EventLog.headerSize + Int(word(4))
+        seq += 1
+    }
+    return at
+}
+
+/// The first 40 bytes of a record with `seq` as a crash can leave them: its whole header (magic,
+/// length, checksum, flags, seq, time) and the start of its body.
+private func tornRecord(seq: JournalSeq) -> [UInt8] {
+    func le(_ v: UInt64, _ n: Int) -> [UInt8] { (0 ..< n).map { UInt8(truncatingIfNeeded: v >> (8 * UInt64($0))) } }
+    return le(UInt64(EventLog.magic), 4) + le(200, 4) + le(0xDEAD_BEEF, 4) + le(0, 4) + le(UInt64(seq), 8) + le(4, 8)
+        + Array(repeating: 7, count: 8)
+}
+
+/// True when some file of the event log directory (a segment, the spare) holds `text`.
+private func eventFilesHold(_ dir: StoreTempDir, _ text: String) throws -> Bool {
+    let events = dir.sub(EventLog.directoryName)
+    let needle = Data(text.utf8)
+    return try FileManager.default.contentsOfDirectory(atPath: events)
+        .filter { $0.hasSuffix(".log") || $0 == "spare" }
+        .contains { try Data(contentsOf: URL(fileURLWithPath: events + "/" + $0)).range(of: needle) != nil }
+}
+
 /// Writes `bytes` at `offset` of the file at `path`.
 private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throws {
     let fd = open(path, O_RDWR)
@@ -70,7 +103,7 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         let segment = try #require(try segments(dir).last)
         let clean = fileSize(segment)
         // The first 40 bytes of a sixth record's header and body (what a cut write leaves).
-        try appendBytes(Array(repeating: 0x53, count: 3) + [0x56, 0x31] + Array(repeating: 7, count: 35), to: segment)
+        try appendBytes(tornRecord(seq: 6), to: segment)
         store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(fileSize(segment) == clean, "the torn bytes are still there")
         #expect(await store.lastSeq() == 5)
@@ -331,8 +364,8 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         let segment = try #require(try segments(dir).last)
         #expect(fileSize(segment) == 16 << 10)
         let end = try recordsEnd(of: segment)
-        // The first 40 bytes of a fourth record's header and body.
-        try writeBytes(Array(repeating: 0x53, count: 3) + [0x56, 0x31] + Array(repeating: 7, count: 35), to: segment, at: end)
+        #expect(try walkedRecordsEnd(of: segment) == end)
+        try writeBytes(tornRecord(seq: 4), to: segment, at: end)
         store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(await store.eventLogRecovery().count == 1, "the cut is reported")
         #expect(fileSize(segment) == end)
@@ -365,6 +398,137 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         #expect(try await store.events(after: 0, limit: 20).map(\.seq) == Array(1...12))
         #expect(fileSize(files[0]) == cut)
         #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[0])))
+        await store.close()
+    }
+
+    /// A segment retention lets go of becomes the next spare instead of being deleted: its old
+    /// records stay after the new ones (no zeros written), are never read as the new segment's,
+    /// and are no damage at the next open — which keeps that segment as it is.
+    @Test func aSegmentRetentionLetsGoOfIsReusedAsTheNextSpare() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(retentionEvents: 8, segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        // 15 records a segment: seqs 1–15, 16–30, 31–45, then 46–52 in the file that held 1–15.
+        let payload = { (i: Int) in "{\"n\":\(i),\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}" }
+        for i in 1...52 {
+            #expect(await store.waitForSpareSegment())
+            _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload(i))])
+        }
+        // Seqs 1–44 left the journal, the first 30 with their segments; some of their bytes are
+        // still in the files (the newest segment, the spare): reused.
+        #expect(try await store.events(after: 0, limit: 100).map(\.seq) == Array(45...52))
+        #expect(try (1...30).contains { try eventFilesHold(dir, "{\"n\":\($0),") }, "the segments were deleted, not reused")
+        await store.close()
+        let newest = try #require(try segments(dir).last)
+        let end = try walkedRecordsEnd(of: newest)
+        #expect(fileSize(newest) == 16 << 10)
+        let tail = [UInt8](try Data(contentsOf: URL(fileURLWithPath: newest)))[end...]
+        try #require(tail.contains { $0 != 0 }, "the newest segment is not a reused file with old records after its own")
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty, "a reused segment's old records were taken for damage")
+        #expect(fileSize(newest) == 16 << 10, "the newest segment was cut at open")
+        #expect(try await store.events(after: 0, limit: 100).map(\.seq) == Array(45...52))
+        for i in 53...55 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload(i))]) }
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty)
+        #expect(try await store.events(after: 0, limit: 100).map(\.seq) == Array(48...55))
+        #expect(try walkedRecordsEnd(of: try #require(try segments(dir).last)) > end || (try segments(dir).last) != newest)
+        await store.close()
+    }
+
+    /// A crash in a batch's write into a reused segment: its first record's header where the
+    /// records end, or only a later record of the batch further on (the first never reached the
+    /// disk) — either way a record of this segment's seqs after the end: cut, reported, appends go on.
+    @Test(arguments: [0, 1_500])
+    func aTornBatchInAReusedSegmentIsCut(laterBy gap: Int) async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(retentionEvents: 4, segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = { (i: Int) in "{\"n\":\(i),\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}" }
+        var reused = false
+        for i in 1...200 {
+            #expect(await store.waitForSpareSegment())
+            _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload(i))])
+            // Until the newest segment is a reused file holding old records after its own.
+            if i > 40, let newest = try segments(dir).last {
+                let end = try walkedRecordsEnd(of: newest)
+                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: newest)))
+                if end > 0 && end + gap + 200 < bytes.count && bytes[end...].contains(where: { $0 != 0 }) { reused = true; break }
+            }
+        }
+        try #require(reused, "no segment was reused")
+        let kept = try await store.events(after: 0, limit: 100)
+        await store.close()
+        let newest = try #require(try segments(dir).last)
+        let end = try walkedRecordsEnd(of: newest)
+        try writeBytes(tornRecord(seq: kept.last!.seq + 1 + JournalSeq(gap > 0 ? 1 : 0)), to: newest, at: end + gap)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().count == 1, "the cut is reported")
+        #expect(fileSize(newest) == end)
+        #expect(try await store.events(after: 0, limit: 100) == kept)
+        let next = try await store.appendEvents([journalEvent("message", ts: 999, "{}")])
+        #expect(next == [kept.last!.seq + 1])
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().isEmpty)
+        // Retention keeps the newest 4.
+        #expect(try await store.events(after: 0, limit: 100).map(\.seq) == Array((kept.map(\.seq) + next).suffix(4)))
+        await store.close()
+    }
+
+    /// A spare that holds a reused segment's records, and a retired segment waiting to be one, are
+    /// not carried across a restart: both are removed and the spare is written as zeros.
+    @Test func aReusedSpareIsNotKeptAcrossARestart() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 16 << 10)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
+        await store.close()
+        let events = dir.sub(EventLog.directoryName)
+        let segment = try #require(try segments(dir).first)
+        let records = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment)))
+        try Data(records).write(to: URL(fileURLWithPath: events + "/spare"))
+        try Data(records).write(to: URL(fileURLWithPath: events + "/retired"))
+        #expect(fileSize(events + "/spare") == 16 << 10)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.waitForSpareSegment())
+        #expect(!FileManager.default.fileExists(atPath: events + "/retired"))
+        let spareBytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: events + "/spare")))
+        #expect(spareBytes.count == 16 << 10 && spareBytes.allSatisfy { $0 == 0 }, "a reused spare was kept")
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 2, 3])
+        await store.close()
+    }
+
+    /// A crash after a reused segment was complete but before its cut reached the disk leaves the
+    /// file's old records after its own: the next open cuts them, reports nothing, and indexes it.
+    /// A record of the segment's own seqs there instead (damage before it) is reported and kept.
+    @Test(arguments: [true, false])
+    func aCompleteSegmentStillHoldingOldRecordsIsCutAtOpen(old: Bool) async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(segmentBytes: 8 << 10, preallocateSegments: false)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let payload = "{\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}"
+        for i in 1...20 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
+        await store.close()
+        let files = try segments(dir)
+        try #require(files.count >= 3)
+        let cut = fileSize(files[1])
+        let first = try #require(JournalSeq(String(files[1].split(separator: "/").last!.prefix(20))))
+        // Seq 1 is older than the segment; its own next seq is not.
+        try appendBytes(Array(repeating: 0x78, count: 300) + tornRecord(seq: old ? 1 : first + 20) + Array(repeating: 0x78, count: 300),
+                        to: files[1])
+        try FileManager.default.removeItem(atPath: EventLog.indexPath(files[1]))
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(await store.eventLogRecovery().count == (old ? 0 : 1))
+        #expect(try await store.events(after: 0, limit: 30).map(\.seq) == Array(1...20))
+        #expect((fileSize(files[1]) == cut) == old)
+        #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[1])) == old)
         await store.close()
     }
 

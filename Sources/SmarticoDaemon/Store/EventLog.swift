@@ -26,9 +26,11 @@ struct EventLogEntry {
 /// `fdatasync`. At open every segment is read and checked; in the newest one, whatever follows the
 /// last valid record (a write cut by a crash) is cut off. Seqs are consecutive inside a segment.
 ///
-/// A new segment is, when one is ready, a file of zeros written ahead of time (`SpareSegment`):
-/// appends overwrite its zeros, so their syncs write data blocks only. Zeros after the last record
-/// are the unused rest of such a file, not damage; a segment is cut to its records when the next begins.
+/// A new segment is, when one is ready, a file written ahead of time (`SpareSegment`): zeros, or a
+/// segment retention let go of, reused. Appends overwrite it, so their syncs write data blocks only.
+/// After the last record, bytes holding no record header with a seq of the segment (zeros, a reused
+/// file's older records) are the unused rest of such a file, not damage (`classifyTail`); a segment
+/// is cut to its records when the next begins.
 final class EventLog {
     static let directoryName = "events"
     static let headerSize = 32
@@ -267,7 +269,8 @@ final class EventLog {
     func dropSegments(below seq: JournalSeq) -> Int {
         var removed = 0
         while segments.count > 1, segments[0].count == 0 || segments[0].lastSeq < seq {
-            unlink(segments[0].path)
+            // Kept to be the next spare when none waits (`SpareSegment.retire`), else deleted.
+            if spare?.retire(segments[0].path) != true { unlink(segments[0].path) }
             unlink(Self.indexPath(segments[0].path))
             segments.removeFirst()
             removed += 1
@@ -318,12 +321,15 @@ final class EventLog {
             }
             segment.size = at
             if segment.count > 0 { try checkFollowsPrevious(segment) }
-            // Zeros after the last record: the unused rest of a preallocated segment.
-            let zeroTail = at < bytes.count && bytes.withUnsafeBytes { Self.isZero(UnsafeRawBufferPointer(rebasing: $0[at...])) }
+            // After the last record: the unused rest of a preallocated segment (zeros, or the records
+            // of a reused one, all older than this segment), or something else.
+            let tail = at < bytes.count ? Self.classifyTail(bytes, from: at, firstSeq: first) : .unusedRest
             // A complete segment whose cut to its records was lost (a crash) is cut now, so its size
             // matches the index written below (when it cannot be, it is read at every open instead).
-            let cutZeroTail = zeroTail && !isNewest && truncate(segment.path, off_t(at)) == 0
-            if at < bytes.count && !zeroTail {
+            // An older segment's tail that is neither zeros nor old records is left (and reported).
+            let cutUnusedRest = at < bytes.count && !isNewest && (tail == .unusedRest && (Self.isZero(bytes, from: at)
+                || Self.holdsOlderRecord(bytes, from: at, firstSeq: first))) && truncate(segment.path, off_t(at)) == 0
+            if at < bytes.count && (isNewest ? tail == .ours : !cutUnusedRest) {
                 if isNewest {
                     // A batch cut by a crash (never acknowledged): cut it off, so appends follow the last record.
                     recoveryNotes.append("\(segment.path): cut \(bytes.count - at) bytes after the last whole record (seq \(segment.count > 0 ? segment.lastSeq : first - 1))")
@@ -339,7 +345,7 @@ final class EventLog {
                 unlink(Self.indexPath(segment.path))
                 continue
             }
-            if !isNewest && (at == bytes.count || cutZeroTail) { Self.writeIndex(of: segment) }  // read once, not again
+            if !isNewest && (at == bytes.count || cutUnusedRest) { Self.writeIndex(of: segment) }  // read once, not again
             if isNewest {
                 keep = true
                 activeFD = fd
@@ -460,6 +466,64 @@ final class EventLog {
             if verify, checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) != u32(8) { return nil }
             return (JournalSeq(bitPattern: u64(16)), Int64(bitPattern: u64(24)), total)
         }
+    }
+
+    /// What follows a segment's last valid record (at `start`).
+    enum Tail: Equatable {
+        /// Nothing of this segment: zeros, the records of the file's earlier use (seqs below
+        /// `firstSeq`), or bytes that hold no record header.
+        case unusedRest
+        /// A record header with a seq of this segment (at `start` or further on): a batch a crash
+        /// cut, or damage. Never kept before appends: a record of it could come to follow theirs.
+        case ours
+    }
+
+    /// Tells a torn batch from the unused rest of a preallocated or reused segment: a batch's
+    /// records carry seqs of this segment, a reused file's old records seqs below `firstSeq`.
+    /// Every place from `start` that begins with the record magic is looked at (records of the same
+    /// size can line up with the old ones; a text can hold the magic: read as ours, which only cuts).
+    static func classifyTail(_ bytes: [UInt8], from start: Int, firstSeq: JournalSeq) -> Tail {
+        bytes.withUnsafeBytes { raw -> Tail in
+            var found: Tail = .unusedRest
+            forEachHeaderSeq(raw, from: start) { seq in
+                if seq >= firstSeq { found = .ours; return false }
+                return true
+            }
+            return found
+        }
+    }
+
+    /// True when the bytes from `start` hold a record header of the file's earlier use.
+    static func holdsOlderRecord(_ bytes: [UInt8], from start: Int, firstSeq: JournalSeq) -> Bool {
+        bytes.withUnsafeBytes { raw -> Bool in
+            var found = false
+            forEachHeaderSeq(raw, from: start) { seq in
+                found = seq < firstSeq
+                return !found
+            }
+            return found
+        }
+    }
+
+    /// Calls `body` with the seq of every place from `start` that begins with the record magic and
+    /// leaves room for a header, until it returns false.
+    private static func forEachHeaderSeq(_ raw: UnsafeRawBufferPointer, from start: Int, _ body: (JournalSeq) -> Bool) {
+        guard let base = raw.baseAddress else { return }
+        var at = start
+        while raw.count - at >= headerSize {
+            // The magic's first byte, then the rest of it.
+            guard let hit = memchr(base + at, 0x53, raw.count - at - headerSize + 1) else { return }
+            at = base.distance(to: UnsafeRawPointer(hit))
+            if UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self)) == magic {
+                let seq = JournalSeq(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self)))
+                if !body(seq) { return }
+            }
+            at += 1
+        }
+    }
+
+    private static func isZero(_ bytes: [UInt8], from start: Int) -> Bool {
+        bytes.withUnsafeBytes { isZero(UnsafeRawBufferPointer(rebasing: $0[start...])) }
     }
 
     /// True when every byte is zero (eight at a time).
