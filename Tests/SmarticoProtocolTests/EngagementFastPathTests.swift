@@ -21,7 +21,12 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
     @Test func fieldsEqualTheTreePath() throws {
         for text in [Self.odd, #"{"cid":110}"#, #"{"cid":1.1e2,"engagement_uid":null,"activityType":null}"#,
                      #"{"engagement_uid":"a","engagement_uid":"b","cid":110,"activityType":20,"engagement_id":-1}"#,
-                     #"{"cid":110,"\u0065ngagement_uid":"escaped-key","activityType":1e1}"#] {
+                     #"{"cid":110,"\u0065ngagement_uid":"escaped-key","activityType":1e1}"#,
+                     // Plainly spelled (read from the bytes), and the edges of that reading.
+                     #"{"cid":110,"ts":-0,"uuid":"","engagement_uid":"é ☃","activityType":-7,"engagement_id":999999999999999999}"#,
+                     #"{"cid":110,"engagement_id":9223372036854775807,"uuid":null,"ts":null,"engagement_uid":"a\"b"}"#,
+                     #"{"cid":110,"engagement_id":-9223372036854775808,"activityType":30,"activityType":31}"#,
+                     #"{"cid":110,"ts":1e3,"engagement_uid":"x","cid":110}"#] {
             let input = bytes(text)
             guard case .engagement(let fast) = try ServerMessage.decode(input),
                   case .success(.engagement(let tree)) = treeDecode(input) else {
@@ -66,6 +71,10 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
             (#"{"cid":"110"}"#, .classIDNotInteger(field: "cid", found: "string \"110\"")),
             (#"{"cid":110.5}"#, .classIDNotInteger(field: "cid", found: "number 110.5")),
             (#"{"cid":110,"cid":null}"#, .classIDNotInteger(field: "cid", found: "null")),
+            (#"{"cid":110,"engagement_id":99999999999999999999}"#,
+             .wrongFieldType(.cid(110), path: "engagement_id", expected: "an integer", found: "number 99999999999999999999")),
+            (#"{"cid":110,"activityType":null,"engagement_uid":null,"ts":[]}"#,
+             .wrongFieldType(.cid(110), path: "ts", expected: "an integer", found: "array of 0")),
             (#"{"engagement_uid":"e"}"#, .missingClassID(field: "cid")),
             (#"[{"cid":110}]"#, .notAnObject(found: .array)),
             (#""cid""#, .notAnObject(found: .string)),

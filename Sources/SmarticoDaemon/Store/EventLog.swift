@@ -189,9 +189,10 @@ final class EventLog {
 
     private static func encode(_ entry: EventLogEntry, into buffer: inout [UInt8]) {
         let start = buffer.count
-        let name = Array(entry.name.utf8)
-        let user = entry.seen.map { Array($0.user.utf8) } ?? []
-        let uid = entry.seen.map { Array($0.uid.utf8) } ?? []
+        // Straight from the strings' UTF-8 (no array of each: three allocations a record).
+        let name = entry.name.utf8
+        let user = entry.seen?.user.utf8 ?? "".utf8
+        let uid = entry.seen?.uid.utf8 ?? "".utf8
         let body = 12 + name.count + user.count + uid.count + entry.data.count
         append32(magic, &buffer)
         append32(UInt32(body), &buffer)

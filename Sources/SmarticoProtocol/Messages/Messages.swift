@@ -464,9 +464,72 @@ public struct ClientEngagementEvent: SmarticoMessage {
 
     /// Types a validated raw object (the fields it checks are parsed from their bytes).
     public init(raw: RawJSONObject) throws(ProtocolError) {
-        let f = try Self.check(raw.picking(Self.checkedFields))
+        let f = if let plain = Self.plainFields(raw) { plain } else { try Self.check(raw.picking(Self.checkedFields)) }
         storage = .raw(raw)
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
+    }
+
+    /// What `check` returns for `raw`, read straight from its bytes when every field it reads is
+    /// spelled plainly — `cid` the integer 110; each other one absent, `null`, an integer of digits
+    /// (with `-`) or a string without escapes; no member name with escapes — as in every 110 the
+    /// server sends. Nil otherwise: then `check` on the picked members decides (and names the
+    /// error). Without it, picking and checking built a `JSONObject` for every 110 (~1–1.5 µs).
+    private static func plainFields(_ raw: RawJSONObject)
+        -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?)? {
+        raw.bytes.withUnsafeBufferPointer { b -> (String?, Int64?, String?, Int64?, Int64?)? in
+            // The last member of each name, as a lookup would see it.
+            var found = [Range<Int>?](repeating: nil, count: plainNames.count)
+            for m in raw.members {
+                if m.keyHasEscapes { return nil }
+                let key = UnsafeBufferPointer(rebasing: b[m.key])
+                for (k, name) in plainNames.enumerated() where name.count == key.count && name.elementsEqual(key) {
+                    found[k] = m.value
+                }
+            }
+            // cid, ts, uuid, engagement_uid, activityType, engagement_id.
+            guard let cidRange = found[0], case .some(.some(let cid)) = plainInteger(b, cidRange),
+                  cid == ClassID.clientEngagementEvent.rawValue,
+                  let ts = found[1].map({ plainInteger(b, $0) }) ?? .some(nil),
+                  let uuid = found[2].map({ plainString(b, $0) }) ?? .some(nil),
+                  let uid = found[3].map({ plainString(b, $0) }) ?? .some(nil),
+                  let activityType = found[4].map({ plainInteger(b, $0) }) ?? .some(nil),
+                  let engagementID = found[5].map({ plainInteger(b, $0) }) ?? .some(nil)
+            else { return nil }
+            return (uuid, ts, uid, activityType, engagementID)
+        }
+    }
+
+    /// The names `plainFields` reads (`checkedFields`), as bytes.
+    private static let plainNames: [[UInt8]] = checkedFields.map { Array($0.utf8) }
+
+    /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
+    /// nil for anything else (a fraction, an exponent, a string, too many digits).
+    private static func plainInteger(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int64?? {
+        if isNull(b, range) { return .some(nil) }
+        var i = range.lowerBound
+        let negative = i < range.upperBound && b[i] == UInt8(ascii: "-")
+        if negative { i += 1 }
+        guard i < range.upperBound, range.upperBound - i <= 18 else { return nil }  // 18 digits never overflow
+        var n: Int64 = 0
+        while i < range.upperBound {
+            let d = b[i] &- UInt8(ascii: "0")
+            guard d < 10 else { return nil }
+            n = n * 10 + Int64(d)
+            i += 1
+        }
+        return .some(negative ? -n : n)
+    }
+
+    /// `.some(nil)` for `null`, `.some(text)` for a string without a backslash; nil for anything else.
+    private static func plainString(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String?? {
+        if isNull(b, range) { return .some(nil) }
+        guard range.count >= 2, b[range.lowerBound] == UInt8(ascii: "\""),
+              !b[(range.lowerBound + 1) ..< (range.upperBound - 1)].contains(UInt8(ascii: "\\")) else { return nil }
+        return .some(String(decoding: UnsafeBufferPointer(rebasing: b[(range.lowerBound + 1) ..< (range.upperBound - 1)]), as: UTF8.self))
+    }
+
+    private static func isNull(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
+        range.count == 4 && b[range.lowerBound] == UInt8(ascii: "n")
     }
 
     /// Every field `check` reads: an object of just these has the same verdict as the whole message.
