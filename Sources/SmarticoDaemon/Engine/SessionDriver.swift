@@ -629,13 +629,14 @@ actor SessionDriver {
         }
     }
 
-    private func commit(_ batch: [Outgoing], ticket: Int) async {
-        let writes = batch.compactMap(\.write)
+    private func commit(_ batch: CommitBatch<Outgoing>, ticket: Int) async {
         var results: [JournalSeq?] = []
         var failure: StoreError?
-        if !writes.isEmpty {
-            do throws(StoreError) { results = try await store.journal(writes) } catch { failure = error }
-        }
+        // The batch is sealed on the store's thread as the commit starts: it holds every event
+        // emitted while the commit before it ran (CommitPipeline).
+        do throws(StoreError) {
+            results = try await store.journal(sealing: { batch.seal().compactMap(\.write) })
+        } catch { failure = error }
         run(commits.committed(ticket: ticket, outcome: (results, failure)))
         updateReading()
     }

@@ -407,6 +407,12 @@ public actor SmarticoStore {
         try journal([JournalWrite(event, once: uid, user: user)]).first ?? nil
     }
 
+    /// `journal(_:)` of what `take` returns, called on the store's thread as this job starts: a
+    /// commit that waited behind another takes every event emitted while that one ran.
+    public func journal(sealing take: @Sendable () -> [JournalWrite]) throws(StoreError) -> [JournalSeq?] {
+        try journal(take())
+    }
+
     /// Group commit: journals every write of `writes`, in order, in **one** transaction (one `fsync`),
     /// and returns one result per write: its seq, or nil for an engagement whose uid was already
     /// seen (including earlier in the same batch). Retention runs once, after the batch. The driver
