@@ -469,7 +469,7 @@ public struct ClientEngagementEvent: SmarticoMessage {
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
     }
 
-    /// What `check` returns for `raw`, read straight from its bytes when every field it reads is
+    /// What `check` returns for `raw` (`checkedFields`), read straight from its bytes when every field it reads is
     /// spelled plainly — `cid` the integer 110; each other one absent, `null`, an integer of digits
     /// (with `-`) or a string without escapes; no member name with escapes — as in every 110 the
     /// server sends. Nil otherwise: then `check` on the picked members decides (and names the
@@ -477,30 +477,32 @@ public struct ClientEngagementEvent: SmarticoMessage {
     private static func plainFields(_ raw: RawJSONObject)
         -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?)? {
         raw.bytes.withUnsafeBufferPointer { b -> (String?, Int64?, String?, Int64?, Int64?)? in
-            // The last member of each name, as a lookup would see it.
-            var found = [Range<Int>?](repeating: nil, count: plainNames.count)
+            // The last member of each name, as a lookup would see it (no array: one a message).
+            var cidRange, tsRange, uuidRange, uidRange, activityRange, idRange: Range<Int>?
             for m in raw.members {
                 if m.keyHasEscapes { return nil }
                 let key = UnsafeBufferPointer(rebasing: b[m.key])
-                for (k, name) in plainNames.enumerated() where name.count == key.count && name.elementsEqual(key) {
-                    found[k] = m.value
+                switch key.count {
+                case 3 where key.elementsEqual("cid".utf8): cidRange = m.value
+                case 2 where key.elementsEqual("ts".utf8): tsRange = m.value
+                case 4 where key.elementsEqual("uuid".utf8): uuidRange = m.value
+                case 14 where key.elementsEqual("engagement_uid".utf8): uidRange = m.value
+                case 12 where key.elementsEqual("activityType".utf8): activityRange = m.value
+                case 13 where key.elementsEqual("engagement_id".utf8): idRange = m.value
+                default: break
                 }
             }
-            // cid, ts, uuid, engagement_uid, activityType, engagement_id.
-            guard let cidRange = found[0], case .some(.some(let cid)) = plainInteger(b, cidRange),
+            guard let cidRange, case .some(.some(let cid)) = plainInteger(b, cidRange),
                   cid == ClassID.clientEngagementEvent.rawValue,
-                  let ts = found[1].map({ plainInteger(b, $0) }) ?? .some(nil),
-                  let uuid = found[2].map({ plainString(b, $0) }) ?? .some(nil),
-                  let uid = found[3].map({ plainString(b, $0) }) ?? .some(nil),
-                  let activityType = found[4].map({ plainInteger(b, $0) }) ?? .some(nil),
-                  let engagementID = found[5].map({ plainInteger(b, $0) }) ?? .some(nil)
+                  let ts = tsRange.map({ plainInteger(b, $0) }) ?? .some(nil),
+                  let uuid = uuidRange.map({ plainString(b, $0) }) ?? .some(nil),
+                  let uid = uidRange.map({ plainString(b, $0) }) ?? .some(nil),
+                  let activityType = activityRange.map({ plainInteger(b, $0) }) ?? .some(nil),
+                  let engagementID = idRange.map({ plainInteger(b, $0) }) ?? .some(nil)
             else { return nil }
             return (uuid, ts, uid, activityType, engagementID)
         }
     }
-
-    /// The names `plainFields` reads (`checkedFields`), as bytes.
-    private static let plainNames: [[UInt8]] = checkedFields.map { Array($0.utf8) }
 
     /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
     /// nil for anything else (a fraction, an exponent, a string, too many digits).
