@@ -79,6 +79,15 @@ private func eventFilesHold(_ dir: StoreTempDir, _ text: String) throws -> Bool 
         .contains { try Data(contentsOf: URL(fileURLWithPath: events + "/" + $0)).range(of: needle) != nil }
 }
 
+/// Opens a store on `dir`, lets its spare be written, appends three small events (seqs 1–3) into
+/// that preallocated segment, and closes it.
+private func threeEventsInAPreallocatedSegment(_ dir: StoreTempDir, _ options: StoreOptions) async throws {
+    let store = try await SmarticoStore.open(directory: dir.path, options: options)
+    #expect(await store.waitForSpareSegment())
+    _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
+    await store.close()
+}
+
 /// Writes `bytes` at `offset` of the file at `path`.
 private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throws {
     let fd = open(path, O_RDWR)
@@ -357,10 +366,8 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let options = StoreOptions(segmentBytes: 16 << 10)
-        var store = try await SmarticoStore.open(directory: dir.path, options: options)
-        #expect(await store.waitForSpareSegment())
-        _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
-        await store.close()
+        try await threeEventsInAPreallocatedSegment(dir, options)
+        var store: SmarticoStore
         let segment = try #require(try segments(dir).last)
         #expect(fileSize(segment) == 16 << 10)
         let end = try recordsEnd(of: segment)
@@ -485,10 +492,8 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         let dir = try StoreTempDir()
         defer { dir.remove() }
         let options = StoreOptions(segmentBytes: 16 << 10)
-        var store = try await SmarticoStore.open(directory: dir.path, options: options)
-        #expect(await store.waitForSpareSegment())
-        _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
-        await store.close()
+        try await threeEventsInAPreallocatedSegment(dir, options)
+        var store: SmarticoStore
         let events = dir.sub(EventLog.directoryName)
         let segment = try #require(try segments(dir).first)
         let records = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment)))
