@@ -748,12 +748,16 @@ int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, i
             size_t mlen = maxlen + 64 - z.avail_out;
             pos += 4 + n;
             done++;
-            /* journal record: seq, ts, length, then {"message":…,"popup_url":null} */
-            int64_t hdr[3] = { done, (int64_t)t0, (int64_t)mlen };
+            /* journal record: seq, ts, length, CRC-32, then {"message":…,"popup_url":null}; the CRC
+               (zlib's, as the daemon's event log) covers the record after its header */
+            size_t rec = jlen;
+            int64_t hdr[4] = { done, (int64_t)t0, (int64_t)mlen, 0 };
             memcpy(jbuf + jlen, hdr, sizeof hdr); jlen += sizeof hdr;
             memcpy(jbuf + jlen, "{\"message\":", 11); jlen += 11;
             memcpy(jbuf + jlen, msg, mlen); jlen += mlen;
             memcpy(jbuf + jlen, ",\"popup_url\":null}", 18); jlen += 18;
+            uint32_t crc = (uint32_t)crc32_z(0, jbuf + rec + sizeof hdr, jlen - rec - sizeof hdr);
+            memcpy(jbuf + rec + 3 * sizeof(int64_t), &crc, sizeof crc);
             /* the line: envelope, message, bridge ({"bcid":3, then the message's members) */
             llen += (size_t)snprintf((char *)lbuf + llen, 160, "{\"event\":\"engagement\",\"seq\":%lld,\"ts\":%llu,\"data\":{\"message\":",
                                      (long long)done, (unsigned long long)t0);

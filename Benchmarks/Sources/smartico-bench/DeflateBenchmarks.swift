@@ -117,19 +117,47 @@ func deflateBenchmarks(_ report: Report) {
     simulatorStreamInflate(report)
 }
 
-/// What the daemon inflates in its CPU row: the simulator's 110s (template padded with `x`,
-/// fresh uuids), one permessage-deflate stream with context takeover, as `smartico-sim` sends
-/// them. Transport's inflater against zlib from C on the same frames, 64 messages per pass,
-/// each pass from a fresh inflater (the stream only inflates in order).
-func simulatorStreamInflate(_ report: Report) {
-    var messages: [[UInt8]] = []
-    for i in 0..<64 {
+/// `count` 110s as `smartico-sim` sends them in the daemon rows: the generator's 110 (template of
+/// `templateBytes` padded with `x`, a random `engagement_uid`, consecutive engagement ids),
+/// stamped as a session stamps it (a random `uuid`, `ts` in milliseconds). Seeded: the same bytes
+/// every run. The random uuids are most of what a 110 adds to the compressed stream: a
+/// permessage-deflate frame of ~95 B with its own Huffman tables, where 110s that differ in a
+/// counter only (what this bench used before 2026-11-26) compress to ~40 B and inflate 4–5×
+/// faster.
+func simulatorEngagements(count: Int, templateBytes: Int = 1_650, seed: UInt64 = 0x5EED) -> [[UInt8]] {
+    var generator = SimPushGenerator(templateBytes: templateBytes)
+    var random = SimRandom(seed: seed)
+    return (0..<count).map { i in
+        var m = generator.make(.engagement, random: &random)
+        m["ts"] = .number(1_632_913_275_835 + Int64(i))
+        m["uuid"] = .string(random.uuid())
+        return m.serialized()
+    }
+}
+
+/// `count` 110s that differ only in counters (ids, `ts`): each compresses to ~40 B against the
+/// one before, mostly long matches — the cheapest stream to inflate, where the inflater's own
+/// per-message overhead shows most.
+func nearCopyEngagements(count: Int, templateBytes: Int = 1_650) -> [[UInt8]] {
+    (0..<count).map { i in
         var m = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-\(String(100_000_000_000 + i))",
-                                            engagementID: 1_000 + Int64(i), templateBytes: 1_650)
+                                            engagementID: 1_000 + Int64(i), templateBytes: templateBytes)
         m["ts"] = .number(1_632_913_275_835 + Int64(i))
         m["uuid"] = .string("df4a39fb-0536-4c68-9c32-\(String(200_000_000_000 + i))")
-        messages.append(m.serialized())
+        return m.serialized()
     }
+}
+
+/// What the daemon inflates in its CPU rows: 110s as one permessage-deflate stream with context
+/// takeover, as `smartico-sim` sends them (`simulatorEngagements`), and the near-copy stream
+/// (`nearCopyEngagements`). Transport's inflater against zlib from C on the same frames, 64
+/// messages per pass, each pass from a fresh inflater (the stream only inflates in order).
+func simulatorStreamInflate(_ report: Report) {
+    streamInflate(report, messages: simulatorEngagements(count: 64), label: "the simulator's 110s (random uuids)")
+    streamInflate(report, messages: nearCopyEngagements(count: 64), label: "110s differing in counters only")
+}
+
+private func streamInflate(_ report: Report, messages: [[UInt8]], label: String) {
     let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
     var frames: [[UInt8]] = []
     for m in messages {
@@ -151,20 +179,28 @@ func simulatorStreamInflate(_ report: Report) {
             }
         }
     }
-    var out: [UInt8] = []
+    // Like the C pass: the frames from one buffer, one output array reused, nothing captured that
+    // the loop mutates (a captured `var` is boxed: every access to it is an exclusivity check and a
+    // retain, which the daemon's path does not pay and which cost this row ~10 % before 2026-11-26).
     func swiftPass() -> Int {
         let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
+        var out: [UInt8] = []
+        out.reserveCapacity(1 << 16)
         var total = 0
-        for f in frames {
-            out.removeAll(keepingCapacity: true)
-            f.withUnsafeBytes { try! inflater.inflate($0, limit: 16 << 20, into: &out) }
-            try! inflater.finish(limit: 16 << 20, into: &out)
-            total += out.count
+        joined.withUnsafeBytes { all in
+            var offset = 0
+            for length in lens {
+                out.removeAll(keepingCapacity: true)
+                try! inflater.inflate(UnsafeRawBufferPointer(rebasing: all[offset ..< offset + length]), limit: 16 << 20, into: &out)
+                try! inflater.finish(limit: 16 << 20, into: &out)
+                total += out.count
+                offset += length
+            }
         }
         return total
     }
     precondition(cPass() == plainBytes && swiftPass() == plainBytes, "the simulator's stream does not inflate back")
-    let what = "permessage-deflate inflate, the simulator's 110s as one stream with context takeover "
+    let what = "permessage-deflate inflate, \(label) as one stream with context takeover "
         + "(64 × \(plainBytes / 64) B ↔ \(joined.count / 64) B on average)"
     report.add(what, unit: .megabytesPerSecond(bytesPerOp: plainBytes),
                subject: Timed { n in for _ in 0..<n { blackHole(swiftPass()) } },
