@@ -54,8 +54,18 @@ func wantsAnyLatencyRow(_ report: Report) -> Bool {
 let latencyRowRates = [100, 1_000, 4_000]
 func latencyRowPeers(rate: Int) -> [Int] { rate == 4_000 ? [1] : [1, 10, 100] }
 
+/// The throughput rows' names (each part of `throughputRows` runs when its row is wanted:
+/// `--filter "maximum rate"` runs the backlog drains alone).
+enum ThroughputRow {
+    static let maxSustained = "max sustained events/s, sim → smarticod → 1 peer"
+    static let capacity = "engagement event, server frame in → journaled → line out to one subscriber, at the daemon's maximum rate"
+    static let livePace = "engagement event at the simulator's live pace"
+    static let floor = "engagement event, its floor"
+    static let all = [maxSustained, capacity, livePace, floor]
+}
+
 func daemonBenchmarks(_ report: Report) async {
-    let names = ["end-to-end", "max sustained", "daemon cpu", "engagement event", "idle daemon", "start to ready"]
+    let names = ["end-to-end", "idle daemon", "start to ready"] + ThroughputRow.all
     guard names.contains(where: { report.wants($0) }) || wantsAnyLatencyRow(report) else { return }
     print("smarticod (release binary, subprocess) against smartico-sim (in-process)")
     let binary = smarticodBinaryPath()
@@ -468,9 +478,7 @@ final class DaemonBench {
         do {
             try await startDaemon()
             if wantsAnyLatencyRow(report) { try await latencyRows() }
-            if report.wants("max sustained") || report.wants("engagement event") || report.wants("daemon cpu") {
-                try await throughputRows()
-            }
+            if ThroughputRow.all.contains(where: { report.wants($0) }) { try await throughputRows() }
             if report.wants("idle daemon") { try await idleRow() }
             if let d = daemon { d.stop(); daemon = nil }
             if report.wants("start to ready") { try startToReadyRow() }
@@ -803,59 +811,70 @@ final class DaemonBench {
         print("  daemon CPU per event and its maximum rate (1 peer)")
         let events = quick ? 5_000 : 30_000
         let backlog = quick ? 10_000 : 60_000
+        let runs = quick ? 1 : 3
         _ = try await saturate(events: quick ? 1_000 : 3_000)  // warm-up
         // One run moves by ±2 µs an event with the neighbours: three of each, and the median by CPU
         // per event is the figure (all three printed).
         var live: [LoadRun] = []
-        for _ in 0 ..< (quick ? 1 : 3) { live.append(try await saturate(events: events)) }
-        var drains: [LoadRun] = []
-        for _ in 0 ..< (quick ? 1 : 3) { drains.append(try await drain(events: backlog)) }
-        let d = LoadRun.median(drains), l = LoadRun.median(live)
-
-        // C relay, unpaced, same sizes.
-        var send = [UInt64](repeating: 0, count: events)
-        var recv = [UInt64](repeating: 0, count: events)
-        let rc = send.withUnsafeMutableBufferPointer { s in
-            recv.withUnsafeMutableBufferPointer { rv in
-                cbench_relay(1, Int64(events), 0, Int32(messageBytes + 4), Int32(lineBytes), 1, s.baseAddress, rv.baseAddress)
-            }
+        if report.wants(ThroughputRow.livePace) {
+            for _ in 0 ..< runs { live.append(try await saturate(events: events)) }
         }
-        let relayWall = Double((recv.max() ?? 0) - (send.first ?? 0)) / 1e9
-        let relayRate = rc == 0 && relayWall > 0 ? Double(events) / relayWall : .nan
-        let rate = Double(d.events) / d.wall
-        report.addFigure(
-            "max sustained events/s, sim → smarticod → 1 peer (a backlog of \(backlog) 110s queued while the daemon was stopped, drained; "
-                + "median of \(drains.count))",
-            figure: fmt(rate, 0) + " events/s (daemon CPU \(fmt(d.daemonCPU / d.wall * 100, 0)) % of a core; runs "
-                + drains.map { fmt(Double($0.events) / $0.wall, 0) }.joined(separator: " / ") + ")",
-            reference: "C relay, unpaced: " + fmt(relayRate, 0) + " events/s",
-            ratio: fmt(rate / relayRate, 3) + "×")
-
-        // CPU per event beside Foundation's JSONDecoder on the same message.
+        var drains: [LoadRun] = []
+        if report.wants(ThroughputRow.capacity) || report.wants(ThroughputRow.maxSustained) {
+            for _ in 0 ..< runs { drains.append(try await drain(events: backlog)) }
+        }
         let message = engagementMessage()
-        let decoder = JSONDecoder()
-        let data = Data(message)
-        let decode = Timed { n in for _ in 0..<n { blackHole(try? decoder.decode(FoundationEngagement.self, from: data)) } }
-        precondition((try? decoder.decode(FoundationEngagement.self, from: data)) != nil, "the reference decoder fails on the 110")
-        let (ns, _) = compare(decode, nil, rounds: report.rounds, batchNanos: report.batchNanos)
-        let decodesPerSecond = 1e9 / ns
-        let perCPUSecond = Double(d.events) / d.daemonCPU
-        report.addFigure(
-            "engagement event, server frame in → journaled → line out to one subscriber (daemon CPU per event, \(message.count) B 110, "
-                + "at its maximum rate: the backlog above)",
-            figure: fmt(perCPUSecond, 0) + " events per daemon CPU-second (" + LoadRun.describe(drains) + ")",
-            reference: "Foundation JSONDecoder, same message: \(fmt(decodesPerSecond, 0)) decodes/s",
-            ratio: fmt(perCPUSecond / decodesPerSecond, 2) + "×",
-            goal: "≥ 100,000 events/s on one core",
-            met: perCPUSecond.isFinite && perCPUSecond >= 100_000 ? "yes" : "NO")
-        report.addFigure(
-            "the same at the simulator's live pace (\(events) events emitted 50 at a time, ≤ 2,000 in flight; the simulator "
-                + "building and deflating each 110 sets the pace)",
-            figure: fmt(Double(l.events) / l.daemonCPU, 0) + " events per daemon CPU-second (" + LoadRun.describe(live) + ")",
-            reference: fmt(Double(l.events) / l.wall, 0) + " events/s: daemon CPU \(fmt(l.daemonCPU / l.wall * 100, 0)) % of a core, "
-                + "this process (simulator + reader) \(fmt(l.benchCPU / l.wall * 100, 0)) %",
-            ratio: "—")
-        try eventFloorRow(events: events, daemonMicros: d.daemonCPU * 1e6 / Double(d.events))
+        if !drains.isEmpty {
+            let d = LoadRun.median(drains)
+            // C relay, unpaced, same sizes.
+            var send = [UInt64](repeating: 0, count: events)
+            var recv = [UInt64](repeating: 0, count: events)
+            let rc = send.withUnsafeMutableBufferPointer { s in
+                recv.withUnsafeMutableBufferPointer { rv in
+                    cbench_relay(1, Int64(events), 0, Int32(messageBytes + 4), Int32(lineBytes), 1, s.baseAddress, rv.baseAddress)
+                }
+            }
+            let relayWall = Double((recv.max() ?? 0) - (send.first ?? 0)) / 1e9
+            let relayRate = rc == 0 && relayWall > 0 ? Double(events) / relayWall : .nan
+            let rate = Double(d.events) / d.wall
+            report.addFigure(
+                ThroughputRow.maxSustained + " (a backlog of \(backlog) 110s queued while the daemon was stopped, drained; "
+                    + "median of \(drains.count))",
+                figure: fmt(rate, 0) + " events/s (daemon CPU \(fmt(d.daemonCPU / d.wall * 100, 0)) % of a core; runs "
+                    + drains.map { fmt(Double($0.events) / $0.wall, 0) }.joined(separator: " / ") + ")",
+                reference: "C relay, unpaced: " + fmt(relayRate, 0) + " events/s",
+                ratio: fmt(rate / relayRate, 3) + "×")
+
+            // CPU per event beside Foundation's JSONDecoder on the same message.
+            let decoder = JSONDecoder()
+            let data = Data(message)
+            let decode = Timed { n in for _ in 0..<n { blackHole(try? decoder.decode(FoundationEngagement.self, from: data)) } }
+            precondition((try? decoder.decode(FoundationEngagement.self, from: data)) != nil, "the reference decoder fails on the 110")
+            let (ns, _) = compare(decode, nil, rounds: report.rounds, batchNanos: report.batchNanos)
+            let decodesPerSecond = 1e9 / ns
+            let perCPUSecond = Double(d.events) / d.daemonCPU
+            report.addFigure(
+                ThroughputRow.capacity + " (the backlog above; daemon CPU per event, \(message.count) B 110)",
+                figure: fmt(perCPUSecond, 0) + " events per daemon CPU-second (" + LoadRun.describe(drains) + ")",
+                reference: "Foundation JSONDecoder, same message: \(fmt(decodesPerSecond, 0)) decodes/s",
+                ratio: fmt(perCPUSecond / decodesPerSecond, 2) + "×",
+                goal: "≥ 100,000 events/s on one core",
+                met: perCPUSecond.isFinite && perCPUSecond >= 100_000 ? "yes" : "NO")
+        }
+        if !live.isEmpty {
+            let l = LoadRun.median(live)
+            report.addFigure(
+                ThroughputRow.livePace + " (\(events) events emitted 50 at a time, ≤ 2,000 in flight; the simulator building "
+                    + "and deflating each 110 sets the pace; daemon CPU per event)",
+                figure: fmt(Double(l.events) / l.daemonCPU, 0) + " events per daemon CPU-second (" + LoadRun.describe(live) + ")",
+                reference: fmt(Double(l.events) / l.wall, 0) + " events/s: daemon CPU \(fmt(l.daemonCPU / l.wall * 100, 0)) % of a core, "
+                    + "this process (simulator + reader) \(fmt(l.benchCPU / l.wall * 100, 0)) %",
+                ratio: "—")
+        }
+        if report.wants(ThroughputRow.floor) {
+            let daemon = (drains.isEmpty ? live : drains)
+            try eventFloorRow(events: events, daemonMicros: daemon.isEmpty ? .nan : LoadRun.median(daemon).microsPerEvent)
+        }
     }
 
     /// The floor row: `cbench_event_floor` on 64 distinct 110s of the benchmark's size.
@@ -875,11 +894,11 @@ final class DaemonBench {
         guard rc == 0 else { throw BenchFailure("cbench_event_floor failed (\(rc)): \(String(cString: strerror(errno)))") }
         let perEvent = (user + system) / Double(events)
         report.addFigure(
-            "engagement event, its floor: the same work in plain C on one thread (read, inflate with context, journal append "
-                + "+ fdatasync every \(batch), line copied and written; no JSON validation), \(events) events",
+            ThroughputRow.floor + ": the same work in plain C on one thread (read, inflate with context, journal record with its "
+                + "CRC-32, append + fdatasync every \(batch), line copied and written; no JSON validation), \(events) events",
             figure: fmt(1e6 / perEvent, 0) + " events per CPU-second (\(fmt(perEvent, 1)) µs/event: "
                 + "\(fmt(user / Double(events), 1)) user + \(fmt(system / Double(events), 1)) system; wall \(fmt(wall, 2)) s)",
-            reference: "smarticod above: \(fmt(daemonMicros, 0)) µs/event",
+            reference: "smarticod at its maximum rate: \(fmt(daemonMicros, 1)) µs/event",
             ratio: "daemon \(fmt(daemonMicros / perEvent, 1))× the floor",
             goal: "—", met: "")
     }
