@@ -319,6 +319,35 @@ import Testing
         await store.close()
     }
 
+    /// The fold inserts the waiting uids `foldChunk` rows per statement, with ids it chooses: after
+    /// one fold of several chunks, single rows and two users interleaved, under a small bound, the
+    /// answers are exact — each user's newest are refused, their older ones forgotten — and stay so
+    /// after a reopen (the index is then loaded from the rows the fold wrote).
+    @Test func aFoldOfManyChunksKeepsExactAnswers() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        // 300 per user: alice's rows from the 64-row chunks (a0…a255) are partly among her newest 300.
+        let options = StoreOptions(seenPerUser: 300)  // kept: between 300 and 317 per user
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let event = journalEvent("engagement", ts: 1, "{}")
+        let run = (0..<300).map { JournalWrite(event, once: "a\($0)", user: "alice") }
+        #expect(try await store.journal(run).allSatisfy { $0 != nil })
+        var interleaved: [JournalWrite] = []
+        for i in 0..<100 {
+            interleaved.append(JournalWrite(event, once: "n\(i)", user: ""))
+            interleaved.append(JournalWrite(event, once: "a\(300 + i)", user: "alice"))
+        }
+        #expect(try await store.journal(interleaved).allSatisfy { $0 != nil })
+        try await store.foldSeen()  // 300 + 200 uids in one fold: 4 chunks, then single rows
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        for i in 100..<400 { #expect(try await !store.markSeen(user: "alice", uid: "a\(i)"), "a\(i) forgotten") }
+        for i in 0..<100 { #expect(try await !store.markSeen(user: "", uid: "n\(i)"), "n\(i) forgotten") }
+        for i in 0..<80 { #expect(try await store.markSeen(user: "alice", uid: "a\(i)"), "a\(i) still remembered") }
+        await store.close()
+    }
+
     /// The in-memory index holds hashes of uids; with a hash under which every uid collides, the
     /// answers are still exact (a hit is confirmed by the row, then by the table).
     @Test func collidingHashesStillGiveExactAnswers() async throws {

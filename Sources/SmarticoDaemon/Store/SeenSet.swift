@@ -5,7 +5,8 @@
 /// engagement's commit no longer dirties a random page of a (user, uid) index.
 ///
 /// It holds no strings: a uid is known by a 64-bit hash keyed per process (`Hasher`, SipHash
-/// with a random seed, so a server cannot choose colliding uids) mapped to the rowid of its row.
+/// with a random seed, so a server cannot choose colliding uids; the store's `seenKey`, computed
+/// once per uid into its ``SeenKey``) mapped to the rowid of its row.
 /// A hit is only a candidate: the store reads that row's uid to confirm it (one rowid lookup),
 /// and asks the table when the row holds another uid, so the answer is exact. Two allocations
 /// in all (a dictionary and an array), none per uid: a burst leaves no small blocks scattered
@@ -18,25 +19,22 @@ struct SeenSet {
     /// (rowid, hash) in rowid order; entries before `head` are forgotten.
     private var order: [(id: Int64, key: Int)] = []
     private var head = 0
-    private let key: @Sendable (String) -> Int
 
-    /// `key`: how a uid is hashed (tests pass one that collides, to exercise the confirmation).
-    init(user: String, key: @escaping @Sendable (String) -> Int = SeenSet.processKey) {
+    init(user: String) {
         self.user = user
-        self.key = key
     }
 
     /// How many rows the index covers.
     var count: Int { order.count - head }
 
-    /// The rowid of the row that may hold `uid` (its uid has the same hash), nil when no row does.
-    func candidateRow(for uid: String) -> Int64? { rows[key(uid)] }
+    /// The rowid of the row that may hold the uid whose hash is `key` (``SeenKey/key``), nil when
+    /// no row does.
+    func candidateRow(forKey key: Int) -> Int64? { rows[key] }
 
-    /// Adds the row `id` (larger than every id added before) holding `uid`.
-    mutating func append(id: Int64, uid: String) {
-        let hash = key(uid)
-        rows[hash] = id
-        order.append((id, hash))
+    /// Adds the row `id` (larger than every id added before) holding the uid whose hash is `key`.
+    mutating func append(id: Int64, key: Int) {
+        rows[key] = id
+        order.append((id, key))
     }
 
     /// Forgets the oldest rows down to `keep` once it covers `keep + slack` or more; returns the
