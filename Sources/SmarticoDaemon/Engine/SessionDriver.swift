@@ -130,9 +130,9 @@ actor SessionDriver {
                 trim.schedule(after: Self.trimDelay)
             }
             var trimRequested = false
-            for (i, input) in batch.enumerated() {
-                if case .trimMemory = input { trimRequested = true }
-                await process(input)
+            for i in batch.indices {
+                if case .trimMemory = batch[i] { trimRequested = true }
+                await process(batch[i])
                 if stopped {
                     leftover = Array(batch[(i + 1)...])
                     break
@@ -289,20 +289,33 @@ actor SessionDriver {
     /// Hands `first` to the machine, performs its actions in order and feeds the store results
     /// back before returning.
     private func feed(_ first: SessionInput, notBefore: Int64 = 0) async {
-        var queue: [SessionInput] = [first]
-        var floor = notBefore
-        while !queue.isEmpty {
-            let input = queue.removeFirst()
-            let now = max(Self.wallClockMs(), floor)
-            floor = 0
-            if logger.logLevel <= .trace { logger.trace("input \(input)") }
-            let actions = machine.handle(input, now: now)
-            var batch = Batch()
-            for action in actions {
-                await perform(action, now: now, results: &queue, batch: &batch)
-            }
-            sendBarrierIfNeeded(now: now)
+        var results: [SessionInput] = []
+        await handle(first, now: max(Self.wallClockMs(), notBefore), results: &results)
+        // Store results (rare: the outbox) go back in before anything else; most inputs have none,
+        // and allocate no queue.
+        var next = 0
+        while next < results.count {
+            let input = results[next]
+            next += 1
+            await handle(input, now: Self.wallClockMs(), results: &results)
         }
+    }
+
+    /// One `machine.handle` and its actions, in order. Only the store's actions are awaited: an
+    /// `await` for every action (timers, events, sends: all of an engagement's) cost an async frame
+    /// and a copy of the action per event.
+    private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
+        if logger.logLevel <= .trace { logger.trace("input \(input)") }
+        let actions = machine.handle(input, now: now)
+        var batch = Batch()
+        for i in actions.indices {
+            if actions[i].awaitsStore {
+                await performStore(actions[i], results: &results)
+            } else {
+                performNow(actions[i], now: now, batch: &batch)
+            }
+        }
+        sendBarrierIfNeeded(now: now)
     }
 
     // MARK: Actions
@@ -315,8 +328,19 @@ actor SessionDriver {
         var conn: ConnectionID?
     }
 
-    private func perform(_ action: SessionAction, now: Int64, results: inout [SessionInput], batch: inout Batch) async {
+    /// Performs an action that does not wait for the store (``SessionAction/awaitsStore`` false).
+    private func performNow(_ action: SessionAction, now: Int64, batch: inout Batch) {
         switch action {
+        case .schedule(let kind, let atMs):
+            arm(kind, atMs: atMs, now: now)
+        case .cancel(let kind):
+            disarm(kind)
+        case .emit(let event):
+            emit(event, now: now)
+        case .journalOnce(let user, let uid, let event):
+            let (row, line) = Self.journalRow(event, tsMs: now)
+            toSubscribers(Outgoing(name: event.name, data: line, tsMs: now,
+                                   write: JournalWrite(row, once: uid, user: user)))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
@@ -347,17 +371,43 @@ actor SessionDriver {
             // Nothing more can be proven received on it: its unconfirmed messages go back to the outbox.
             deliveries[conn] = nil
             connections[conn]?.abort()
-        case .schedule(let kind, let atMs):
-            arm(kind, atMs: atMs, now: now)
-        case .cancel(let kind):
-            timerDeadlines[kind] = nil
-            timers[kind]?.cancel()
         case .runHashCommand(let token, let argv, let user):
             let inbox = self.inbox
             // The runner spawns and waits on its own thread; this only awaits its answer.
             HashCommandRunner.start(argv: argv, user: user) { outcome in
                 inbox.yield(.session(.hashResult(token: token, outcome)))
             }
+        case .markSent(let uuids):
+            let sent = batch.unsent.isEmpty ? uuids : uuids.filter { !batch.unsent.contains($0) }
+            if sent.count != uuids.count {
+                logger.info("\(uuids.count - sent.count) message(s) stay in the outbox: the connection closed before they were written")
+            }
+            // Written is not received: they leave the outbox when the server proves it read them.
+            if let conn = batch.conn, connections[conn] != nil, !sent.isEmpty {
+                deliveries[conn, default: Delivery()].unconfirmed += sent
+            }
+        case .reply(let id, let result):
+            replies.removeValue(forKey: id)?.complete(result)
+        case .statusChanged(let state):
+            socketHandler.state.withLock { $0 = state }
+            notify { try $0.status(state.rawValue) }
+            // Ready: the start-up and the handshake are done; trim once the session is quiet. The
+            // mappings seen now are the ones that trim may drop pages of (ProcessMemory).
+            if state == .ready {
+                trimTimer?.schedule(after: Self.trimDelay)
+                loop.blockingPool.submit { ProcessMemory.noteReadOnlyFileMappings() }
+            }
+        case .stopped:
+            stopped = true
+            logger.info("session stopped")
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox:
+            preconditionFailure("a store action: performStore")
+        }
+    }
+
+    /// Performs a store action, appending its result (if any) for the machine to `results`.
+    private func performStore(_ action: SessionAction, results: inout [SessionInput]) async {
+        switch action {
         case .persistUser(let user):
             await storeWork("setUser") { try await $0.setUser(user) }
         case .persistProfile(let publicUsername, let props):
@@ -411,35 +461,8 @@ actor SessionDriver {
                 entries = []
             }
             results.append(.outboxLoaded(entries))
-        case .markSent(let uuids):
-            let sent = batch.unsent.isEmpty ? uuids : uuids.filter { !batch.unsent.contains($0) }
-            if sent.count != uuids.count {
-                logger.info("\(uuids.count - sent.count) message(s) stay in the outbox: the connection closed before they were written")
-            }
-            // Written is not received: they leave the outbox when the server proves it read them.
-            if let conn = batch.conn, connections[conn] != nil, !sent.isEmpty {
-                deliveries[conn, default: Delivery()].unconfirmed += sent
-            }
-        case .emit(let event):
-            emit(event, now: now)
-        case .journalOnce(let user, let uid, let event):
-            let (row, line) = Self.journalRow(event, tsMs: now)
-            toSubscribers(Outgoing(name: event.name, data: line, tsMs: now,
-                                   write: JournalWrite(row, once: uid, user: user)))
-        case .reply(let id, let result):
-            replies.removeValue(forKey: id)?.complete(result)
-        case .statusChanged(let state):
-            socketHandler.state.withLock { $0 = state }
-            notify { try $0.status(state.rawValue) }
-            // Ready: the start-up and the handshake are done; trim once the session is quiet. The
-            // mappings seen now are the ones that trim may drop pages of (ProcessMemory).
-            if state == .ready {
-                trimTimer?.schedule(after: Self.trimDelay)
-                loop.blockingPool.submit { ProcessMemory.noteReadOnlyFileMappings() }
-            }
-        case .stopped:
-            stopped = true
-            logger.info("session stopped")
+        default:
+            preconditionFailure("not a store action: performNow")
         }
     }
 
@@ -709,23 +732,52 @@ actor SessionDriver {
         }
     }
 
+    /// The deadline each session timer's `LoopTimer` is armed for (the machine's clock, ms); nil when
+    /// it is not armed.
+    private var timerArmedAt: [SessionTimer: Int64] = [:]
+    /// A deadline moved later by less than this keeps the loop timer armed for the earlier one:
+    /// every server message pushes the keepalive deadline back by a few microseconds, and re-arming
+    /// the loop timer for each was ~1 % of the loop thread under load. When the earlier deadline
+    /// comes, the timer arms itself again for the rest (`loopTimerFired`). Bigger moves (an idle
+    /// session's, ~30 s at each server PING) re-arm at once, so the idle daemon wakes no more often.
+    static let lazyRearmMs: Int64 = 1_000
+
     private func arm(_ kind: SessionTimer, atMs: Int64, now: Int64) {
         timerDeadlines[kind] = atMs
+        if let armed = timerArmedAt[kind], armed <= atMs, atMs - armed < Self.lazyRearmMs { return }
         let timer: LoopTimer
         if let existing = timers[kind] {
             timer = existing
         } else {
-            let inbox = self.inbox
-            // The handler reads the deadline it was armed for from the driver when it runs.
+            // The handler reads the deadline from the driver when it runs.
             timer = LoopTimer(loop: loop) { [weak self] in
                 guard let self else { return }
-                self.assumeIsolated { driver in
-                    if let at = driver.timerDeadlines[kind] { inbox.yield(.timer(kind, atMs: at)) }
-                }
+                self.assumeIsolated { $0.loopTimerFired(kind) }
             }
             timers[kind] = timer
         }
+        timerArmedAt[kind] = atMs
         timer.schedule(after: .milliseconds(max(0, atMs - now)))
+    }
+
+    private func disarm(_ kind: SessionTimer) {
+        timerDeadlines[kind] = nil
+        timerArmedAt[kind] = nil
+        timers[kind]?.cancel()
+    }
+
+    /// The loop timer of `kind` fired: the machine's timer fires, unless its deadline moved later
+    /// meanwhile (`lazyRearmMs`), when the loop timer is armed again for it.
+    private func loopTimerFired(_ kind: SessionTimer) {
+        timerArmedAt[kind] = nil
+        guard let at = timerDeadlines[kind] else { return }
+        let now = Self.wallClockMs()
+        if at > now, let timer = timers[kind] {
+            timerArmedAt[kind] = at
+            timer.schedule(after: .milliseconds(at - now))
+            return
+        }
+        inbox.yield(.timer(kind, atMs: at))
     }
 
     private func startWatchdog() {
@@ -769,5 +821,18 @@ actor SessionDriver {
             }
         }
         return parts.joined(separator: " ")
+    }
+}
+
+extension SessionAction {
+    /// The actions the driver performs by awaiting the store (``SessionDriver``'s `performStore`);
+    /// every other one is performed at once.
+    var awaitsStore: Bool {
+        switch self {
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox:
+            true
+        default:
+            false
+        }
     }
 }
