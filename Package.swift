@@ -88,7 +88,8 @@ let package = Package(
         .target(name: "SmarticoTestSupport", path: "Tests/SmarticoTestSupport", swiftSettings: strict),
         .testTarget(
             name: "TransportTests",
-            dependencies: ["Transport", "SmarticoTestSupport"],
+            // COpenSSL: zlib as the reference in the inflate tests.
+            dependencies: ["Transport", "SmarticoTestSupport", "COpenSSL"],
             exclude: ["peers"],  // Python test peers, run as subprocesses
             swiftSettings: strict
         ),

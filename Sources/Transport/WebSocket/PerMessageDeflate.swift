@@ -228,26 +228,24 @@ public enum PerMessageDeflateError: Error, Hashable, Sendable, CustomStringConve
     }
 }
 
-// MARK: - zlib codec
+// MARK: - the codecs (deflate: zlib; inflate: DeflateDecoder)
 
 /// Why inflating a message failed.
 public enum InflateFailure: Error, Sendable, Hashable, CustomStringConvertible {
     /// The inflated message passed the caller's limit (`produced` bytes when inflation stopped).
     case tooLarge(produced: Int)
-    /// zlib refused the data (its message and return code).
-    case zlib(String)
+    /// The compressed message passed ``MessageInflater/compressedLimit(_:)`` (`bytes` so far).
+    case compressedTooLarge(bytes: Int)
+    /// The data is not valid DEFLATE: what was wrong.
+    case invalidData(String)
 
     public var description: String {
         switch self {
         case let .tooLarge(n): "inflated message passed its size limit (\(n) bytes produced)"
-        case let .zlib(m): "inflate failed: \(m)"
+        case let .compressedTooLarge(n): "compressed message of \(n) bytes or more passed its size limit"
+        case let .invalidData(m): "invalid compressed data: \(m)"
         }
     }
-}
-
-private func zlibMessage(_ strm: UnsafeMutablePointer<z_stream>, _ code: Int32) -> String {
-    if let m = strm.pointee.msg { return String(cString: m) + " (zlib \(code))" }
-    return "zlib error \(code)"
 }
 
 /// Compresses messages for one direction (raw deflate, trailing `00 00 FF FF` stripped): the
@@ -320,88 +318,69 @@ public final class MessageDeflater {
     }
 }
 
-/// Inflates messages for one direction, streaming frame by frame, with a cap on the output: the
-/// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
-/// measure or use it alone; not thread-safe (one owner).
+/// Inflates messages for one direction, with a cap on the output: the codec ``WebSocketProtocol``
+/// uses for permessage-deflate. A message's compressed pieces (frames, or parts of one) are gathered
+/// and decoded whole at ``finish(limit:into:)`` by ``DeflateDecoder`` (docs/transport.md,
+/// "Inflate"). Public so benchmarks and tools can measure or use it alone; not thread-safe (one
+/// owner).
 public final class MessageInflater {
-    private let strm: UnsafeMutablePointer<z_stream>
+    private let decoder: DeflateDecoder
     private let noContextTakeover: Bool
-    private var streamEnded = false
-    /// Where zlib writes; what it produced is then appended to the message. Big enough that a
-    /// typical message inflates in one `inflate` call: zlib's fast loop (`inflate_fast`) runs
-    /// only while 258 bytes of output room are left, so a message inflated into small slices of
-    /// the message buffer went through the byte-at-a-time loop for the end of every slice (4 calls
-    /// for each of the simulator's 2 KB 110s). Only the pages written are ever resident.
-    private let scratch: UnsafeMutableRawBufferPointer
+    /// The message's compressed bytes so far.
+    private var pending: [UInt8] = []
 
     /// - Parameters:
     ///   - windowBits: the peer's window, 8...15.
     ///   - noContextTakeover: reset the context after every message (as negotiated for the peer).
     public init(windowBits: Int, noContextTakeover: Bool) {
-        strm = .allocate(capacity: 1)
-        scratch = .allocate(byteCount: 1 << 16, alignment: 64)
+        decoder = DeflateDecoder(windowBits: windowBits)
         self.noContextTakeover = noContextTakeover
-        let rc = smartico_inflate_init_raw(strm, Int32(max(8, min(15, windowBits))))
-        precondition(rc == Z_OK, "inflateInit2 failed with \(rc) (out of memory?)")
-    }
-
-    deinit {
-        inflateEnd(strm)
-        strm.deallocate()
-        scratch.deallocate()
     }
 
     private static let tail: [UInt8] = [0, 0, 0xFF, 0xFF]
 
-    /// Inflates a piece of a compressed message, appending to `out`; `out.count` never exceeds
-    /// `limit + 1` (inflation stops as soon as the cap is passed). Call `finish` at message end.
-    public func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
-        // zlib counts in UInt32: feed huge inputs in slices.
-        var offset = 0
-        while offset < input.count {
-            let n = min(input.count - offset, 1 << 30)
-            try inflateSlice(UnsafeRawBufferPointer(rebasing: input[offset ..< offset + n]), limit: limit, into: &out)
-            offset += n
-        }
+    /// The most compressed bytes a message of at most `limit` bytes is taken with. DEFLATE's worst
+    /// expansion is small (stored blocks: 5 bytes per 64 KiB; fixed codes: 9 bits for some bytes):
+    /// a message past this is refused before it is decoded, as one past `limit` is while it is.
+    public static func compressedLimit(_ limit: Int) -> Int {
+        let (quarter, _) = (limit / 4).addingReportingOverflow(1024)
+        let (sum, overflow) = limit.addingReportingOverflow(quarter)
+        return overflow ? Int.max : sum
     }
 
-    private func inflateSlice(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
-        if streamEnded || input.isEmpty { return }  // after a final block, anything else is ignored
-        strm.pointee.next_in = UnsafeMutablePointer(mutating: input.baseAddress!.assumingMemoryBound(to: Bytef.self))
-        strm.pointee.avail_in = UInt32(input.count)
-        defer {
-            strm.pointee.next_in = nil
-            strm.pointee.next_out = nil
+    /// Takes a piece of a compressed message (decoded with the rest by ``finish(limit:into:)``);
+    /// throws when the message's compressed bytes pass ``compressedLimit(_:)``.
+    public func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+        guard !input.isEmpty else { return }
+        let total = pending.count + input.count
+        guard total <= Self.compressedLimit(limit) else {
+            pending = []
+            throw .compressedTooLarge(bytes: total)
         }
-        while true {
-            // Never produce more than one byte past the cap: no decompression bombs.
-            let n = min(max(limit + 1 - out.count, 1), scratch.count)
-            strm.pointee.next_out = scratch.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            strm.pointee.avail_out = UInt32(n)
-            let rc = COpenSSL.inflate(strm, Z_SYNC_FLUSH)
-            let produced = n - Int(strm.pointee.avail_out)
-            if produced > 0 { out.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[0 ..< produced])) }
-            if out.count > limit { throw .tooLarge(produced: out.count) }
-            switch rc {
-            case Z_OK:
-                if strm.pointee.avail_in == 0 && strm.pointee.avail_out > 0 { return }
-            case Z_BUF_ERROR:
-                return  // no progress possible: all input consumed, output flushed
-            case Z_STREAM_END:
-                streamEnded = true
-                return
-            default:
-                throw .zlib(zlibMessage(strm, rc))
+        pending.append(contentsOf: input)
+    }
+
+    /// Ends a message: appends the stripped `00 00 FF FF` tail, decodes the message into `out`
+    /// (which never grows past `limit + 1` bytes) and resets the context if negotiated.
+    public func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+        pending.append(contentsOf: Self.tail)
+        defer {
+            // A big message's buffer is not kept for the next one.
+            if pending.capacity > 1 << 16 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
+        }
+        let room = limit - out.count
+        guard room >= 0 else { throw .tooLarge(produced: out.count) }
+        do {
+            _ = try withTypedBytes(pending) { (raw) throws(DeflateDecoder.Failure) in
+                try decoder.decodeMessage(raw, limit: room, into: &out)
+            }
+        } catch {
+            decoder.reset()
+            switch error {
+            case .tooLarge: throw .tooLarge(produced: limit + 1)
+            case .invalid(let reason): throw .invalidData(reason)
             }
         }
-    }
-
-    /// Ends a message: feeds the stripped `00 00 FF FF` tail and resets the context if negotiated.
-    public func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
-        try withTypedBytes(Self.tail) { (raw) throws(InflateFailure) in try inflate(raw, limit: limit, into: &out) }
-        if noContextTakeover || streamEnded {
-            inflateReset(strm)
-            streamEnded = false
-        }
+        if noContextTakeover { decoder.reset() }
     }
 }

@@ -110,8 +110,8 @@ public enum WebSocketError: Error, Hashable, Sendable, CustomStringConvertible {
     case closePayloadTooShort(at: WebSocketStreamPosition)
     /// A Close frame with a status code that may not be sent on the wire.
     case invalidCloseCode(UInt16, at: WebSocketStreamPosition)
-    /// A compressed message that zlib could not inflate.
-    case inflateFailed(zlibError: String, at: WebSocketStreamPosition)
+    /// A compressed message that is not valid DEFLATE data (what was wrong).
+    case inflateFailed(reason: String, at: WebSocketStreamPosition)
 
     /// The close code to send to the peer for this failure.
     public var closeCode: WebSocketCloseCode {

@@ -301,7 +301,8 @@ public final class WebSocketProtocol {
     private func inflateError(_ e: InflateFailure) -> WebSocketError {
         switch e {
         case let .tooLarge(n): return .messageTooLarge(size: n, limit: configuration.maxMessageSize, at: position)
-        case let .zlib(m): return .inflateFailed(zlibError: m, at: position)
+        case let .compressedTooLarge(n): return .messageTooLarge(size: n, limit: configuration.maxMessageSize, at: position)
+        case let .invalidData(m): return .inflateFailed(reason: m, at: position)
         }
     }
 
@@ -391,7 +392,7 @@ public final class WebSocketProtocol {
     }
 
     private func fail(_ error: any Error, _ out: inout WebSocketOutput) {
-        let e = error as? WebSocketError ?? .inflateFailed(zlibError: "\(error)", at: position)
+        let e = error as? WebSocketError ?? .inflateFailed(reason: "\(error)", at: position)
         if state == .open {
             writeClose(e.closeCode, Self.shortReason(e), &out)
         }
