@@ -131,8 +131,12 @@ actor SessionDriver {
             }
             var trimRequested = false
             for i in batch.indices {
-                if case .trimMemory = batch[i] { trimRequested = true }
-                await process(batch[i])
+                // Each input is moved out of the batch (a payload-free case left in its place), not
+                // copied: a copy retained its payload and the batch's clearing released it again.
+                var input = DriverInput.maintenance
+                swap(&input, &batch[i])
+                if case .trimMemory = input { trimRequested = true }
+                await process(input)
                 if stopped {
                     leftover = Array(batch[(i + 1)...])
                     break
