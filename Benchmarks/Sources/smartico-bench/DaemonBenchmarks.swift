@@ -689,10 +689,11 @@ final class DaemonBench {
 
     // MARK: Max sustained rate and CPU per event
 
-    /// Windowed closed loop with one peer: keep at most `window` events in flight, send in
-    /// batches of `batch`, as fast as the daemon delivers. Returns (events, wall seconds,
-    /// daemon CPU seconds, this process's CPU seconds).
-    func saturate(events: Int, window: Int = 2_000, batch: Int = 50) async throws -> LoadRun {
+    /// One load run with one peer, read by a receiver thread: `prepare` (before the clock starts),
+    /// then the clock and the daemon's CPU from `go` until the peer has read the last of `events`
+    /// lines. Prints the daemon's CPU per event by thread under `label`.
+    private func loadRun(events: Int, label: String, receiveTimeoutMs: Int32,
+                         prepare: () async throws -> Void, go: (OpaquePointer) async throws -> Void) async throws -> LoadRun {
         guard let d = daemon else { throw BenchFailure("no daemon") }
         let peer = try subscribedPeer(d.socketPath)
         defer { close(peer) }
@@ -701,23 +702,14 @@ final class DaemonBench {
         let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: events)
         defer { recvBuffer.deallocate() }
         var fd = peer
-        let rx = cbench_rx_start(&fd, 1, Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 10_000)
+        let rx = cbench_rx_start(&fd, 1, Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, receiveTimeoutMs)
         guard let rx else { throw BenchFailure("cannot start the receiver thread") }
+        try await prepare()
         guard let cpu0 = d.cpuSeconds(), let split0 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
         let threads0 = d.threadCPU()
         let self0 = processCPUSeconds()
         let t0 = monotonicNanos()
-        var queued = 0
-        while queued < events {
-            let inFlight = queued - Int(cbench_rx_count(rx))
-            if inFlight + batch > window {
-                usleep(200)
-                continue
-            }
-            let n = min(batch, events - queued)
-            emitter.emit(count: n)
-            queued += n
-        }
+        try await go(rx)
         var stray: Int64 = 0
         let status = cbench_rx_join(rx, &stray)
         let recv = Array(recvBuffer)
@@ -729,7 +721,7 @@ final class DaemonBench {
         let sent = emitter.emitted - start
         let got = recv.reduce(0) { $0 + ($1 == 0 ? 0 : 1) }
         guard status == 0, sent == events, got == events else {
-            throw BenchFailure("saturation run: sent \(sent), received \(got) of \(events) (receiver status \(status)); "
+            throw BenchFailure("\(label): sent \(sent), received \(got) of \(events) (receiver status \(status)); "
                                + (emitter.problems.first ?? ""))
         }
         // A daemon that relayed every event used CPU: none means the pid watched is not the one
@@ -744,67 +736,55 @@ final class DaemonBench {
             let u = (c1.user - c0.user) * 1e6 / Double(events), sys = (c1.system - c0.system) * 1e6 / Double(events)
             if u + sys > 0 { perThread.append("\(name) \(fmt(u, 0)) user + \(fmt(sys, 0)) sys") }
         }
-        print("    \(events) events at the simulator's pace: daemon CPU per event by thread (µs): " + perThread.joined(separator: "; "))
-        return LoadRun(events: events, wall: Double(t1 - t0) / 1e9, daemonCPU: cpu1 - cpu0, benchCPU: self1 - self0,
+        let wall = Double(t1 - t0) / 1e9
+        print("    \(label), \(events) events in \(fmt(wall, 2)) s (\(fmt(Double(events) / wall, 0)) events/s): "
+              + "daemon CPU per event by thread (µs): " + perThread.joined(separator: "; "))
+        return LoadRun(events: events, wall: wall, daemonCPU: cpu1 - cpu0, benchCPU: self1 - self0,
                        user: split1.user - split0.user, system: split1.system - split0.system)
+    }
+
+    /// At the simulator's pace: a windowed closed loop, at most `window` events in flight, emitted
+    /// in batches of `batch` as fast as the daemon delivers.
+    func saturate(events: Int, window: Int = 2_000, batch: Int = 50) async throws -> LoadRun {
+        try await loadRun(events: events, label: "at the simulator's pace", receiveTimeoutMs: 10_000, prepare: {}) { rx in
+            var queued = 0
+            while queued < events {
+                let inFlight = queued - Int(cbench_rx_count(rx))
+                if inFlight + batch > window {
+                    usleep(200)
+                    continue
+                }
+                let n = min(batch, events - queued)
+                emitter.emit(count: n)
+                queued += n
+            }
+        }
     }
 
     /// The daemon's own capacity, not the simulator's: `events` 110s are built, compressed and
     /// queued by the simulator while the daemon is stopped (SIGSTOP), then the daemon is resumed
     /// and drains them as fast as it can. The simulator deflates each 110 afresh (~20 µs an event
-    /// here), so emitting live it cannot outrun the daemon on a 2-core machine: the live run above
-    /// measures the daemon at the simulator's pace. Returns the drain's wall time (resume → last
-    /// line read) and the daemon's CPU over it.
+    /// here), so emitting live it cannot outrun the daemon on a 2-core machine: `saturate` measures
+    /// the daemon at the simulator's pace. The clock runs from the resume to the last line read.
     func drain(events: Int) async throws -> LoadRun {
         guard let d = daemon else { throw BenchFailure("no daemon") }
-        let peer = try subscribedPeer(d.socketPath)
-        defer { close(peer) }
-        await emitter.barrier()
-        let start = emitter.emitted
-        let recvBuffer = UnsafeMutableBufferPointer<UInt64>.allocate(capacity: events)
-        defer { recvBuffer.deallocate() }
-        var fd = peer
-        let rx = cbench_rx_start(&fd, 1, Int64(events), firstEngagementID + Int64(start), recvBuffer.baseAddress, 20_000)
-        guard let rx else { throw BenchFailure("cannot start the receiver thread") }
-        guard kill(d.pid, SIGSTOP) == 0 else { throw BenchFailure("cannot stop pid \(d.pid): \(String(cString: strerror(errno)))") }
-        var resumed = false
-        defer { if !resumed { kill(d.pid, SIGCONT) } }
-        var queued = 0
-        while queued < events {
-            let n = min(10_000, events - queued)
-            emitter.emit(count: n)
-            queued += n
+        do {
+            return try await loadRun(events: events, label: "a backlog drained", receiveTimeoutMs: 20_000, prepare: {
+                guard kill(d.pid, SIGSTOP) == 0 else { throw BenchFailure("cannot stop pid \(d.pid): \(String(cString: strerror(errno)))") }
+                var queued = 0
+                while queued < events {
+                    let n = min(10_000, events - queued)
+                    emitter.emit(count: n)
+                    queued += n
+                }
+                await emitter.barrier()
+            }) { _ in
+                kill(d.pid, SIGCONT)
+            }
+        } catch {
+            kill(d.pid, SIGCONT)  // never leave the daemon stopped
+            throw error
         }
-        await emitter.barrier()
-        guard let cpu0 = d.cpuSeconds(), let split0 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
-        let threads0 = d.threadCPU()
-        let t0 = monotonicNanos()
-        kill(d.pid, SIGCONT)
-        resumed = true
-        var stray: Int64 = 0
-        let status = cbench_rx_join(rx, &stray)
-        let recv = Array(recvBuffer)
-        let t1 = recv.max() ?? monotonicNanos()
-        guard let cpu1 = d.cpuSeconds(), let split1 = d.cpuSplit() else { throw BenchFailure("cannot read /proc/\(d.pid)/stat") }
-        let threads1 = d.threadCPU()
-        await emitter.barrier()
-        let sent = emitter.emitted - start
-        let got = recv.reduce(0) { $0 + ($1 == 0 ? 0 : 1) }
-        guard status == 0, sent == events, got == events else {
-            throw BenchFailure("drain run: sent \(sent), received \(got) of \(events) (receiver status \(status)); "
-                               + (emitter.problems.first ?? ""))
-        }
-        var perThread: [String] = []
-        for (name, c1) in threads1.sorted(by: { $0.key < $1.key }) {
-            let c0 = threads0[name] ?? (0, 0)
-            let u = (c1.user - c0.user) * 1e6 / Double(events), sys = (c1.system - c0.system) * 1e6 / Double(events)
-            if u + sys > 0 { perThread.append("\(name) \(fmt(u, 0)) user + \(fmt(sys, 0)) sys") }
-        }
-        let wall = Double(t1 - t0) / 1e9
-        print("    a backlog of \(events) events drained in \(fmt(wall, 2)) s (\(fmt(Double(events) / wall, 0)) events/s): "
-              + "daemon CPU per event by thread (µs): " + perThread.joined(separator: "; "))
-        return LoadRun(events: events, wall: wall, daemonCPU: cpu1 - cpu0, benchCPU: .nan,
-                       user: split1.user - split0.user, system: split1.system - split0.system)
     }
 
     func throughputRows() async throws {
