@@ -111,6 +111,26 @@ private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
         }
     }
 
+    /// Codes of 15 bits, the longest DEFLATE has: symbol counts on a Fibonacci scale make zlib's
+    /// Huffman trees as deep as its length limit allows, so second-level tables are as large as
+    /// they get (literal/length codes here; the distance code too with Z_DEFAULT matches).
+    @Test func theLongestCodesDecode() throws {
+        var counts = [1, 1]
+        while counts.count < 27 { counts.append(counts[counts.count - 1] + counts[counts.count - 2]) }
+        var rng = SplitMix64(seed: 15)
+        var message: [UInt8] = []
+        for (symbol, count) in counts.enumerated() { message += [UInt8](repeating: UInt8(symbol * 9), count: min(count, 120_000)) }
+        message.shuffle(using: &rng)
+        for strategy in [Z_HUFFMAN_ONLY, Z_DEFAULT_STRATEGY] {
+            let compressed = ZlibCompressor(level: 9, windowBits: 15, strategy: strategy).compress(message)
+            let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
+            var out: [UInt8] = []
+            try compressed.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 22, into: &out) }
+            try inflater.finish(limit: 1 << 22, into: &out)
+            #expect(out == message, "strategy \(strategy)")
+        }
+    }
+
     /// A message may arrive in any number of pieces (frames, reads): the same bytes come out.
     @Test func piecesAreGatheredIntoTheMessage() throws {
         let messages = mixedMessages(seed: 3, windowBits: 15)

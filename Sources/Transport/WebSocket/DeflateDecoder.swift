@@ -46,7 +46,7 @@ final class DeflateDecoder {
     /// (reaching it means the message passed its limit). Both move when the history slides.
     private var messageStart = 0
     private var messageEnd = 0
-    /// Decode tables (``buildTable``), rebuilt for every dynamic block; the fixed code's, once.
+    /// Decode tables (`build`), rebuilt for every dynamic block; the fixed code's, once.
     private let litlen: UnsafeMutablePointer<UInt32>
     private let dist: UnsafeMutablePointer<UInt32>
     private let codelen: UnsafeMutablePointer<UInt32>
@@ -58,7 +58,7 @@ final class DeflateDecoder {
     /// How many codes of each length (0...15) a table has: the literal/length code's at 0, the
     /// distance code's at 16, the code length code's at 32. Counted as the lengths are read.
     private let counts: UnsafeMutablePointer<UInt16>
-    /// ``buildTable``'s work space: symbols in canonical order, and their codes.
+    /// `build`'s work space: symbols in canonical order, and their codes.
     private let sorted: UnsafeMutablePointer<UInt16>
     private let codes: UnsafeMutablePointer<UInt16>
     /// Each symbol's table entry but for its bit count (``Entry``): literal/length, distance, code
@@ -75,8 +75,11 @@ final class DeflateDecoder {
     static let litlenRootBits = 9
     static let distRootBits = 7
     static let codelenRootBits = 7
-    /// Table sizes, with room for the second-level tables of any valid code (root bits + 6 more
-    /// at most for 15-bit codes; bounded by 2^root + the number of codes times their subtables).
+    /// Table sizes: the root table and the second-level tables of any valid code fit. A 9-bit
+    /// root over 286 literal/length codes needs 852 entries at most (zlib's `enough` count for the
+    /// same layout); a 7-bit root over 30 distance codes under 900 (three chains of 15-bit codes
+    /// with a 256-entry table each take 27 of the 30). `build` refuses a code that would not fit
+    /// rather than write past them.
     static let litlenTableSize = 2048
     static let distTableSize = 1024
 
