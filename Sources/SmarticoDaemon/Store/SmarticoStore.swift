@@ -875,7 +875,7 @@ public actor SmarticoStore {
             let user = fresh[start].user
             var end = start
             while end < fresh.count && end - start < Self.foldChunk && fresh[end].user == user { end += 1 }
-            if seenSet?.user != user { _ = try isSeenInTable(fresh[start], db) }  // loads the user's index
+            try loadSeenSet(for: user, db)
             if end - start == Self.foldChunk {
                 values.removeAll(keepingCapacity: true)
                 for (offset, key) in fresh[start ..< end].enumerated() {
@@ -897,18 +897,22 @@ public actor SmarticoStore {
         }
     }
 
+    /// Makes `seenSet` the index of `user`'s rows, loading it from the table unless it already is.
+    private func loadSeenSet(for user: String, _ db: SQLiteConnection) throws {
+        guard seenSet?.user != user else { return }
+        var loaded = SeenSet(user: user)
+        try db.forEachRow("SELECT id, uid FROM seen WHERE user = ? ORDER BY id", [.text(user)]) { row in
+            loaded.append(id: row.int64(0), key: seenKey(row.text(1)))
+            return true
+        }
+        seenSet = loaded
+    }
+
     /// Whether the seen table holds `uid` for `user`, answered through the in-memory index (loaded
     /// from the table on first use; a hit is confirmed by reading one row).
     private func isSeenInTable(_ seen: SeenKey, _ db: SQLiteConnection) throws -> Bool {
         let (user, uid) = (seen.user, seen.uid)
-        if seenSet?.user != user {
-            var loaded = SeenSet(user: user)
-            try db.forEachRow("SELECT id, uid FROM seen WHERE user = ? ORDER BY id", [.text(user)]) { row in
-                loaded.append(id: row.int64(0), key: seenKey(row.text(1)))
-                return true
-            }
-            seenSet = loaded
-        }
+        try loadSeenSet(for: user, db)
         if let candidate = seenSet?.candidateRow(forKey: seen.key) {
             // The in-memory index holds hashes: confirm with the row it points at, and ask the
             // table itself in the (~1 in 2^64) case that the row holds another uid.

@@ -202,7 +202,7 @@ final class DeflateDecoder {
         guard length == ~check & 0xFFFF else { throw .invalid("invalid stored block lengths") }
         guard bits.bytesLeft >= length else { throw .invalid("the compressed message ends inside a stored block") }
         if end &+ length >= messageEnd { throw .tooLarge }
-        try makeRoom(length)
+        makeRoom(length)
         bits.copyBytes(length, to: buffer + end)
         end &+= length
     }
@@ -306,7 +306,7 @@ final class DeflateDecoder {
             if kind == Entry.literal {
                 if out >= room {
                     end = out
-                    try makeRoom(1)
+                    makeRoom(1)
                     (buffer, room, out, messageEnd) = (self.buffer, capacity, end, self.messageEnd)
                 }
                 buffer[out] = UInt8(truncatingIfNeeded: Entry.value(entry))
@@ -329,7 +329,7 @@ final class DeflateDecoder {
             guard distance <= out, distance <= windowSize else { throw .invalid("invalid distance too far back") }
             if out &+ length > room {
                 end = out
-                try makeRoom(length)
+                makeRoom(length)
                 (buffer, room, out, messageEnd) = (self.buffer, capacity, end, self.messageEnd)
             }
             Self.copyMatch(buffer + out, distance: distance, length: length)
@@ -370,7 +370,7 @@ final class DeflateDecoder {
     /// history no match can reach any more (before both the message's start and the last window),
     /// when that frees a quarter of the buffer; else the buffer grows (never far past the message's
     /// limit: decoding stops there).
-    private func makeRoom(_ count: Int) throws(Failure) {
+    private func makeRoom(_ count: Int) {
         if end &+ count <= capacity { return }
         let unused = min(messageStart, end - windowSize)
         if unused >= capacity / 4 {

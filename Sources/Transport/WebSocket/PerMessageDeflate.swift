@@ -348,8 +348,9 @@ public final class MessageInflater {
         return overflow ? Int.max : sum
     }
 
-    /// Takes a piece of a compressed message (decoded with the rest by ``finish(limit:into:)``);
-    /// throws when the message's compressed bytes pass ``compressedLimit(_:)``.
+    /// Takes a piece of a compressed message (decoded with the rest by ``finish(limit:into:)``:
+    /// `out` is not written here); throws when the message's compressed bytes pass
+    /// ``compressedLimit(_:)``.
     public func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
         guard !input.isEmpty else { return }
         let total = pending.count + input.count
