@@ -98,6 +98,28 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
     }
 }
 
+/// Rewrites every record of the segment at `path` in the format written before schema 7: magic
+/// `SEV1`, its checksum zlib's CRC-32. Returns the offset of each record.
+private func rewriteAsCRC32Records(_ path: String) throws -> [Int] {
+    var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+    var starts: [Int] = []
+    var at = 0
+    func word(_ o: Int) -> UInt32 { bytes[(at + o) ..< (at + o + 4)].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) } }
+    func put(_ v: UInt32, _ o: Int) { for k in 0 ..< 4 { bytes[at + o + k] = UInt8(truncatingIfNeeded: v >> (8 * UInt32(k))) } }
+    while at + EventLog.headerSize <= bytes.count, word(0) == EventLog.magic {
+        let total = EventLog.headerSize + Int(word(4))
+        put(EventLog.magicCRC32, 0)
+        let crc = try #require(bytes.withUnsafeBytes {
+            EventLog.checksum(UnsafeRawBufferPointer(rebasing: $0[(at + 12) ..< (at + total)]), magic: EventLog.magicCRC32)
+        })
+        put(crc, 8)
+        starts.append(at)
+        at += total
+    }
+    try writeBytes(Array(bytes[..<at]), to: path, at: 0)
+    return starts
+}
+
 @Suite struct StoreEventLogTests {
     /// A crash in the middle of a batch's write leaves part of a record after the last whole one:
     /// the next open cuts it off, every acknowledged event reads back, and appends go on from there.
@@ -148,6 +170,36 @@ private func writeBytes(_ bytes: [UInt8], to path: String, at offset: Int) throw
         #expect(await store.lastSeq() == 3)
         #expect(try await store.appendEvents([journalEvent("message", ts: 4, "{}")]) == [4])
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 4])
+        await store.close()
+    }
+
+    /// Segments an older smarticod wrote (records `SEV1`, CRC-32) replay as they are, appends after
+    /// them (`SEV2`, XXH64) join the same segment, and a damaged `SEV1` record still fails its CRC.
+    @Test func recordsOfTheCRC32FormatAreStillRead() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let options = StoreOptions(preallocateSegments: false)
+        var store = try await SmarticoStore.open(directory: dir.path, options: options)
+        _ = try await store.appendEvents((1...3).map { journalEvent("message", ts: Int64($0), "{\"n\":\($0)}") })
+        await store.close()
+        let segment = try #require(try segments(dir).last)
+        let starts = try rewriteAsCRC32Records(segment)
+        #expect(starts.count == 3)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        let notes = await store.eventLogRecovery()
+        #expect(notes.isEmpty, "\(notes)")
+        #expect(try await store.events(after: 0, limit: 10).map(\.data) == (1...3).map { bytes("{\"n\":\($0)}") })
+        #expect(try await store.appendEvents([journalEvent("message", ts: 4, "{\"n\":4}")]) == [4])
+        await store.close()
+        #expect(try segments(dir) == [segment], "the new record went into the same segment")
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(try await store.events(after: 0, limit: 10).map(\.data) == (1...4).map { bytes("{\"n\":\($0)}") })
+        await store.close()
+        // One byte of the second (CRC-32) record's body: it and what follows are cut at open.
+        try flipByte(of: segment, at: starts[1] + 40)
+        store = try await SmarticoStore.open(directory: dir.path, options: options)
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1])
+        #expect(await store.eventLogRecovery().count == 1)
         await store.close()
     }
 

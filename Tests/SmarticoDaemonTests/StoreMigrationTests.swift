@@ -64,7 +64,7 @@ private func indexes(_ path: String, on table: String) async throws -> [String] 
         #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
         let store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        #expect(StoreSchema.latestVersion == 6)
+        #expect(StoreSchema.latestVersion == 7)
         #expect(try await store.integrityCheck().isEmpty)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
         await store.close()
@@ -162,7 +162,7 @@ private func indexes(_ path: String, on table: String) async throws -> [String] 
             INSERT INTO seen(id, user, uid) VALUES (10, 'alice', 'u1'), (11, 'alice', 'u2'), (12, 'bob', 'u1'), (13, 'alice', 'u3');
             """)
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3))
-        #expect(try await store.schemaVersion() == 6)
+        #expect(try await store.schemaVersion() == 7)
         #expect(try await indexes(path, on: "seen").isEmpty)
         let rows = try await onDedicatedThread {
             let db = try SQLiteConnection(path: path)

@@ -21,7 +21,8 @@ struct EventLogEntry {
 }
 
 /// The events in segment files `<directory>/<first seq, 20 digits>.log`. A record is a 32-byte
-/// header — magic, body length, CRC-32 of everything after the CRC, flags, seq, time — and a body:
+/// header — magic, body length, checksum of everything after it (the magic says which: `SEV2`
+/// XXH64's low 32 bits, `SEV1` CRC-32), flags, seq, time — and a body:
 /// the name, the seen (user, uid) when flagged, the data. A batch is one `pwrite` and one
 /// `fdatasync`. At open every segment is read and checked; in the newest one, whatever follows the
 /// last valid record (a write cut by a crash) is cut off. Seqs are consecutive inside a segment.
@@ -34,8 +35,11 @@ struct EventLogEntry {
 final class EventLog {
     static let directoryName = "events"
     static let headerSize = 32
-    /// "SEV1" in the file.
-    static let magic: UInt32 = 0x3156_4553
+    /// "SEV2" in the file: the record's checksum is XXH64's low 32 bits. Written by this code.
+    static let magic: UInt32 = 0x3256_4553
+    /// "SEV1": the checksum is zlib's CRC-32. Written before schema 7 (2026-11-26); still read, so
+    /// the segments of an older smarticod replay as they are.
+    static let magicCRC32: UInt32 = 0x3156_4553
     static let flagSeen: UInt32 = 1
 
     struct Segment {
@@ -233,8 +237,8 @@ final class EventLog {
         append32(UInt32(uid.count), &buffer)
         buffer.append(contentsOf: uid)
         buffer.append(contentsOf: entry.data)
-        let crc = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...])) }
-        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: start + 8, as: UInt32.self) }
+        let sum = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...]), magic: magic) }
+        buffer.withUnsafeMutableBytes { $0.storeBytes(of: (sum ?? 0).littleEndian, toByteOffset: start + 8, as: UInt32.self) }
     }
 
     // MARK: reading
@@ -456,11 +460,11 @@ final class EventLog {
             guard start >= 0, end <= raw.count, end - start >= headerSize else { return nil }
             func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt32.self)) }
             func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt64.self)) }
-            guard u32(0) == magic else { return nil }
+            guard isMagic(u32(0)) else { return nil }
             let body = Int(u32(4))
             guard body >= 12, body <= end - start - headerSize else { return nil }
             let total = headerSize + body
-            guard checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) == u32(8) else { return nil }
+            guard checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)]), magic: u32(0)) == u32(8) else { return nil }
             let flags = u32(12)
             var o = headerSize
             func field() -> UnsafeRawBufferPointer? {
@@ -480,17 +484,17 @@ final class EventLog {
     }
 
     /// The seq, time and whole length of the record at `start` when its header is sound (and, with
-    /// `checksum`, its CRC matches), else nil.
+    /// `checksum`, its checksum matches), else nil.
     private static func header(_ bytes: [UInt8], at start: Int, checksum verify: Bool) -> (JournalSeq, Int64, Int)? {
         bytes.withUnsafeBytes { raw -> (JournalSeq, Int64, Int)? in
             guard start >= 0, raw.count - start >= headerSize else { return nil }
             func u32(_ o: Int) -> UInt32 { UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt32.self)) }
             func u64(_ o: Int) -> UInt64 { UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: start + o, as: UInt64.self)) }
-            guard u32(0) == magic else { return nil }
+            guard isMagic(u32(0)) else { return nil }
             let body = Int(u32(4))
             guard body >= 12, body <= raw.count - start - headerSize else { return nil }
             let total = headerSize + body
-            if verify, checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)])) != u32(8) { return nil }
+            if verify, checksum(UnsafeRawBufferPointer(rebasing: raw[(start + 12) ..< (start + total)]), magic: u32(0)) != u32(8) { return nil }
             return (JournalSeq(bitPattern: u64(16)), Int64(bitPattern: u64(24)), total)
         }
     }
@@ -538,10 +542,10 @@ final class EventLog {
         guard let base = raw.baseAddress else { return }
         var at = start
         while raw.count - at >= headerSize {
-            // The magic's first byte, then the rest of it.
+            // The magics' first byte ("S"), then the rest of one of them.
             guard let hit = memchr(base + at, 0x53, raw.count - at - headerSize + 1) else { return }
             at = base.distance(to: UnsafeRawPointer(hit))
-            if UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self)) == magic {
+            if isMagic(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: at, as: UInt32.self))) {
                 let seq = JournalSeq(bitPattern: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: at + 16, as: UInt64.self)))
                 if !body(seq) { return }
             }
@@ -568,9 +572,21 @@ final class EventLog {
         return acc == 0
     }
 
-    private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return UInt32(crc32(0, nil, 0)) }
-        return UInt32(truncatingIfNeeded: crc32(0, base.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)))
+    /// True for the magic of either record format.
+    static func isMagic(_ word: UInt32) -> Bool { word == magic || word == magicCRC32 }
+
+    /// The checksum a record with `magic` carries for `bytes` (everything after the checksum
+    /// field): XXH64's low 32 bits for `SEV2`, CRC-32 for `SEV1`; nil for any other magic.
+    static func checksum(_ bytes: UnsafeRawBufferPointer, magic recordMagic: UInt32) -> UInt32? {
+        switch recordMagic {
+        case magic:
+            return UInt32(truncatingIfNeeded: XXH64.hash(bytes))
+        case magicCRC32:
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return UInt32(crc32(0, nil, 0)) }
+            return UInt32(truncatingIfNeeded: crc32(0, base.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)))
+        default:
+            return nil
+        }
     }
 
     private static func append32(_ v: UInt32, _ buffer: inout [UInt8]) {

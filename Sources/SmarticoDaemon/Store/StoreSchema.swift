@@ -107,6 +107,12 @@ enum StoreSchema {
             INSERT OR IGNORE INTO meta(key, value) VALUES ('seen_seq', 0);
             INSERT OR IGNORE INTO meta(key, value) VALUES ('journal_first', 1);
             """),
+        Step(version: 7, sql: """
+            -- The event log's records carry XXH64 checksums (magic SEV2; SEV1 records, CRC-32, are
+            -- still read). An older smarticod knows only SEV1 and would cut the newest segment at
+            -- the first new record: it refuses the file from here on. No table changes.
+            INSERT OR IGNORE INTO meta(key, value) VALUES ('event_log_format', 2);
+            """),
     ]
 
     /// The newest schema version this code knows.
