@@ -56,6 +56,11 @@ public actor SmarticoStore {
     /// `PRAGMA data_version` when `seenSet` was last known to match the table: it changes when
     /// another connection (another process) commits.
     private var seenDataVersion: Int64 = -1
+    /// False while every uid in `pendingSeen` is known to be absent from the seen table: each was
+    /// looked up there when it was journaled, and since then only this store wrote the table (every
+    /// write transaction folds `pendingSeen` first). Another connection's commit (`seenDataVersion`)
+    /// and the open's recovery set it: the fold then looks each uid up again.
+    private var pendingMayBeInTable = true
     /// How `SeenSet` hashes a uid (tests substitute one that collides).
     private let seenKey: @Sendable (String) -> Int
 
@@ -691,7 +696,12 @@ public actor SmarticoStore {
                 return try body(db)
             }
             if writesMeta { seenSeqWritten = upTo }
-            if folding > 0 {
+            if folding == pendingSeen.count {
+                // Everything waiting was folded (always, but for a body that journals): no key by key removal.
+                pendingSeen.removeAll(keepingCapacity: true)
+                pendingSeenKeys.removeAll(keepingCapacity: true)
+                pendingMayBeInTable = false
+            } else if folding > 0 {
                 for key in pendingSeen.prefix(folding) { pendingSeenKeys.remove(key) }
                 pendingSeen.removeFirst(folding)
             }
@@ -808,6 +818,7 @@ public actor SmarticoStore {
         if version != seenDataVersion {
             seenSet = nil
             seenDataVersion = version
+            pendingMayBeInTable = true
         }
     }
 
@@ -855,7 +866,8 @@ public actor SmarticoStore {
     static let foldChunk = 64
 
     /// The fold: `keys` (journal order, no key twice) become rows of the seen table, in the caller's
-    /// transaction — those not there already (checked as ``insertSeen(_:_:)`` does), with ids
+    /// transaction — those not there already (checked as ``insertSeen(_:_:)`` does, unless
+    /// `pendingMayBeInTable` says none can be: they were looked up as they were journaled), with ids
     /// chosen here, above every id in the table and rising, `foldChunk` rows per `INSERT`: one
     /// statement a row cost ~1.5 µs an engagement on the store's thread (its lookup by SQL text, the
     /// bound values, step and reset), most of the fold. The set is pruned after each chunk, so its
@@ -863,7 +875,11 @@ public actor SmarticoStore {
     private func foldIntoTable(_ keys: ArraySlice<SeenKey>, _ db: SQLiteConnection) throws {
         var fresh: [SeenKey] = []
         fresh.reserveCapacity(keys.count)
-        for key in keys where try !isSeenInTable(key, db) { fresh.append(key) }
+        if pendingMayBeInTable {
+            for key in keys where try !isSeenInTable(key, db) { fresh.append(key) }
+        } else {
+            fresh.append(contentsOf: keys)
+        }
         guard !fresh.isEmpty else { return }
         var nextID = (try db.queryFirst("SELECT max(id) FROM seen") { $0.optionalInt64(0) } ?? nil).map { $0 + 1 } ?? 1
         let chunkSQL = "INSERT INTO seen(id, user, uid) VALUES " + repeatElement("(?, ?, ?)", count: Self.foldChunk).joined(separator: ", ")
