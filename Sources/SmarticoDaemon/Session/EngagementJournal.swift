@@ -50,10 +50,10 @@ enum EngagementJournal {
     static func assemble(message: RawJSONObject, popupURL: String?) -> (journal: [UInt8], line: [UInt8]) {
         var journal: [UInt8] = []
         journal.reserveCapacity(message.bytes.count + (popupURL?.utf8.count ?? 4) + 32)
-        journal.append(contentsOf: #"{"message":"#.utf8)
+        journal.appendLiteral(#"{"message":"#)
         journal.append(contentsOf: message.bytes)
-        journal.append(contentsOf: #","popup_url":"#.utf8)
-        if let popupURL { JSONValue.serializeString(popupURL, into: &journal) } else { journal.append(contentsOf: "null".utf8) }
+        journal.appendLiteral(#","popup_url":"#)
+        if let popupURL { JSONValue.serializeString(popupURL, into: &journal) } else { journal.appendLiteral("null") }
         journal.append(UInt8(ascii: "}"))
         return (journal, line(journal: journal, message: message))
     }
@@ -64,7 +64,7 @@ enum EngagementJournal {
         var line: [UInt8] = []
         line.reserveCapacity(journal.count + message.objectRange.count + 24)
         journal.withUnsafeBufferPointer { line.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<($0.count - 1)])) }
-        line.append(contentsOf: #","bridge":"#.utf8)
+        line.appendLiteral(#","bridge":"#)
         BridgeMessage.appendShowEngagement(message, to: &line)
         line.append(UInt8(ascii: "}"))
         return line

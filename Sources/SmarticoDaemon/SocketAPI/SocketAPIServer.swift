@@ -410,17 +410,17 @@ public final class SocketAPIServer: CustomStringConvertible,
     private func respond(_ peer: Peer, id: JSONValue?, _ result: Result<JSONValue, SocketAPIError>) {
         guard peer.isOpen, !peer.dropping else { return }
         var line: [UInt8] = []
-        appendASCII("{\"id\":", to: &line)
+        line.appendLiteral("{\"id\":")
         (id ?? .null).serialize(into: &line)
         switch result {
         case .success(let value):
-            appendASCII(",\"ok\":true,\"result\":", to: &line)
+            line.appendLiteral(",\"ok\":true,\"result\":")
             value.serialize(into: &line)
         case .failure(let error):
-            appendASCII(",\"ok\":false,\"error\":", to: &line)
+            line.appendLiteral(",\"ok\":false,\"error\":")
             error.json.serialize(into: &line)
         }
-        appendASCII("}\n", to: &line)
+        line.appendLiteral("}\n")
         peer.out.append(contentsOf: line)
         markDirty(peer)
     }
@@ -612,15 +612,15 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         let seq = event.seq ?? subscription.lastSeqSent
         subscription.lastSeqSent = seq
-        appendASCII("{\"event\":", to: &peer.out)
+        peer.out.appendLiteral("{\"event\":")
         JSONValue.serializeString(event.name, into: &peer.out)
-        appendASCII(",\"seq\":", to: &peer.out)
+        peer.out.appendLiteral(",\"seq\":")
         appendDecimal(seq, to: &peer.out)
-        appendASCII(",\"ts\":", to: &peer.out)
+        peer.out.appendLiteral(",\"ts\":")
         appendDecimal(event.tsMs, to: &peer.out)
-        appendASCII(",\"data\":", to: &peer.out)
+        peer.out.appendLiteral(",\"data\":")
         peer.out.append(contentsOf: event.data)
-        appendASCII("}\n", to: &peer.out)
+        peer.out.appendLiteral("}\n")
         peer.outEvents += 1
         // A batch of events (a group commit publishes hundreds at once under load) goes out in
         // pieces of `writeAtBytes` rather than as one buffer grown to megabytes: each doubling
@@ -642,9 +642,9 @@ public final class SocketAPIServer: CustomStringConvertible,
         let after = subscription.lastSeqSent
         subscription.buffered = []
         var data: [UInt8] = []
-        appendASCII("{\"dropped_after_seq\":", to: &data)
+        data.appendLiteral("{\"dropped_after_seq\":")
         appendDecimal(after, to: &data)
-        appendASCII("}", to: &data)
+        data.appendLiteral("}")
         deliver(PreparedEvent(name: "overflow", seq: nil, tsMs: Self.nowMs(), data: data), to: peer, force: true)
         drop(peer)
     }
@@ -796,11 +796,6 @@ private final class Peer: @unchecked Sendable {
             connection.resumeReading()
         }
     }
-}
-
-@inline(__always)
-private func appendASCII(_ text: StaticString, to out: inout [UInt8]) {
-    text.withUTF8Buffer { out.append(contentsOf: $0) }
 }
 
 private func appendDecimal(_ value: Int64, to out: inout [UInt8]) {

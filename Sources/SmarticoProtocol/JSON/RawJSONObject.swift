@@ -103,10 +103,10 @@ public struct RawJSONObject: Sendable {
     /// copied as they arrived: consecutive kept members as one run of bytes (with the commas and
     /// whitespace between them), runs joined by `,`. With `prefix` non-empty, a `,` separates it
     /// from the first member.
-    public func appendObject(prefix: String, dropping dropped: String, to out: inout [UInt8]) {
+    public func appendObject(prefix: StaticString, dropping dropped: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        out.append(contentsOf: prefix.utf8)
-        var needsComma = !prefix.isEmpty
+        out.appendLiteral(prefix)
+        var needsComma = prefix.utf8CodeUnitCount > 0
         var runStart: Int?
         var runEnd = 0
         bytes.withUnsafeBufferPointer { b in

@@ -483,12 +483,12 @@ public struct ClientEngagementEvent: SmarticoMessage {
                 if m.keyHasEscapes { return nil }
                 let key = UnsafeBufferPointer(rebasing: b[m.key])
                 switch key.count {
-                case 3 where key.elementsEqual("cid".utf8): cidRange = m.value
-                case 2 where key.elementsEqual("ts".utf8): tsRange = m.value
-                case 4 where key.elementsEqual("uuid".utf8): uuidRange = m.value
-                case 14 where key.elementsEqual("engagement_uid".utf8): uidRange = m.value
-                case 12 where key.elementsEqual("activityType".utf8): activityRange = m.value
-                case 13 where key.elementsEqual("engagement_id".utf8): idRange = m.value
+                case 3 where same(key, "cid"): cidRange = m.value
+                case 2 where same(key, "ts"): tsRange = m.value
+                case 4 where same(key, "uuid"): uuidRange = m.value
+                case 14 where same(key, "engagement_uid"): uidRange = m.value
+                case 12 where same(key, "activityType"): activityRange = m.value
+                case 13 where same(key, "engagement_id"): idRange = m.value
                 default: break
                 }
             }
@@ -502,6 +502,16 @@ public struct ClientEngagementEvent: SmarticoMessage {
             else { return nil }
             return (uuid, ts, uid, activityType, engagementID)
         }
+    }
+
+    /// Whether `key` is `name`'s bytes. The member names are compared byte by byte through a pointer:
+    /// `elementsEqual` against a `String.UTF8View` walked it through the generic collection
+    /// protocol (~0.3 µs a 110, every member's name compared).
+    @inline(__always) private static func same(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
+        guard key.count == name.utf8CodeUnitCount else { return false }
+        let p = name.utf8Start
+        for i in 0 ..< key.count where key[i] != p[i] { return false }
+        return true
     }
 
     /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
