@@ -431,9 +431,15 @@ public actor SmarticoStore {
         entries.reserveCapacity(writes.count)
         var results: [JournalSeq?] = []
         results.reserveCapacity(writes.count)
-        var newlySeen: [SeenKey] = []
-        var batchKeys: Set<SeenKey> = []
+        // This batch's new uids join `pendingSeenKeys` as they are checked (one set operation a uid:
+        // a repeat, waiting or earlier in the batch, is an insert that finds it), and leave it again
+        // when the batch fails.
+        let pendingBefore = pendingSeen.count
         var newest = Int64.min
+        func forgetBatch() {
+            for key in pendingSeen[pendingBefore...] { pendingSeenKeys.remove(key) }
+            pendingSeen.removeSubrange(pendingBefore...)
+        }
         do {
             if writes.contains(where: { $0.seen != nil }) { try refreshSeenSetIfChanged(db) }
             // By index: a copy of each write (`for write in writes`) retains and releases its strings
@@ -441,13 +447,16 @@ public actor SmarticoStore {
             for i in writes.indices {
                 if let seen = writes[i].seen {
                     let key = SeenKey(user: seen.user, uid: seen.uid, key: seenKey(seen.uid))
-                    let seenBefore = try pendingSeenKeys.contains(key) || batchKeys.contains(key) || isSeenInTable(key, db)
-                    if seenBefore {
+                    guard pendingSeenKeys.insert(key).inserted else {
                         results.append(nil)
                         continue
                     }
-                    batchKeys.insert(key)
-                    newlySeen.append(key)
+                    pendingSeen.append(key)
+                    if try isSeenInTable(key, db) {
+                        pendingSeenKeys.remove(pendingSeen.removeLast())
+                        results.append(nil)
+                        continue
+                    }
                 }
                 seq += 1
                 let event = writes[i].event
@@ -456,14 +465,18 @@ public actor SmarticoStore {
                 results.append(seq)
             }
         } catch {
+            forgetBatch()
             seenSet = nil
             throw Self.storeError(error)
         }
         guard !entries.isEmpty else { return results }
-        try log.append(entries)
+        do {
+            try log.append(entries)
+        } catch {
+            forgetBatch()
+            throw error
+        }
         cachedLastSeq = seq
-        pendingSeen.append(contentsOf: newlySeen)
-        pendingSeenKeys.formUnion(newlySeen)
         // Retention, then what it lets go of on disk; the seen table catches up now and then. Both
         // are SQLite commits (~2.5 ms for a fold of 1,024 uids): they run as the store's next job,
         // after this batch's results are on their way back, so the batch's lines are not held
