@@ -693,6 +693,39 @@ static void *floor_feeder(void *p) {
     return NULL;
 }
 
+/* XXH64 (seed 0), the daemon's event log record checksum (Sources/SmarticoDaemon/Store/XXH64.swift),
+   written from xxHash's specification; cbench_xxh64 is checked against reference digests by the bench. */
+static const uint64_t XP1 = 0x9E3779B185EBCA87ULL, XP2 = 0xC2B2AE3D27D4EB4FULL, XP3 = 0x165667B19E3779F9ULL,
+                      XP4 = 0x85EBCA77C2B2AE63ULL, XP5 = 0x27D4EB2F165667C5ULL;
+static inline uint64_t xrotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static inline uint64_t xround(uint64_t acc, uint64_t lane) { return xrotl(acc + lane * XP2, 31) * XP1; }
+static inline uint64_t xmerge(uint64_t acc, uint64_t lane) { return (acc ^ xround(0, lane)) * XP1 + XP4; }
+static inline uint64_t xload64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+uint64_t cbench_xxh64(const void *data, size_t len) {
+    const uint8_t *p = data, *end = p + len;
+    uint64_t acc;
+    if (len >= 32) {
+        uint64_t v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = 0 - XP1;
+        const uint8_t *limit = end - 32;
+        do {
+            v1 = xround(v1, xload64(p)); v2 = xround(v2, xload64(p + 8));
+            v3 = xround(v3, xload64(p + 16)); v4 = xround(v4, xload64(p + 24));
+            p += 32;
+        } while (p <= limit);
+        acc = xrotl(v1, 1) + xrotl(v2, 7) + xrotl(v3, 12) + xrotl(v4, 18);
+        acc = xmerge(acc, v1); acc = xmerge(acc, v2); acc = xmerge(acc, v3); acc = xmerge(acc, v4);
+    } else {
+        acc = XP5;
+    }
+    acc += (uint64_t)len;
+    for (; end - p >= 8; p += 8) { acc ^= xround(0, xload64(p)); acc = xrotl(acc, 27) * XP1 + XP4; }
+    if (end - p >= 4) { uint32_t w; memcpy(&w, p, 4); acc ^= (uint64_t)w * XP1; acc = xrotl(acc, 23) * XP2 + XP3; p += 4; }
+    for (; p < end; p++) { acc ^= (uint64_t)*p * XP5; acc = xrotl(acc, 11) * XP1; }
+    acc ^= acc >> 33; acc *= XP2; acc ^= acc >> 29; acc *= XP3; acc ^= acc >> 32;
+    return acc;
+}
+
 static void *floor_drain(void *p) {
     int fd = *(int *)p;
     char *buf = malloc(1 << 16);
@@ -748,16 +781,17 @@ int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, i
             size_t mlen = maxlen + 64 - z.avail_out;
             pos += 4 + n;
             done++;
-            /* journal record: seq, ts, length, CRC-32, then {"message":…,"popup_url":null}; the CRC
-               (zlib's, as the daemon's event log) covers the record after its header */
+            /* journal record: seq, ts, length, checksum, then {"message":…,"popup_url":null}; the
+               checksum (XXH64's low 32 bits, as the daemon's event log since 2026-11-26) covers the
+               record after its header */
             size_t rec = jlen;
             int64_t hdr[4] = { done, (int64_t)t0, (int64_t)mlen, 0 };
             memcpy(jbuf + jlen, hdr, sizeof hdr); jlen += sizeof hdr;
             memcpy(jbuf + jlen, "{\"message\":", 11); jlen += 11;
             memcpy(jbuf + jlen, msg, mlen); jlen += mlen;
             memcpy(jbuf + jlen, ",\"popup_url\":null}", 18); jlen += 18;
-            uint32_t crc = (uint32_t)crc32_z(0, jbuf + rec + sizeof hdr, jlen - rec - sizeof hdr);
-            memcpy(jbuf + rec + 3 * sizeof(int64_t), &crc, sizeof crc);
+            uint32_t sum = (uint32_t)cbench_xxh64(jbuf + rec + sizeof hdr, jlen - rec - sizeof hdr);
+            memcpy(jbuf + rec + 3 * sizeof(int64_t), &sum, sizeof sum);
             /* the line: envelope, message, bridge ({"bcid":3, then the message's members) */
             llen += (size_t)snprintf((char *)lbuf + llen, 160, "{\"event\":\"engagement\",\"seq\":%lld,\"ts\":%llu,\"data\":{\"message\":",
                                      (long long)done, (unsigned long long)t0);

@@ -859,6 +859,16 @@ final class DaemonBench {
 
     /// The floor row: `cbench_event_floor` on 64 distinct 110s of the benchmark's size.
     func eventFloorRow(events: Int, daemonMicros: Double) throws {
+        // The floor's record checksum must be the daemon's: XXH64, checked against the reference
+        // implementation's digests (the same as XXH64Tests) before it is timed.
+        let checks: [([UInt8], UInt64)] = [(Array("abc".utf8), 0x44BC_2CF5_AD77_0999),
+                                           ((0 ..< 2050).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }, 0xCE07_3CC5_8631_7646)]
+        for (input, digest) in checks {
+            let got = input.withUnsafeBytes { cbench_xxh64($0.baseAddress, $0.count) }
+            guard got == digest else {
+                throw BenchFailure("cbench_xxh64 of \(input.count) bytes: \(String(got, radix: 16)), expected \(String(digest, radix: 16))")
+            }
+        }
         // The simulator's 110s (random uuids): the stream the daemon inflates in the rows above.
         let messages = simulatorEngagements(count: 64, templateBytes: templateBytes)
         let msgs = messages.flatMap { $0 }
@@ -875,7 +885,7 @@ final class DaemonBench {
         let perEvent = (user + system) / Double(events)
         report.addFigure(
             ThroughputRow.floor + ": the same work in plain C on one thread (read, inflate with context, journal record with its "
-                + "CRC-32, append + fdatasync every \(batch), line copied and written; no JSON validation), \(events) events",
+                + "XXH64 checksum, append + fdatasync every \(batch), line copied and written; no JSON validation), \(events) events",
             figure: fmt(1e6 / perEvent, 0) + " events per CPU-second (\(fmt(perEvent, 1)) µs/event: "
                 + "\(fmt(user / Double(events), 1)) user + \(fmt(system / Double(events), 1)) system; wall \(fmt(wall, 2)) s)",
             reference: "smarticod at its maximum rate: \(fmt(daemonMicros, 1)) µs/event",

@@ -105,7 +105,7 @@ int cbench_wait_exit(int pid, int timeout_ms);
 /// the messages (`nmsgs` back to back in `msgs`, cycled for `events` events) with one
 /// raw-deflate context (context takeover, as the simulator does) and streams them over a
 /// socketpair; the measured thread reads them in large reads, inflates each, appends a
-/// journal record (`{"message":…,"popup_url":null}`) to `journal_path` and builds the
+/// journal record (`{"message":…,"popup_url":null}`, checksummed with XXH64) to `journal_path` and builds the
 /// subscriber line (envelope, message, bridge) by copying; every `batch` events it writes
 /// the records with one pwrite, `fdatasync`s, and writes the lines with one write to a
 /// socket drained by another thread. No JSON parsing or validation at all. Stores the
@@ -113,5 +113,8 @@ int cbench_wait_exit(int pid, int timeout_ms);
 /// Returns 0, -1 with errno set, or -2 when inflate fails. The journal file is removed.
 int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, int64_t events, int batch,
                        const char *journal_path, double *user_us, double *sys_us, double *wall_s);
+
+/// XXH64 with seed 0: the checksum the floor puts in its journal records, as the daemon's event log.
+uint64_t cbench_xxh64(const void *data, size_t len);
 
 #endif
