@@ -46,8 +46,8 @@ struct SeenSet {
         let last = order[head + excess - 1].id
         for index in head ..< head + excess {
             let (id, hash) = order[index]
-            // A newer row with the same hash took the entry over: it stays.
-            if rows[hash] == id { rows[hash] = nil }
+            // One hash lookup a row; a newer row with the same hash took the entry over: it goes back.
+            if let newer = rows.removeValue(forKey: hash), newer != id { rows[hash] = newer }
         }
         head += excess
         // Compact once half the array is forgotten entries: amortised O(1) per row.

@@ -877,6 +877,9 @@ public actor SmarticoStore {
 
     /// Rows a fold inserts with one statement.
     static let foldChunk = 64
+    /// The `INSERT` of `foldChunk` rows (built once: joining its text was ~0.2 % of the drain's samples).
+    static let foldChunkSQL = "INSERT INTO seen(id, user, uid) VALUES "
+        + repeatElement("(?, ?, ?)", count: foldChunk).joined(separator: ", ")
 
     /// The fold: `keys` (journal order, no key twice) become rows of the seen table, in the caller's
     /// transaction — those not there already (checked as ``insertSeen(_:_:)`` does, unless
@@ -895,7 +898,6 @@ public actor SmarticoStore {
         }
         guard !fresh.isEmpty else { return }
         var nextID = (try db.queryFirst("SELECT max(id) FROM seen") { $0.optionalInt64(0) } ?? nil).map { $0 + 1 } ?? 1
-        let chunkSQL = "INSERT INTO seen(id, user, uid) VALUES " + repeatElement("(?, ?, ?)", count: Self.foldChunk).joined(separator: ", ")
         var values: [SQLiteValue] = []
         values.reserveCapacity(3 * Self.foldChunk)
         var start = 0
@@ -912,7 +914,7 @@ public actor SmarticoStore {
                     values.append(.text(user))
                     values.append(.text(key.uid))
                 }
-                try db.run(chunkSQL, values)
+                try db.run(Self.foldChunkSQL, values)
             } else {
                 for (offset, key) in fresh[start ..< end].enumerated() {
                     try db.run("INSERT INTO seen(id, user, uid) VALUES (?, ?, ?)",
