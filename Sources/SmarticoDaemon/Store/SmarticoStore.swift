@@ -710,7 +710,8 @@ public actor SmarticoStore {
             }
             if writesMeta { seenSeqWritten = upTo }
             if folding == pendingSeen.count {
-                // Everything waiting was folded (always, but for a body that journals): no key by key removal.
+                // Everything waiting was folded (so far always: no transaction body adds to it): the
+                // sets are emptied whole, not key by key.
                 pendingSeen.removeAll(keepingCapacity: true)
                 pendingSeenKeys.removeAll(keepingCapacity: true)
                 pendingMayBeInTable = false

@@ -5,11 +5,10 @@
 /// 32-byte stripes, then the tail and an avalanche. Checked against the reference implementation's
 /// digests in `XXH64Tests`.
 ///
-/// Why not CRC-32: zlib's `crc32` reads ~1.6 bytes a nanosecond on the machines this project is
-/// measured on, ~1.3 µs for an engagement's 2 KB record — 5 % of the daemon's CPU per event at its
-/// maximum rate. A CRC as fast needs carry-less multiplication (PCLMULQDQ / PMULL), which Swift
-/// cannot reach without C; these rounds are plain 64-bit arithmetic and read ~8–10 bytes a
-/// nanosecond. A record's checksum guards against torn writes and damage, not an adversary (who
+/// Why not CRC-32: zlib's `crc32` was 4.9 % of the daemon's perf samples at its maximum rate
+/// (~1 µs for an engagement's 2 KB record; docs/benchmarks.md, 2026-11-26), XXH64 in its place
+/// 1.3 %. A CRC as fast needs carry-less multiplication (PCLMULQDQ / PMULL), which Swift cannot
+/// reach without C; these rounds are plain 64-bit arithmetic. A record's checksum guards against torn writes and damage, not an adversary (who
 /// could rewrite any checksum): a 32-bit cut of a well-mixed 64-bit hash misses a change with
 /// probability 2⁻³², as CRC-32 does for changes beyond its burst guarantees.
 enum XXH64 {

@@ -504,14 +504,11 @@ public struct ClientEngagementEvent: SmarticoMessage {
         }
     }
 
-    /// Whether `key` is `name`'s bytes. The member names are compared byte by byte through a pointer:
-    /// `elementsEqual` against a `String.UTF8View` walked it through the generic collection
-    /// protocol (~0.3 µs a 110, every member's name compared).
+    /// Whether `key` is `name`'s bytes, compared as two buffers (`sameBytes`): `elementsEqual`
+    /// against a `String.UTF8View` walked the generic collection protocol (1.3 % of the drain's
+    /// perf samples, every member's name compared).
     @inline(__always) private static func same(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
-        guard key.count == name.utf8CodeUnitCount else { return false }
-        let p = name.utf8Start
-        for i in 0 ..< key.count where key[i] != p[i] { return false }
-        return true
+        name.withUTF8Buffer { sameBytes(key, $0) }
     }
 
     /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
