@@ -460,7 +460,12 @@ final class DaemonBench {
         self.binary = binary
         self.report = report
         simLoop = try EventLoop(name: "bench-sim")
-        let command = try SimCommand.parse(["--port", "0", "--template-bytes", "\(templateBytes)"])
+        // Pings as a server sends them (the idle row counts the daemon's answers), but a PONG may
+        // take 120 s, not 10: the drains stop the daemon (SIGSTOP) while the backlog is queued, and
+        // when that took 10 s after a ping the simulator closed the connection (1001, "no PONG"),
+        // the backlog went with it, and the drain measured a reconnect (3 to 5 times the CPU per
+        // event, or a failed row: 2026-11-26, seen with the binaries of both sides of an A/B).
+        let command = try SimCommand.parse(["--port", "0", "--template-bytes", "\(templateBytes)", "--pong-timeout", "120s"])
         sim = try await SimRunning.start(command, on: simLoop)
         emitter = SimEmitter(loop: simLoop, runtime: sim.services.runtime)
         serverURL = "ws://127.0.0.1:\(sim.listener.port)\(SimUpgrade.path)?master&domain=bench&version=1.0.0"
