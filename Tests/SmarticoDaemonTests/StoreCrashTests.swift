@@ -265,7 +265,7 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             let seen = try await onDedicatedThread {
                 let db = try SQLiteConnection(path: stateDir + "/" + SmarticoStore.fileName)
                 defer { db.close() }
-                return Set(try db.query("SELECT uid FROM seen WHERE user = 'crash-user'") { $0.text(0) })
+                return Set(try SmarticoStore.seenUIDs(user: "crash-user", db))
             }
             #expect(seen == journaled, "\(context): seen-set and journal differ by \(Array(seen.symmetricDifference(journaled).prefix(5)))")
         }

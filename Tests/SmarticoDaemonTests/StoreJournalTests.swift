@@ -284,9 +284,10 @@ import Testing
         // The engagements journaled reach the seen table with the next transaction (or this call):
         // only then can another connection forget one.
         try await store.foldSeen()
-        try await other("INSERT INTO seen(user, uid) VALUES ('alice', 'b')")
+        // A chunk of one uid (length 1, "b"), and the deletion of the chunk that holds only "a".
+        try await other("INSERT INTO seen_chunk(user, uids) VALUES ('alice', X'0162')")
         #expect(try await store.appendEngagement(user: "alice", uid: "b", event: event) == nil)
-        try await other("DELETE FROM seen WHERE uid = 'a'")
+        try await other("DELETE FROM seen_chunk WHERE uids = X'0161'")
         #expect(try await store.appendEngagement(user: "alice", uid: "a", event: event) == 2)
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
@@ -300,11 +301,19 @@ import Testing
         defer { dir.remove() }
         let store = try await SmarticoStore.open(directory: dir.path)
         let path = dir.sub(SmarticoStore.fileName)
+        /// The uids in the seen table, and its rows (chunks).
         func seenRows() async throws -> Int64 {
             try await onDedicatedThread {
                 let db = try SQLiteConnection(path: path)
                 defer { db.close() }
-                return try db.queryFirst("SELECT count(*) FROM seen") { $0.int64(0) } ?? -1
+                return Int64(try SmarticoStore.seenUIDs(user: "alice", db).count)
+            }
+        }
+        func chunks() async throws -> Int64 {
+            try await onDedicatedThread {
+                let db = try SQLiteConnection(path: path)
+                defer { db.close() }
+                return try db.queryFirst("SELECT count(*) FROM seen_chunk") { $0.int64(0) } ?? -1
             }
         }
         let event = journalEvent("engagement", ts: 1, "{}")
@@ -316,17 +325,19 @@ import Testing
         #expect(try await store.journal(many).compactMap { $0 }.count == SmarticoStore.foldAfter)
         _ = await store.lastSeq()  // runs after the upkeep job
         #expect(try await seenRows() == Int64(10 + SmarticoStore.foldAfter))
+        #expect(try await chunks() == 1, "one fold of one user's uids is one row")
         await store.close()
     }
 
-    /// The fold inserts the waiting uids `foldChunk` rows per statement, with ids it chooses: after
-    /// one fold of several chunks, single rows and two users interleaved, under a small bound, the
+    /// The fold writes a chunk (one row) for each run of one user's waiting uids: after one fold of
+    /// a long run, then two users interleaved (a chunk of one uid each), under a small bound, the
     /// answers are exact — each user's newest are refused, their older ones forgotten — and stay so
     /// after a reopen (the index is then loaded from the rows the fold wrote).
     @Test func aFoldOfManyChunksKeepsExactAnswers() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        // 300 per user: alice's rows from the 64-row chunks (a0…a255) are partly among her newest 300.
+        // 300 per user: alice's first chunk (a0…a299) is partly among her newest 300, so pruning
+        // starts her uids inside it.
         let options = StoreOptions(seenPerUser: 300)  // kept: between 300 and 317 per user
         var store = try await SmarticoStore.open(directory: dir.path, options: options)
         let event = journalEvent("engagement", ts: 1, "{}")
@@ -338,7 +349,7 @@ import Testing
             interleaved.append(JournalWrite(event, once: "a\(300 + i)", user: "alice"))
         }
         #expect(try await store.journal(interleaved).allSatisfy { $0 != nil })
-        try await store.foldSeen()  // 300 + 200 uids in one fold: 4 chunks, then single rows
+        try await store.foldSeen()  // 300 + 200 uids in one fold: a chunk of 300, then 200 of one
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
         store = try await SmarticoStore.open(directory: dir.path, options: options)

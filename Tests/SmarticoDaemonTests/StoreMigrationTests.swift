@@ -64,7 +64,7 @@ private func indexes(_ path: String, on table: String) async throws -> [String] 
         #expect(FileManager.default.createFile(atPath: dir.sub(SmarticoStore.fileName), contents: Data()))
         let store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.latestVersion)
-        #expect(StoreSchema.latestVersion == 7)
+        #expect(StoreSchema.latestVersion == 8)
         #expect(try await store.integrityCheck().isEmpty)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [1])
         await store.close()
@@ -153,7 +153,8 @@ private func indexes(_ path: String, on table: String) async throws -> [String] 
     }
 
     /// Version 5 rebuilds the seen table without its UNIQUE (user, uid) index, keeping rows and
-    /// ids: the uids seen before the upgrade are still refused, pruning still goes oldest first.
+    /// ids; version 8 keeps the uids in chunks, and the open moves the rows there, each user's in
+    /// their order: the uids seen before the upgrade are still refused, pruning still goes oldest first.
     @Test func migratesAVersion4DatabaseKeepingTheSeenSet() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
@@ -162,14 +163,18 @@ private func indexes(_ path: String, on table: String) async throws -> [String] 
             INSERT INTO seen(id, user, uid) VALUES (10, 'alice', 'u1'), (11, 'alice', 'u2'), (12, 'bob', 'u1'), (13, 'alice', 'u3');
             """)
         let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3))
-        #expect(try await store.schemaVersion() == 7)
+        #expect(try await store.schemaVersion() == 8)
         #expect(try await indexes(path, on: "seen").isEmpty)
-        let rows = try await onDedicatedThread {
+        let (rows, alice, bob, chunks) = try await onDedicatedThread {
             let db = try SQLiteConnection(path: path)
             defer { db.close() }
-            return try db.query("SELECT id, user, uid FROM seen ORDER BY id") { "\($0.int64(0)) \($0.text(1)) \($0.text(2))" }
+            return (try db.queryFirst("SELECT count(*) FROM seen") { $0.int64(0) },
+                    try SmarticoStore.seenUIDs(user: "alice", db), try SmarticoStore.seenUIDs(user: "bob", db),
+                    try db.queryFirst("SELECT count(*) FROM seen_chunk") { $0.int64(0) })
         }
-        #expect(rows == ["10 alice u1", "11 alice u2", "12 bob u1", "13 alice u3"])
+        #expect(rows == 0, "the rows of `seen` moved into chunks")
+        #expect(alice == ["u1", "u2", "u3"] && bob == ["u1"])
+        #expect(chunks == 2, "one chunk a user")
         for uid in ["u1", "u2", "u3"] { #expect(try await !store.markSeen(user: "alice", uid: uid)) }
         #expect(try await !store.markSeen(user: "bob", uid: "u1"))
         // Limit 3, pruned exactly: u4 pushes out alice's oldest, u1.

@@ -169,6 +169,9 @@ final class SQLiteConnection {
         return stmt
     }
 
+    /// A pointer for the empty text (a nil pointer would bind NULL).
+    private static let empty: StaticString = ""
+
     private func bind(_ values: [SQLiteValue], to stmt: OpaquePointer, sql: String) throws(SQLiteError) {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
@@ -178,8 +181,14 @@ final class SQLiteConnection {
                 rc = sqlite3_bind_null(stmt, index)
             case .integer(let v):
                 rc = sqlite3_bind_int64(stmt, index, v)
-            case .text(let v):
-                rc = sqlite3_bind_text64(stmt, index, v, UInt64(v.utf8.count), transient, UInt8(SQLITE_UTF8))
+            case .text(var v):
+                // Through `withUTF8`: passing the String itself converted it to a new C string (an
+                // allocation and a copy per value) before SQLite copied it again.
+                rc = v.withUTF8 { bytes in
+                    sqlite3_bind_text64(stmt, index, UnsafeRawPointer(bytes.baseAddress ?? Self.empty.utf8Start)
+                                            .assumingMemoryBound(to: CChar.self),
+                                        UInt64(bytes.count), transient, UInt8(SQLITE_UTF8))
+                }
             case .blob(let v):
                 rc = v.withUnsafeBytes { bytes in
                     // A zero-length blob with a nil pointer would bind NULL; bind an empty blob instead.

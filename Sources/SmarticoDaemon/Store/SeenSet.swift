@@ -1,61 +1,61 @@
-// One user's seen-set in memory, beside its rows (docs/store.md, "seen-set").
+// One user's seen-set in memory, beside its chunks in the database (docs/store.md, "seen-set").
 
-/// An index of one user's rows of the `seen` table, kept in memory. Schema 5 keeps no index on
-/// those rows: the lookup of a uid is answered here and a new uid's row is an append, so an
-/// engagement's commit no longer dirties a random page of a (user, uid) index.
+/// An index of one user's uids in the `seen_chunk` table, kept in memory. Schema 5 keeps no index
+/// on them: the lookup of a uid is answered here and new uids are an append, so an engagement's
+/// commit no longer dirties a random page of a (user, uid) index.
 ///
 /// It holds no strings: a uid is known by a 64-bit hash keyed per process (`Hasher`, SipHash
 /// with a random seed, so a server cannot choose colliding uids; the store's `seenKey`, computed
-/// once per uid into its ``SeenKey``) mapped to the rowid of its row.
-/// A hit is only a candidate: the store reads that row's uid to confirm it (one rowid lookup),
-/// and asks the table when the row holds another uid, so the answer is exact. Two allocations
-/// in all (a dictionary and an array), none per uid: a burst leaves no small blocks scattered
-/// over the heap for `malloc_trim` to step around. The store keeps it current with the table
-/// (`SmarticoStore.insertSeen`).
+/// once per uid into its ``SeenKey``) mapped to where the uid is stored (a ``SeenChunk/Locator``).
+/// A hit is only a candidate: the store reads those bytes to confirm it, and searches the user's
+/// chunks when they hold another uid, so the answer is exact. Two allocations in all (a
+/// dictionary and an array), none per uid: a burst leaves no small blocks scattered over the heap
+/// for `malloc_trim` to step around. The store keeps it current with the table
+/// (`SmarticoStore.insertSeen`, `foldIntoTable`).
 struct SeenSet {
     let user: String
-    /// Hash of a uid → rowid of the newest row whose uid has that hash.
-    private var rows: [Int: Int64] = [:]
-    /// (rowid, hash) in rowid order; entries before `head` are forgotten.
-    private var order: [(id: Int64, key: Int)] = []
+    /// Hash of a uid → locator of the newest entry whose uid has that hash.
+    private var entries: [Int: Int64] = [:]
+    /// (locator, hash) in the order the uids were seen; entries before `head` are forgotten.
+    private var order: [(locator: Int64, key: Int)] = []
     private var head = 0
 
     init(user: String) {
         self.user = user
     }
 
-    /// How many rows the index covers.
+    /// How many uids the index covers.
     var count: Int { order.count - head }
 
-    /// The rowid of the row that may hold the uid whose hash is `key` (``SeenKey/key``), nil when
-    /// no row does.
-    func candidateRow(forKey key: Int) -> Int64? { rows[key] }
+    /// Where the uid whose hash is `key` (``SeenKey/key``) may be stored, nil when no uid of the set
+    /// has that hash.
+    func candidate(forKey key: Int) -> Int64? { entries[key] }
 
-    /// Adds the row `id` (larger than every id added before) holding the uid whose hash is `key`.
-    mutating func append(id: Int64, key: Int) {
-        rows[key] = id
-        order.append((id, key))
+    /// Adds the uid whose hash is `key`, stored at `locator` (after every uid added before).
+    mutating func append(locator: Int64, key: Int) {
+        entries[key] = locator
+        order.append((locator, key))
     }
 
-    /// Forgets the oldest rows down to `keep` once it covers `keep + slack` or more; returns the
-    /// rowid of the newest one forgotten (the caller deletes the user's rows up to it), nil when
-    /// it forgot nothing.
+    /// Forgets the oldest uids down to `keep` (at least 1) once the set holds `keep + slack` or
+    /// more; returns the locator of the oldest uid kept (the caller deletes the chunks before it and
+    /// records where the user's uids now start), nil when it forgot nothing.
     mutating func dropOldest(keeping keep: Int, slack: Int) -> Int64? {
-        let excess = count - keep
+        let excess = count - max(1, keep)
         guard excess > 0, excess > slack else { return nil }
-        let last = order[head + excess - 1].id
         for index in head ..< head + excess {
-            let (id, hash) = order[index]
-            // One hash lookup a row; a newer row with the same hash took the entry over: it goes back.
-            if let newer = rows.removeValue(forKey: hash), newer != id { rows[hash] = newer }
+            let (locator, hash) = order[index]
+            // One hash lookup a uid; a newer uid with the same hash took the entry over: it goes back.
+            if let newer = entries.removeValue(forKey: hash), newer != locator { entries[hash] = newer }
         }
         head += excess
-        // Compact once half the array is forgotten entries: amortised O(1) per row.
+        let oldestKept = order[head].locator
+        // Compact once half the array is forgotten entries: amortised O(1) per uid.
         if head > order.count / 2 {
             order.removeFirst(head)
             head = 0
         }
-        return last
+        return oldestKept
     }
 
     /// SipHash keyed with this process's random seed.
@@ -63,5 +63,72 @@ struct SeenSet {
         var hasher = Hasher()
         hasher.combine(uid)
         return hasher.finalize()
+    }
+}
+
+/// The bytes of one row of `seen_chunk` (schema 8): the uids a fold (or one `markSeen`) added for
+/// one user, in the order they were seen, each as its UTF-8 length (LEB128, 1 byte under 128) and
+/// its UTF-8 bytes. A uid is found again by its locator: the chunk's id and the entry's offset.
+enum SeenChunk {
+    /// A chunk's id (the row's rowid) in the high 32 bits, an entry's byte offset in the low 32.
+    typealias Locator = Int64
+
+    /// A fold starts a new chunk once the one it writes holds this many bytes (a locator's offset
+    /// stays far below 2^32; a row stays well under SQLite's limit).
+    static let maxBytes = 1 << 22
+
+    static func locator(chunk: Int64, offset: Int) -> Locator { chunk << 32 | Int64(offset) }
+    static func chunk(of locator: Locator) -> Int64 { locator >> 32 }
+    static func offset(of locator: Locator) -> Int { Int(locator & 0xFFFF_FFFF) }
+
+    /// Appends `uid`'s entry to `chunk`.
+    static func append(_ uid: String, to chunk: inout [UInt8]) {
+        var uid = uid
+        uid.withUTF8 { bytes in
+            var length = bytes.count
+            while length >= 0x80 {
+                chunk.append(UInt8(truncatingIfNeeded: length) | 0x80)
+                length >>= 7
+            }
+            chunk.append(UInt8(truncatingIfNeeded: length))
+            chunk.append(contentsOf: bytes)
+        }
+    }
+
+    /// `uid`'s entry alone (what a locator's bytes are compared with).
+    static func entry(_ uid: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        append(uid, to: &bytes)
+        return bytes
+    }
+
+    /// Where an entry stops making sense: its byte offset in the chunk.
+    struct Damage: Error {
+        let offset: Int
+    }
+
+    /// Calls `body` with the offset and the UTF-8 bytes of each entry of `chunk` from byte `start`
+    /// on (an entry's start, or the chunk's end), in order. Throws at an entry whose length is not
+    /// a valid LEB128 number or runs past the chunk's end, before calling `body` for it.
+    static func forEach(_ chunk: UnsafeRawBufferPointer, from start: Int,
+                        _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
+        guard start >= 0, start <= chunk.count else { throw Damage(offset: start) }
+        var at = start
+        while at < chunk.count {
+            let entryStart = at
+            var length = 0
+            var shift = 0
+            while true {
+                guard at < chunk.count, shift <= 28 else { throw Damage(offset: entryStart) }
+                let byte = chunk[at]
+                at += 1
+                length |= Int(byte & 0x7F) << shift
+                if byte < 0x80 { break }
+                shift += 7
+            }
+            guard length <= chunk.count - at else { throw Damage(offset: entryStart) }
+            try body(entryStart, UnsafeRawBufferPointer(rebasing: chunk[at ..< at + length]))
+            at += length
+        }
     }
 }

@@ -113,6 +113,23 @@ enum StoreSchema {
             -- the first new record: it refuses the file from here on. No table changes.
             INSERT OR IGNORE INTO meta(key, value) VALUES ('event_log_format', 2);
             """),
+        Step(version: 8, sql: """
+            -- The seen-set in chunks (docs/store.md, "seen-set"): a fold writes one row holding the
+            -- uids it adds for a user (SeenChunk's format) instead of a row per uid. seen_start:
+            -- where a user's kept uids begin (chunk id, byte offset in it); pruning moves it and deletes
+            -- the chunks wholly before it. The rows of `seen` move into chunks at open (the table
+            -- stays, empty). An older smarticod would not see these uids: it refuses the file.
+            CREATE TABLE seen_chunk(
+                id INTEGER PRIMARY KEY,
+                user TEXT NOT NULL,
+                uids BLOB NOT NULL
+            );
+            CREATE TABLE seen_start(
+                user TEXT PRIMARY KEY NOT NULL,
+                chunk INTEGER NOT NULL,
+                byte INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// The newest schema version this code knows.

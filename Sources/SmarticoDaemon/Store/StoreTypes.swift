@@ -211,6 +211,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidArgument(String)
     /// The store was closed.
     case closed
+    /// A chunk of the seen-set (`seen_chunk`, row `id`) cannot be read from byte `offset` on: the
+    /// file was damaged or written by something other than smarticod.
+    case damagedSeenChunk(path: String, id: Int64, offset: Int)
     /// Anything else, described.
     case other(String)
 
@@ -245,6 +248,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return text
         case .closed:
             return "the store is closed"
+        case .damagedSeenChunk(let path, let id, let offset):
+            return "\(path): the seen-set's chunk \(id) (table seen_chunk) is damaged at byte \(offset); "
+                + "its user's seen uids cannot be read (clearing that user's seen-set, or the state directory, repairs it)"
         case .other(let text):
             return text
         }
