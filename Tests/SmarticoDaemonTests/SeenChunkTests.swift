@@ -57,6 +57,36 @@ import Testing
         #expect(damage([1, 0x61], from: 2) == (nil, []))             // the end: nothing more
     }
 
+    /// A hit of the in-memory index is confirmed by the bytes at its place in the chunk the fold
+    /// wrote (the table is searched only when they differ, so a wrong offset would only be slow,
+    /// not wrong: this checks the places themselves).
+    @Test func aFoldsOffsetsPointAtItsUids() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let event = journalEvent("engagement", ts: 1, "{}")
+        let uids = ["a", "bb", String(repeating: "c", count: 200), "ü"]
+        #expect(try await store.journal(uids.map { JournalWrite(event, once: $0, user: "alice") }).allSatisfy { $0 != nil })
+        try await store.foldSeen()
+        await store.close()
+        let path = dir.sub(SmarticoStore.fileName)
+        let (id, answers) = try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            let id = try #require(try db.queryFirst("SELECT id FROM seen_chunk WHERE user = 'alice'") { $0.int64(0) })
+            // 1 + 1, 1 + 2, 2 + 200, 1 + 2 bytes: the entries start at 0, 2, 5 and 207.
+            var answers: [[Bool]] = []
+            for offset in [0, 2, 5, 207] {
+                let locator = SeenChunk.locator(chunk: id, offset: offset)
+                answers.append(try uids.map { try SmarticoStore.entry(at: locator, is: $0, db) })
+            }
+            return (id, answers)
+        }
+        #expect(id > 0)
+        #expect(answers == [[true, false, false, false], [false, true, false, false],
+                            [false, false, true, false], [false, false, false, true]])
+    }
+
     /// A chunk that cannot be read, written by another connection, is reported by the store with the
     /// file, the row and the byte; the store keeps working for other users, and clearing the
     /// user's seen-set repairs it.

@@ -987,12 +987,7 @@ public actor SmarticoStore {
         guard let candidate = seenSet?.candidate(forKey: seen.key) else { return false }
         // The in-memory index holds hashes: confirm with the bytes it points at, and search the
         // user's chunks in the (~1 in 2^64) case that they hold another uid.
-        let entry = SeenChunk.entry(uid)
-        if try db.queryFirst("SELECT substr(uids, ?, ?) = ? FROM seen_chunk WHERE id = ?",
-                             [.integer(Int64(SeenChunk.offset(of: candidate)) + 1), .integer(Int64(entry.count)),
-                              .blob(entry), .integer(SeenChunk.chunk(of: candidate))], { $0.int64(0) }) == 1 {
-            return true
-        }
+        if try Self.entry(at: candidate, is: uid, db) { return true }
         var found = false
         let wanted = Array(uid.utf8)
         try Self.forEachSeenChunk(user: user, db) { _, chunk, start in
@@ -1002,6 +997,15 @@ public actor SmarticoStore {
             }
         }
         return found
+    }
+
+    /// Whether the entry of `seen_chunk` at `locator` holds `uid`: its bytes there are compared with
+    /// `uid`'s entry (length and bytes), without reading the rest of the chunk into memory.
+    static func entry(at locator: SeenChunk.Locator, is uid: String, _ db: SQLiteConnection) throws -> Bool {
+        let entry = SeenChunk.entry(uid)
+        return try db.queryFirst("SELECT substr(uids, ?, ?) = ? FROM seen_chunk WHERE id = ?",
+                                 [.integer(Int64(SeenChunk.offset(of: locator)) + 1), .integer(Int64(entry.count)),
+                                  .blob(entry), .integer(SeenChunk.chunk(of: locator))]) { $0.int64(0) } == 1
     }
 
     /// Moves the rows of the `seen` table (a database of schema 7 or older: a row per uid) into
