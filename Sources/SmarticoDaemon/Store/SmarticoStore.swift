@@ -228,8 +228,7 @@ public actor SmarticoStore {
     public func setUser(_ user: StoredUser) throws(StoreError) {
         if seenSet?.user != user.extUserID { seenSet = nil }
         try inTransaction { db in
-            try db.run("DELETE FROM seen_chunk WHERE user <> ?", [.text(user.extUserID)])
-            try db.run("DELETE FROM seen_start WHERE user <> ?", [.text(user.extUserID)])
+            try Self.deleteSeen("WHERE user <> ?", [.text(user.extUserID)], db)
             try db.run("""
                 INSERT INTO user(id, ext_user_id, hash, public_username, props, last_activity_ms)
                 VALUES (1, ?, ?, ?, ?, ?)
@@ -247,8 +246,7 @@ public actor SmarticoStore {
         seenSet = nil
         try inTransaction { db in
             try db.run("DELETE FROM user")
-            try db.run("DELETE FROM seen_chunk")
-            try db.run("DELETE FROM seen_start")
+            try Self.deleteSeen("", [], db)
         }
     }
 
@@ -522,8 +520,7 @@ public actor SmarticoStore {
     /// Forgets the seen-set of `user`.
     public func clearSeen(user: String) throws(StoreError) {
         try inTransaction { db in
-            try db.run("DELETE FROM seen_chunk WHERE user = ?", [.text(user)])
-            try db.run("DELETE FROM seen_start WHERE user = ?", [.text(user)])
+            try Self.deleteSeen("WHERE user = ?", [.text(user)], db)
         }
         if seenSet?.user == user { seenSet = nil }
     }
@@ -866,8 +863,8 @@ public actor SmarticoStore {
     /// lets a duplicate through).
     private func insertSeen(_ seen: SeenKey, _ db: SQLiteConnection) throws -> Bool {
         if try isSeenInTable(seen, db) { return false }
-        try db.run("INSERT INTO seen_chunk(user, uids) VALUES (?, ?)", [.text(seen.user), .blob(SeenChunk.entry(seen.uid))])
-        seenSet?.append(locator: SeenChunk.locator(chunk: db.lastInsertRowID, offset: 0), key: seen.key)
+        let id = try Self.insertChunk(SeenChunk.entry(seen.uid), user: seen.user, db)
+        seenSet?.append(locator: SeenChunk.locator(chunk: id, offset: 0), key: seen.key)
         try pruneSeen(user: seen.user, db)
         return true
     }
@@ -921,14 +918,26 @@ public actor SmarticoStore {
                 SeenChunk.append(fresh[end].uid, to: &chunk)
                 end += 1
             }
-            try db.run("INSERT INTO seen_chunk(user, uids) VALUES (?, ?)", [.text(user), .blob(chunk)])
-            let id = db.lastInsertRowID
+            let id = try Self.insertChunk(chunk, user: user, db)
             for (offset, key) in zip(offsets, fresh[start ..< end]) {
                 seenSet?.append(locator: SeenChunk.locator(chunk: id, offset: offset), key: key.key)
             }
             try pruneSeen(user: user, db)
             start = end
         }
+    }
+
+    /// Appends a chunk of `user`'s uids to the table; returns its id.
+    private static func insertChunk(_ chunk: [UInt8], user: String, _ db: SQLiteConnection) throws -> Int64 {
+        try db.run("INSERT INTO seen_chunk(user, uids) VALUES (?, ?)", [.text(user), .blob(chunk)])
+        return db.lastInsertRowID
+    }
+
+    /// Deletes the seen-sets `predicate` (on `user`; empty: all of them) selects: their chunks and
+    /// where their kept uids start, together.
+    private static func deleteSeen(_ predicate: String, _ values: [SQLiteValue], _ db: SQLiteConnection) throws {
+        try db.run("DELETE FROM seen_chunk " + predicate, values)
+        try db.run("DELETE FROM seen_start " + predicate, values)
     }
 
     /// Calls `body` with each chunk of `user`'s kept uids, in order: its id, its bytes and where its
@@ -956,8 +965,8 @@ public actor SmarticoStore {
         if let failure { throw failure }
     }
 
-    /// The uids of `user`'s seen-set as the table holds them, oldest first (tests, and the check
-    /// that chunks and records agree).
+    /// The uids of `user`'s seen-set as the table holds them, oldest first (tests read the table
+    /// through this).
     static func seenUIDs(user: String, _ db: SQLiteConnection) throws -> [String] {
         var uids: [String] = []
         try forEachSeenChunk(user: user, db) { _, chunk, start in
@@ -1009,37 +1018,25 @@ public actor SmarticoStore {
     }
 
     /// Moves the rows of the `seen` table (a database of schema 7 or older: a row per uid) into
-    /// chunks, each user's uids in their order, in one transaction; the table is left empty. A
-    /// crash before the commit leaves the rows where they were, for the next open.
+    /// chunks, in one transaction, through the fold (each user's uids in their order, pruned to
+    /// the bound); the table is left empty. A crash before the commit leaves the rows where they
+    /// were, for the next open.
     private func moveSeenRowsIntoChunks() throws(StoreError) {
         let any = try withDB { db in try db.queryFirst("SELECT 1 FROM seen LIMIT 1") { _ in true } != nil }
         guard any else { return }
-        try inTransaction { db in
+        try inTransaction(usesSeenSet: true) { db in
             var users: [String] = []
-            var uids: [String: [String]] = [:]
+            var keys: [String: [SeenKey]] = [:]
             try db.forEachRow("SELECT user, uid FROM seen ORDER BY id") { row in
-                let user = row.text(0)
-                if uids[user] == nil { users.append(user) }
-                uids[user, default: []].append(row.text(1))
+                let (user, uid) = (row.text(0), row.text(1))
+                if keys[user] == nil { users.append(user) }
+                keys[user, default: []].append(SeenKey(user: user, uid: uid, key: seenKey(uid)))
                 return true
             }
-            var chunk: [UInt8] = []
-            for user in users {
-                chunk.removeAll(keepingCapacity: true)
-                for uid in uids[user] ?? [] {
-                    SeenChunk.append(uid, to: &chunk)
-                    if chunk.count >= SeenChunk.maxBytes {
-                        try db.run("INSERT INTO seen_chunk(user, uids) VALUES (?, ?)", [.text(user), .blob(chunk)])
-                        chunk.removeAll(keepingCapacity: true)
-                    }
-                }
-                if !chunk.isEmpty {
-                    try db.run("INSERT INTO seen_chunk(user, uids) VALUES (?, ?)", [.text(user), .blob(chunk)])
-                }
-            }
+            // A run per user: the fold writes each as one chunk.
+            try foldIntoTable(users.flatMap { keys[$0] ?? [] }[...], db)
             try db.run("DELETE FROM seen")
         }
-        seenSet = nil
     }
 
     private static func makeDirectory(_ directory: String) throws(StoreError) {
