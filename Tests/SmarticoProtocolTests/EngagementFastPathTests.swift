@@ -113,6 +113,21 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
         #expect(cid == ClassID(504) && json == ["cid": 504, "x": [1]])
     }
 
+    /// The cid is compared as digits when it is spelled as plain ones, parsed otherwise: either way
+    /// the verdict is the tree path's, for cids next to 110 and for cids that are not integers.
+    @Test func theClassIDIsReadAsTheTreePathReadsIt() {
+        for cid in ["110", "1100", "11", "-110", "0", "-0", "110.0", "1.1e2", "110.5", "null", #""110""#, "true",
+                    "9223372036854775807", "99999999999999999999", "[110]"] {
+            let input = bytes(#"{"cid":"# + cid + #","engagement_uid":"e","ts":1}"#)
+            let fast = fastDecode(input), tree = treeDecode(input)
+            #expect(fast == tree, "cid \(cid)")
+            if case .success(let message) = fast {
+                let isEngagement = if case .engagement = message { true } else { false }
+                #expect(isEngagement == ["110", "110.0", "1.1e2"].contains(cid), "cid \(cid)")
+            }
+        }
+    }
+
     /// `{"bcid":3` + the members as received, a `bcid` member dropped: the same JSON as
     /// `BridgeMessage(showing:)` built from the tree, `bcid` first.
     @Test func showEngagementIsSplicedFromTheBytes() throws {

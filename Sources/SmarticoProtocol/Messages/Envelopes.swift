@@ -40,11 +40,20 @@ public enum ServerMessage: Sendable, Equatable {
     /// errors are the parser's own, so they are the same as without the scan).
     private static func decode(_ bytes: [UInt8], scan: JSONScan, options: JSONParseOptions) throws(ProtocolError) -> ServerMessage {
         let raw = try RawJSONObject(bytes: bytes, scan: scan)
-        if let cidMember = raw.lastMember(named: "cid"), case .number(let n) = raw.value(of: cidMember),
-           n.int64 == ClassID.clientEngagementEvent.rawValue {
+        if let cidMember = raw.lastMember(named: "cid"), isEngagementCID(raw, cidMember) {
             return .engagement(try ClientEngagementEvent(raw: raw))
         }
         return try ServerMessage(json: try parseObject(bytes, options: options))
+    }
+
+    /// Whether the `cid` member says 110: compared as digits when it is spelled as plain ones (every
+    /// server message), parsed otherwise (`110.0`, `1.1e2`). Parsing it every time set up the JSON
+    /// parser for every message (~1.5 % of the loop thread in the maximum-rate benchmark).
+    static func isEngagementCID(_ raw: RawJSONObject, _ member: JSONMemberRange) -> Bool {
+        let plain = raw.bytes.withUnsafeBufferPointer { ClientEngagementEvent.plainInteger($0, member.value) }
+        if let plain { return plain == ClassID.clientEngagementEvent.rawValue }
+        guard case .number(let n) = raw.value(of: member) else { return false }
+        return n.int64 == ClassID.clientEngagementEvent.rawValue
     }
 
     /// Types an already parsed message object.

@@ -513,7 +513,7 @@ public struct ClientEngagementEvent: SmarticoMessage {
 
     /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
     /// nil for anything else (a fraction, an exponent, a string, too many digits).
-    private static func plainInteger(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int64?? {
+    static func plainInteger(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int64?? {
         if isNull(b, range) { return .some(nil) }
         var i = range.lowerBound
         let negative = i < range.upperBound && b[i] == UInt8(ascii: "-")
