@@ -152,12 +152,14 @@ final class EventLog {
         buffer.reserveCapacity(entries.reduce(0) { $0 + Self.headerSize + 16 + $1.name.utf8.count + $1.data.count
             + ($1.seen.map { $0.user.utf8.count + $0.uid.utf8.count } ?? 0) })
         starts.reserveCapacity(entries.count)
-        // By index, borrowed: a copy of each entry (`for entry in entries`) retained and released
-        // its strings and data, a third of the encoding's time.
-        for i in entries.indices {
-            precondition(entries[i].seq == first.seq + JournalSeq(i), "event log: a batch's seqs must be consecutive")
-            starts.append(buffer.count)
-            Self.encode(entries[i], into: &buffer)
+        // Borrowed through the buffer pointer: a copy of each entry (`for entry in entries`, and
+        // `entries[i]` too) retained and released its strings and data, a third of the encoding's time.
+        entries.withUnsafeBufferPointer { entries in
+            for i in entries.indices {
+                precondition(entries[i].seq == first.seq + JournalSeq(i), "event log: a batch's seqs must be consecutive")
+                starts.append(buffer.count)
+                Self.encode(entries[i], into: &buffer)
+            }
         }
         try ensureActiveSegment(for: first.seq, adding: buffer.count)
         let index = segments.count - 1
@@ -219,23 +221,24 @@ final class EventLog {
 
     private static func encode(_ entry: borrowing EventLogEntry, into buffer: inout [UInt8]) {
         let start = buffer.count
+        let hasSeen = entry.seen != nil
         // Straight from the strings' UTF-8 (no array of each: three allocations a record).
-        let name = entry.name.utf8
-        let user = entry.seen?.user.utf8 ?? "".utf8
-        let uid = entry.seen?.uid.utf8 ?? "".utf8
-        let body = 12 + name.count + user.count + uid.count + entry.data.count
+        let nameCount = entry.name.utf8.count
+        let userCount = hasSeen ? entry.seen!.user.utf8.count : 0
+        let uidCount = hasSeen ? entry.seen!.uid.utf8.count : 0
+        let body = 12 + nameCount + userCount + uidCount + entry.data.count
         append32(magic, &buffer)
         append32(UInt32(body), &buffer)
         append32(0, &buffer)  // CRC, below
-        append32(entry.seen == nil ? 0 : flagSeen, &buffer)
+        append32(hasSeen ? flagSeen : 0, &buffer)
         append64(UInt64(bitPattern: entry.seq), &buffer)
         append64(UInt64(bitPattern: entry.tsMs), &buffer)
-        append32(UInt32(name.count), &buffer)
-        buffer.append(contentsOf: name)
-        append32(UInt32(user.count), &buffer)
-        buffer.append(contentsOf: user)
-        append32(UInt32(uid.count), &buffer)
-        buffer.append(contentsOf: uid)
+        append32(UInt32(nameCount), &buffer)
+        appendUTF8(entry.name, &buffer)
+        append32(UInt32(userCount), &buffer)
+        if hasSeen { appendUTF8(entry.seen!.user, &buffer) }
+        append32(UInt32(uidCount), &buffer)
+        if hasSeen { appendUTF8(entry.seen!.uid, &buffer) }
         buffer.append(contentsOf: entry.data)
         let sum = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...]), magic: magic) }
         buffer.withUnsafeMutableBytes { $0.storeBytes(of: (sum ?? 0).littleEndian, toByteOffset: start + 8, as: UInt32.self) }
@@ -586,6 +589,14 @@ final class EventLog {
             return UInt32(truncatingIfNeeded: crc32(0, base.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)))
         default:
             return nil
+        }
+    }
+
+    /// `string`'s UTF-8 from its own storage when it has some (native and small strings do):
+    /// appending a `String.UTF8View` walked the generic collection path, retaining the string.
+    private static func appendUTF8(_ string: String, _ buffer: inout [UInt8]) {
+        if string.utf8.withContiguousStorageIfAvailable({ buffer.append(contentsOf: $0) }) == nil {
+            buffer.append(contentsOf: string.utf8)
         }
     }
 

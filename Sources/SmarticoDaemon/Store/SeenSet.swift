@@ -12,7 +12,12 @@
 /// dictionary and an array), none per uid: a burst leaves no small blocks scattered over the heap
 /// for `malloc_trim` to step around. The store keeps it current with the table
 /// (`SmarticoStore.insertSeen`, `foldIntoTable`).
-struct SeenSet {
+///
+/// A class, owned by the store alone: as a struct in the store's optional property, asking whose
+/// set it is (`seenSet?.user`, for every engagement journaled) copied it, retaining and releasing
+/// its dictionary, its array and its user — ~8 reference-count operations an engagement on the
+/// store's thread, where the objects they touch are shared with the event loop's.
+final class SeenSet {
     let user: String
     /// Hash of a uid → locator of the newest entry whose uid has that hash.
     private var entries: [Int: Int64] = [:]
@@ -32,7 +37,7 @@ struct SeenSet {
     func candidate(forKey key: Int) -> Int64? { entries[key] }
 
     /// Adds the uid whose hash is `key`, stored at `locator` (after every uid added before).
-    mutating func append(locator: Int64, key: Int) {
+    func append(locator: Int64, key: Int) {
         entries[key] = locator
         order.append((locator, key))
     }
@@ -40,7 +45,7 @@ struct SeenSet {
     /// Forgets the oldest uids down to `keep` (at least 1) once the set holds `keep + slack` or
     /// more; returns the locator of the oldest uid kept (the caller deletes the chunks before it and
     /// records where the user's uids now start), nil when it forgot nothing.
-    mutating func dropOldest(keeping keep: Int, slack: Int) -> Int64? {
+    func dropOldest(keeping keep: Int, slack: Int) -> Int64? {
         let excess = count - max(1, keep)
         guard excess > 0, excess > slack else { return nil }
         for index in head ..< head + excess {

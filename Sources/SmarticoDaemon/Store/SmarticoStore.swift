@@ -443,27 +443,29 @@ public actor SmarticoStore {
         }
         do {
             if writes.contains(where: { $0.seen != nil }) { try refreshSeenSetIfChanged(db) }
-            // By index: a copy of each write (`for write in writes`) retains and releases its strings
-            // and data once more.
-            for i in writes.indices {
-                if let seen = writes[i].seen {
-                    let key = SeenKey(user: seen.user, uid: seen.uid, key: seenKey(seen.uid))
-                    guard pendingSeenKeys.insert(key).inserted else {
-                        results.append(nil)
-                        continue
+            // Borrowed through the buffer pointer: a copy of each write (`for write in writes`, and
+            // `writes[i]` too) retains and releases its strings and data once more.
+            try writes.withUnsafeBufferPointer { writes in
+                for i in writes.indices {
+                    if let seen = writes[i].seen {
+                        let key = SeenKey(user: seen.user, uid: seen.uid, key: seenKey(seen.uid))
+                        guard pendingSeenKeys.insert(key).inserted else {
+                            results.append(nil)
+                            continue
+                        }
+                        pendingSeen.append(key)
+                        if try isSeenInTable(key, db) {
+                            pendingSeenKeys.remove(pendingSeen.removeLast())
+                            results.append(nil)
+                            continue
+                        }
                     }
-                    pendingSeen.append(key)
-                    if try isSeenInTable(key, db) {
-                        pendingSeenKeys.remove(pendingSeen.removeLast())
-                        results.append(nil)
-                        continue
-                    }
+                    seq += 1
+                    entries.append(EventLogEntry(seq: seq, tsMs: writes[i].event.tsMs, name: writes[i].event.name,
+                                                 seen: writes[i].seen, data: writes[i].event.data))
+                    newest = max(newest, writes[i].event.tsMs)
+                    results.append(seq)
                 }
-                seq += 1
-                let event = writes[i].event
-                entries.append(EventLogEntry(seq: seq, tsMs: event.tsMs, name: event.name, seen: writes[i].seen, data: event.data))
-                newest = max(newest, event.tsMs)
-                results.append(seq)
             }
         } catch {
             forgetBatch()
@@ -978,13 +980,14 @@ public actor SmarticoStore {
     /// Makes `seenSet` the index of `user`'s uids, loading it from the table unless it already is.
     private func loadSeenSet(for user: String, _ db: SQLiteConnection) throws {
         guard seenSet?.user != user else { return }
-        var loaded = SeenSet(user: user)
+        var found: [(locator: Int64, key: Int)] = []
         try Self.forEachSeenChunk(user: user, db) { id, chunk, start in
             try SeenChunk.forEach(chunk, from: start) { offset, uid in
-                loaded.append(locator: SeenChunk.locator(chunk: id, offset: offset),
-                              key: seenKey(String(decoding: uid, as: UTF8.self)))
+                found.append((SeenChunk.locator(chunk: id, offset: offset), seenKey(String(decoding: uid, as: UTF8.self))))
             }
         }
+        let loaded = SeenSet(user: user)
+        for (locator, key) in found { loaded.append(locator: locator, key: key) }
         seenSet = loaded
     }
 
