@@ -100,4 +100,18 @@ struct CommitPipelineTests {
         #expect(Self.describe(p.committed(ticket: 1, outcome: ())) == ["published 1 j2", "waiting n3"])
         #expect(p.isIdle)
     }
+
+    /// The store's thread seals a batch and moves each event's journal row out in the same step
+    /// (under the batch's lock): what it changed is what the loop publishes, and nothing joins after.
+    @Test func sealingCanChangeTheEventsInPlace() {
+        let batch = CommitBatch(["j1", "n2", "j3"])
+        let taken = batch.seal { events -> [String] in
+            let journaled = events.filter { $0.hasPrefix("j") }
+            for i in events.indices where events[i].hasPrefix("j") { events[i] = "moved" }
+            return journaled
+        }
+        #expect(taken == ["j1", "j3"])
+        #expect(!batch.append("j4"), "sealed: the event goes to the next commit")
+        #expect(batch.seal() == ["moved", "n2", "moved"])
+    }
 }

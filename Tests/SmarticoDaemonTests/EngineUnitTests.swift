@@ -12,6 +12,20 @@ struct EngineUnitTests {
         try ConfigLoader.resolve(Array(json.utf8), source: "test.json", environment: environment)
     }
 
+    /// Every timer has a slot of its own: setting, reading and removing one leaves the others be.
+    @Test func sessionTimerSlotsKeepOneValuePerTimer() {
+        #expect(Set(SessionTimer.allCases.map(\.slot)) == Set(0 ..< SessionTimer.allCases.count))
+        var slots = SessionTimerSlots<Int64>()
+        for (i, timer) in SessionTimer.allCases.enumerated() { slots[timer] = Int64(i) * 10 }
+        for (i, timer) in SessionTimer.allCases.enumerated() { #expect(slots[timer] == Int64(i) * 10, "\(timer)") }
+        #expect(slots.removeValue(forKey: .keepalive) == 20)
+        #expect(slots[.keepalive] == nil && slots.removeValue(forKey: .keepalive) == nil)
+        #expect(slots[.dead] == 30 && slots[.response] == 10)
+        #expect(slots.values == [0, 10, 30, 40, 50, 60, 70, 80])
+        slots.removeAll()
+        #expect(slots.values.isEmpty && SessionTimer.allCases.allSatisfy { slots[$0] == nil })
+    }
+
     @Test func connectOptionsFollowTheServerSection() throws {
         let config = try Self.resolved("""
             {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "wss://example.test/websocket/services",

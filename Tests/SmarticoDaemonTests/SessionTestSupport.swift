@@ -52,9 +52,14 @@ struct Harness {
         machine = SessionMachine(config: config, environment: env)
     }
 
+    /// Handed back to the machine for every input, as the driver does (`handle(_:now:into:)`):
+    /// what the last input's actions left in it must not show up again.
+    var reused: [SessionAction] = []
+
     @discardableResult
     mutating func feed(_ input: SessionInput) -> [SessionAction] {
-        let actions = machine.handle(input, now: now)
+        machine.handle(input, now: now, into: &reused)
+        let actions = reused
         for a in actions {
             switch a {
             case .schedule(let t, let at): timers[t] = at

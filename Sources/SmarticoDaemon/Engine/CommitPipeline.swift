@@ -124,6 +124,15 @@ final class CommitBatch<Item: Sendable>: Sendable {
         }
     }
 
+    /// Closes the batch like ``seal()`` and lets `body` change the events in place (under the lock):
+    /// the store's thread moves each event's journal row out instead of copying it.
+    func seal<R>(changing body: (inout [Item]) -> R) -> R {
+        state.withLock { s in
+            s.sealed = true
+            return body(&s.items)
+        }
+    }
+
     /// The events so far, leaving the batch open (tests).
     var items: [Item] { state.withLock { $0.items } }
 }

@@ -43,8 +43,8 @@ actor SessionDriver {
     private var connections: [ConnectionID: WebSocketConnection] = [:]
     /// Connect attempts under way; an attempt removed from here (aborted, closed) is dropped when it opens.
     private var connecting: Set<ConnectionID> = []
-    private var timers: [SessionTimer: LoopTimer] = [:]
-    private var timerDeadlines: [SessionTimer: Int64] = [:]
+    private var timers = SessionTimerSlots<LoopTimer>()
+    private var timerDeadlines = SessionTimerSlots<Int64>()
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
     /// Gives the store's page cache, the heap's free pages and the pages of code the daemon ran back after a burst
@@ -179,8 +179,9 @@ actor SessionDriver {
         replies.removeAll()
     }
 
-    private func process(_ input: DriverInput) async {
-        switch input {
+    private func process(_ input: consuming DriverInput) async {
+        // Consumed: the payload moves into the case's bindings instead of being retained for them.
+        switch consume input {
         case .session(let sessionInput):
             if case .received(let conn, let bytes) = sessionInput, deliveries[conn] != nil, Self.isPong(bytes) {
                 await pongReceived(on: conn, now: Self.wallClockMs())
@@ -310,19 +311,36 @@ actor SessionDriver {
     /// and a copy of the action per event.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
         if logger.logLevel <= .trace { logger.trace("input \(input)") }
-        let actions = machine.handle(input, now: now)
+        // The array of the last input's actions, reused (`SessionMachine.handle(_:now:into:)`);
+        // taken, so an input handled while this one awaits the store gets one of its own.
+        var actions: [SessionAction] = []
+        swap(&actions, &spareActions)
+        defer {
+            actions.removeAll(keepingCapacity: true)
+            if actions.capacity <= Self.maxSpareActions { swap(&actions, &spareActions) }
+        }
+        machine.handle(input, now: now, into: &actions)
         var batch = Batch()
         for i in actions.indices {
-            if actions[i].awaitsStore {
-                await performStore(actions[i], results: &results)
+            // Moved out (a payload-free case left in its place), not copied: reading `actions[i]`
+            // copied the action, retaining its payload, and released it again.
+            var action = SessionAction.clearUser
+            swap(&action, &actions[i])
+            if action.awaitsStore {
+                await performStore(action, results: &results)
             } else {
-                performNow(actions[i], now: now, batch: &batch)
+                performNow(consume action, now: now, batch: &batch)
             }
         }
         sendBarrierIfNeeded(now: now)
     }
 
     // MARK: Actions
+
+    /// The storage of the last input's actions, kept for the next one (``handle(_:now:results:)``).
+    private var spareActions: [SessionAction] = []
+    /// The largest action array kept: a reconnect's outbox flush can make hundreds.
+    static let maxSpareActions = 64
 
     /// What one `handle` call's actions did, for its `.markSent`.
     private struct Batch {
@@ -333,8 +351,8 @@ actor SessionDriver {
     }
 
     /// Performs an action that does not wait for the store (``SessionAction/awaitsStore`` false).
-    private func performNow(_ action: SessionAction, now: Int64, batch: inout Batch) {
-        switch action {
+    private func performNow(_ action: consuming SessionAction, now: Int64, batch: inout Batch) {
+        switch consume action {
         case .schedule(let kind, let atMs):
             arm(kind, atMs: atMs, now: now)
         case .cancel(let kind):
@@ -344,7 +362,8 @@ actor SessionDriver {
         case .journalOnce(let user, let uid, let event):
             let (row, line) = Self.journalRow(event, tsMs: now)
             toSubscribers(Outgoing(name: event.name, data: line, tsMs: now,
-                                   write: JournalWrite(row, once: uid, user: user)))
+                                   write: JournalWrite(row, once: uid, user: user),
+                                   loggedUID: logger.logLevel <= .debug ? uid : nil))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
@@ -555,7 +574,8 @@ actor SessionDriver {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
         let (row, line) = Self.journalRow(event, tsMs: now)
-        toSubscribers(Outgoing(name: event.name, data: line, tsMs: now, write: event.journaled ? JournalWrite(row) : nil))
+        toSubscribers(Outgoing(name: event.name, data: line, tsMs: now, write: event.journaled ? JournalWrite(row) : nil,
+                               loggedUID: nil))
     }
 
     /// The journal row of `event` and its line's `data` bytes, each serialized once: the same
@@ -581,14 +601,41 @@ actor SessionDriver {
         /// The event's `data`, serialized once: journaled and copied into the line as these bytes.
         var data: [UInt8]
         var tsMs: Int64
-        /// nil: not journaled (published in order with the journaled events around it).
+        /// The journal row; nil: not journaled (published in order with the journaled events around
+        /// it). Moved to the store when its commit starts (`takeWrites`).
         var write: JournalWrite?
+        /// Whether the event is journaled (its `write` may be at the store already).
+        let journaled: Bool
+        /// The engagement uid for the `repeat dropped` debug line (kept only when it is logged).
+        let loggedUID: String?
+
+        init(name: String, data: [UInt8], tsMs: Int64, write: JournalWrite?, loggedUID: String?) {
+            self.name = name
+            self.data = data
+            self.tsMs = tsMs
+            self.write = write
+            journaled = write != nil
+            self.loggedUID = loggedUID
+        }
+
+        /// Moves the journal rows out of `events`, in order, for the store (on its thread, as the
+        /// commit starts). Copied instead, each row's data and strings were retained there and
+        /// released again after the commit: reference counts on the event loop's objects from the
+        /// other thread, ~8 of them an engagement.
+        static func takeWrites(_ events: inout [Outgoing]) -> [JournalWrite] {
+            var writes: [JournalWrite] = []
+            writes.reserveCapacity(events.count)
+            for i in events.indices {
+                if let write = events[i].write.take() { writes.append(write) }
+            }
+            return writes
+        }
     }
 
     /// The group commit's order and batching (CommitPipeline.swift): two commits may be at the
     /// store at once, so one that waited for the disk is already queued there when the one before it
     /// ends.
-    private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.write != nil }
+    private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.journaled }
     /// What the store said of a commit: a seq (or nil for a repeat) per write, or why it failed.
     private typealias CommitOutcome = (results: [JournalSeq?], failure: StoreError?)
     private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -662,7 +709,7 @@ actor SessionDriver {
         // The batch is sealed on the store's thread as the commit starts: it holds every event
         // emitted while the commit before it ran (CommitPipeline).
         do throws(StoreError) {
-            results = try await store.journal(sealing: { batch.seal().compactMap(\.write) })
+            results = try await store.journal(sealing: { batch.seal { Outgoing.takeWrites(&$0) } })
         } catch { failure = error }
         run(commits.committed(ticket: ticket, outcome: (results, failure)))
         updateReading()
@@ -673,19 +720,22 @@ actor SessionDriver {
         var next = results.makeIterator()
         var ready: [PreparedEvent] = []
         ready.reserveCapacity(batch.count)
-        for event in batch {
-            guard let write = event.write else {
-                ready.append(PreparedEvent(name: event.name, seq: nil, tsMs: event.tsMs, data: event.data))
-                continue
-            }
-            if let failure {
-                server.publish(ready)
-                ready = []
-                journalFailed(event.name, failure, now: event.tsMs)
-            } else if let seq = next.next() ?? nil {
-                ready.append(PreparedEvent(name: event.name, seq: seq, tsMs: event.tsMs, data: event.data))
-            } else if logger.logLevel <= .debug {
-                logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(write.seen?.uid ?? "")"])
+        // Borrowed through the buffer pointer: a copy of each event retained and released its fields.
+        batch.withUnsafeBufferPointer { batch in
+            for i in batch.indices {
+                guard batch[i].journaled else {
+                    ready.append(PreparedEvent(name: batch[i].name, seq: nil, tsMs: batch[i].tsMs, data: batch[i].data))
+                    continue
+                }
+                if let failure {
+                    server.publish(ready)
+                    ready = []
+                    journalFailed(batch[i].name, failure, now: batch[i].tsMs)
+                } else if let seq = next.next() ?? nil {
+                    ready.append(PreparedEvent(name: batch[i].name, seq: seq, tsMs: batch[i].tsMs, data: batch[i].data))
+                } else if logger.logLevel <= .debug {
+                    logger.debug("repeat dropped", metadata: ["event": "\(batch[i].name)", "engagement_uid": "\(batch[i].loggedUID ?? "")"])
+                }
             }
         }
         server.publish(ready)
@@ -738,7 +788,7 @@ actor SessionDriver {
 
     /// The deadline each session timer's `LoopTimer` is armed for (the machine's clock, ms); nil when
     /// it is not armed.
-    private var timerArmedAt: [SessionTimer: Int64] = [:]
+    private var timerArmedAt = SessionTimerSlots<Int64>()
     /// A deadline moved later by less than this keeps the loop timer armed for the earlier one:
     /// every server message pushes the keepalive deadline back by a few microseconds, and re-arming
     /// the loop timer for each was ~1 % of the loop thread under load. When the earlier deadline

@@ -94,7 +94,7 @@ public struct SessionMachine: Sendable {
     var sessionID: String?
     var initResponse: InitSessionResponse?
     var attempt = 0
-    var deadlines: [SessionTimer: Int64] = [:]
+    var deadlines = SessionTimerSlots<Int64>()
     var lastPingMs: Int64?
     /// Rule 6 on this connection: when the server was last heard from (any message, or the
     /// connection's start), and its own PINGs — the last one and the gap before it.
@@ -146,7 +146,19 @@ public struct SessionMachine: Sendable {
     /// Feeds one input at time `now` (ms since the epoch, the clock of `.schedule`) and returns
     /// the actions to perform, in order.
     public mutating func handle(_ input: SessionInput, now: Int64) -> [SessionAction] {
-        out = []
+        var actions: [SessionAction] = []
+        handle(input, now: now, into: &actions)
+        return actions
+    }
+
+    /// `handle(_:now:)` with the actions put into `actions` (emptied first, its storage kept): the
+    /// driver hands the same array back for every input, so an engagement's actions (a timer, the
+    /// journal) cost no allocation — a new array for each, grown as they were appended, was two
+    /// allocations a server message.
+    public mutating func handle(_ input: SessionInput, now: Int64, into actions: inout [SessionAction]) {
+        actions.removeAll(keepingCapacity: true)
+        swap(&out, &actions)
+        defer { swap(&out, &actions) }
         switch input {
         case .start(let snapshot): start(snapshot, now: now)
         case .connected(let c): onConnected(c, now: now)
@@ -161,9 +173,6 @@ public struct SessionMachine: Sendable {
         case .shutdown: onShutdown(now: now)
         case .reload(let newConfig): onReload(newConfig, now: now)
         }
-        let actions = out
-        out = []
-        return actions
     }
 
     // MARK: derived values

@@ -749,14 +749,19 @@ private final class Subscription: @unchecked Sendable {
     /// Live events published during the replay.
     var buffered: [PreparedEvent] = []
 
+    /// `types` as a list, for `accepts`: a subscription names a few of the dozen event names, and
+    /// comparing short strings beats hashing the name of every event delivered.
+    private let typeList: [String]?
+
     init(types: Set<String>?, durable: String?) {
         self.types = types
+        self.typeList = types.map { Array($0) }
         self.durable = durable
     }
 
     func accepts(_ name: String) -> Bool {
-        guard let types else { return true }
-        return types.contains(name) || name == "overflow"
+        guard let types, let typeList else { return true }
+        return (typeList.count > 16 ? types.contains(name) : typeList.contains(name)) || name == "overflow"
     }
 }
 
