@@ -89,14 +89,17 @@ private func threadSchedule(_ tid: Int32) throws -> (switches: Int, state: Strin
 private actor OnStoreThread {
     nonisolated let executor: StoreThreadExecutor
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-    /// Set once `hold` has started.
+    /// Set once `holdUntilReleased` has started.
     nonisolated let holding = Atomic<Bool>(false)
+    /// Set by the test to end `holdUntilReleased`.
+    nonisolated let released = Atomic<Bool>(false)
     init(_ executor: StoreThreadExecutor) { self.executor = executor }
     func threadID() -> Int32? { currentKernelThreadID() }
-    /// Holds the thread for `ms` milliseconds (a job that blocks, like a commit's fsync).
-    func hold(ms: UInt32) {
+    /// Holds the thread (a job that blocks, like a commit's fsync) until `released` is set, at most
+    /// 10 s. Not for a fixed time: on a loaded machine the test's next step could come after it.
+    func holdUntilReleased() {
         holding.store(true, ordering: .releasing)
-        usleep(ms * 1_000)
+        for _ in 0 ..< 10_000 where !released.load(ordering: .acquiring) { usleep(1_000) }
     }
 }
 
@@ -148,10 +151,11 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
     @Test func aBusyThreadIsNotMadeToSpin() async throws {
         let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
         let tid = try #require(await actor.threadID())
-        async let held: Void = actor.hold(ms: 100)
+        async let held: Void = actor.holdUntilReleased()
         // Announced while the thread is busy with the held job: it sleeps after it, no spin.
         #expect(await eventually(timeout: .seconds(5)) { actor.holding.load(ordering: .acquiring) })
         actor.executor.anticipateJob()
+        actor.released.store(true, ordering: .releasing)
         await held
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
         try await Task.sleep(for: .milliseconds(50))
