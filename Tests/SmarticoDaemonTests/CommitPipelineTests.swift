@@ -63,7 +63,7 @@ struct CommitPipelineTests {
         let batch = try #require(Self.submitted(p.emitted("j1")))
         #expect(Self.describe(p.emitted("j2")).isEmpty)
         #expect(Self.describe(p.committed(ticket: 0, outcome: ())) == ["published 0 j1,j2"])
-        #expect(!batch.append("j3"), "a published batch still took events")
+        #expect(batch.append("j3") == "j3", "a published batch still took events")
         #expect(Self.describe(p.emitted("n3")) == ["now n3"])
         #expect(p.isIdle)
     }
@@ -111,7 +111,7 @@ struct CommitPipelineTests {
             return journaled
         }
         #expect(taken == ["j1", "j3"])
-        #expect(!batch.append("j4"), "sealed: the event goes to the next commit")
+        #expect(batch.append("j4") == "j4", "sealed: handed back, for the next commit")
         #expect(batch.seal() == ["moved", "n2", "moved"])
     }
 }

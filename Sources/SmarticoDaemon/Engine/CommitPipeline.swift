@@ -56,12 +56,17 @@ struct CommitPipeline<Item: Sendable, Outcome> {
     var isIdle: Bool { flying.isEmpty && queue.isEmpty }
 
     /// An event was emitted.
-    mutating func emitted(_ item: Item) -> [Step] {
+    /// Consumed: the event moves into the queue or the batch (a copy retained its data and row).
+    mutating func emitted(_ item: consuming Item) -> [Step] {
         let journaled = isJournaled(item)
         if inFlight == 0 && !journaled { return [.publishNow(item)] }
         // The newest commit takes it while the store has not started it (nothing queued after it).
-        if queue.isEmpty, let newest = flying.last?.batch, newest.append(item) { return [] }
-        queue.append(item)
+        if queue.isEmpty, let newest = flying.last?.batch {
+            guard let refused = newest.append(item) else { return [] }
+            queue.append(refused)
+        } else {
+            queue.append(item)
+        }
         return journaled && inFlight < depth ? [submitQueue()] : []
     }
 
@@ -107,12 +112,13 @@ final class CommitBatch<Item: Sendable>: Sendable {
 
     init(_ items: [Item]) { state = Mutex((items, false)) }
 
-    /// Adds `item` at the end; false (not added) once sealed.
-    func append(_ item: Item) -> Bool {
-        state.withLock { s in
-            guard !s.sealed else { return false }
-            s.items.append(item)
-            return true
+    /// Adds `item` at the end (moved in); once sealed, hands it back instead.
+    func append(_ item: consuming Item) -> Item? {
+        var item = Optional(item)
+        return state.withLock { s in
+            guard !s.sealed else { return item.take() }
+            s.items.append(item.take()!)
+            return nil
         }
     }
 

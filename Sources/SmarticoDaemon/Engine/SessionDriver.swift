@@ -33,7 +33,12 @@ actor SessionDriver {
     private let store: SmarticoStore
     private let server: SocketAPIServer
     private let notifier: SystemdNotifier
-    private var logger: Logger
+    private var logger: Logger {
+        didSet { logLevel = logger.logLevel }
+    }
+    /// `logger.logLevel`, kept: reading it through the logger copied its handler (an existential,
+    /// retained and released) at every check on the per-message path.
+    private var logLevel: Logger.Level = .info
 
     /// The FIFO (``DriverInbox``).
     private let inbox: DriverInbox
@@ -81,6 +86,7 @@ actor SessionDriver {
         self.server = server
         self.notifier = notifier
         self.logger = logger
+        logLevel = logger.logLevel
         machine = SessionMachine(config: config, environment: sessionEnvironment)
         connectOptions = config.webSocketConnectOptions
         let inbox = DriverInbox()
@@ -310,7 +316,7 @@ actor SessionDriver {
     /// `await` for every action (timers, events, sends: all of an engagement's) cost an async frame
     /// and a copy of the action per event.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
-        if logger.logLevel <= .trace { logger.trace("input \(input)") }
+        if logLevel <= .trace { logger.trace("input \(input)") }
         // The array of the last input's actions, reused (`SessionMachine.handle(_:now:into:)`);
         // taken, so an input handled while this one awaits the store gets one of its own.
         var actions: [SessionAction] = []
@@ -361,9 +367,8 @@ actor SessionDriver {
             emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
             let (row, line) = Self.journalRow(event, tsMs: now)
-            toSubscribers(Outgoing(name: event.name, data: line, tsMs: now,
-                                   write: JournalWrite(row, once: uid, user: user),
-                                   loggedUID: logger.logLevel <= .debug ? uid : nil))
+            toSubscribers(.journaled(name: event.name, data: line, tsMs: now, write: JournalWrite(row, once: uid, user: user),
+                                     loggedUID: logLevel <= .debug ? uid : nil))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
@@ -376,7 +381,7 @@ actor SessionDriver {
                 try connection.send(text: String(decoding: message.bytes, as: UTF8.self))
                 batch.conn = conn
                 if message.cid == 1 { deliveries[conn, default: Delivery()].pingsSent += 1 }
-                if logger.logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
+                if logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
             } catch {
                 batch.unsent.insert(message.uuid)
                 logger.debug("not sent: \(error)", metadata: ["conn": "\(conn)", "message": "\(message)"])
@@ -570,12 +575,15 @@ actor SessionDriver {
     }
 
     private func emit(_ event: DaemonEvent, now: Int64) {
-        if event.name == "session" || event.name == "error", logger.logLevel <= .info {
+        if event.name == "session" || event.name == "error", logLevel <= .info {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
         let (row, line) = Self.journalRow(event, tsMs: now)
-        toSubscribers(Outgoing(name: event.name, data: line, tsMs: now, write: event.journaled ? JournalWrite(row) : nil,
-                               loggedUID: nil))
+        if event.journaled {
+            toSubscribers(.journaled(name: event.name, data: line, tsMs: now, write: JournalWrite(row), loggedUID: nil))
+        } else {
+            toSubscribers(.published(name: event.name, data: line, tsMs: now))
+        }
     }
 
     /// The journal row of `event` and its line's `data` bytes, each serialized once: the same
@@ -609,13 +617,14 @@ actor SessionDriver {
         /// The engagement uid for the `repeat dropped` debug line (kept only when it is logged).
         let loggedUID: String?
 
-        init(name: String, data: [UInt8], tsMs: Int64, write: JournalWrite?, loggedUID: String?) {
-            self.name = name
-            self.data = data
-            self.tsMs = tsMs
-            self.write = write
-            journaled = write != nil
-            self.loggedUID = loggedUID
+        /// A journaled event. (Deriving `journaled` from `write` in one initializer copied the row.)
+        static func journaled(name: String, data: [UInt8], tsMs: Int64, write: JournalWrite, loggedUID: String?) -> Outgoing {
+            Outgoing(name: name, data: data, tsMs: tsMs, write: write, journaled: true, loggedUID: loggedUID)
+        }
+
+        /// An event published without being journaled.
+        static func published(name: String, data: [UInt8], tsMs: Int64) -> Outgoing {
+            Outgoing(name: name, data: data, tsMs: tsMs, write: nil, journaled: false, loggedUID: nil)
         }
 
         /// Moves the journal rows out of `events`, in order, for the store (on its thread, as the
@@ -644,9 +653,10 @@ actor SessionDriver {
     /// its commit reached the disk (socket-api.md); an event emitted while commits are in flight —
     /// journaled or not, so the order holds — waits for them. The machine never waits for the
     /// journal: no result of it feeds back.
-    private func toSubscribers(_ event: Outgoing) {
+    private func toSubscribers(_ event: consuming Outgoing) {
+        let bytes = event.data.count
         let steps = commits.emitted(event)
-        if case .publishNow? = steps.first {} else { journalBacklogBytes += event.data.count }
+        if case .publishNow? = steps.first {} else { journalBacklogBytes += bytes }
         run(steps)
     }
 
@@ -733,7 +743,7 @@ actor SessionDriver {
                     journalFailed(batch[i].name, failure, now: batch[i].tsMs)
                 } else if let seq = next.next() ?? nil {
                     ready.append(PreparedEvent(name: batch[i].name, seq: seq, tsMs: batch[i].tsMs, data: batch[i].data))
-                } else if logger.logLevel <= .debug {
+                } else if logLevel <= .debug {
                     logger.debug("repeat dropped", metadata: ["event": "\(batch[i].name)", "engagement_uid": "\(batch[i].loggedUID ?? "")"])
                 }
             }
