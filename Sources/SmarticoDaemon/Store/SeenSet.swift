@@ -8,7 +8,7 @@
 /// with a random seed, so a server cannot choose colliding uids; the store's `seenKey`, computed
 /// once per uid into its ``SeenKey``) mapped to where the uid is stored (a ``SeenChunk/Locator``).
 /// A hit is only a candidate: the store reads those bytes to confirm it, and searches the user's
-/// chunks when they hold another uid, so the answer is exact. Two allocations in all (a
+/// chunks when they hold another uid, so the answer is exact. Three allocations in all (the set, a
 /// dictionary and an array), none per uid: a burst leaves no small blocks scattered over the heap
 /// for `malloc_trim` to step around. The store keeps it current with the table
 /// (`SmarticoStore.insertSeen`, `foldIntoTable`).
