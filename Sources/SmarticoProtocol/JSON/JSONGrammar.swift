@@ -2,6 +2,29 @@
 // that the two accept and reject exactly the same documents with the same errors at the same offsets.
 
 enum JSONGrammar {
+    /// Inside a string: advances `i` over whole 16-byte blocks holding no `"`, `\\`, control
+    /// character or non-ASCII byte (the bytes a string's scan must look at one by one), stopping at
+    /// the first block holding one or with fewer than 16 bytes left. The block is tested with
+    /// SSE2 compares (what `SIMD16` lowers to on x86-64; NEON on arm64), and the compare masks are
+    /// read as two words: `any(_:)` on the mask compiled to a byte-wise reduction here (Swift 6.3),
+    /// three times the instructions of the whole test. On ASCII text this is ~1 instruction a byte,
+    /// half of the 8-byte SWAR test after it.
+    @inline(__always)
+    static func skipPlainBlocks(_ p: UnsafePointer<UInt8>, count n: Int, at i: inout Int) {
+        let quote = SIMD16<UInt8>(repeating: 0x22)
+        let backslash = SIMD16<UInt8>(repeating: 0x5C)
+        let space = SIMD16<UInt8>(repeating: 0x20)
+        let high = SIMD16<UInt8>(repeating: 0x80)
+        let raw = UnsafeRawPointer(p)
+        while n &- i >= 16 {
+            let v = raw.loadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self)
+            let special = (v .== quote) .| (v .== backslash) .| (v .< space) .| (v .>= high)
+            let words = unsafeBitCast(special, to: SIMD2<UInt64>.self)
+            if words[0] | words[1] != 0 { return }
+            i &+= 16
+        }
+    }
+
     /// At the first byte of a number (`-` or a digit): checks RFC 8259's number grammar and leaves `i`
     /// after the number.
     @inline(__always)
