@@ -16,6 +16,9 @@ enum DriverInput: Sendable {
     /// The transport of `conn` ended (the last event of a connection). `clean`: a close
     /// handshake completed (no error, not 1006).
     case transportClosed(ConnectionID, code: Int?, reason: String, clean: Bool)
+    /// The actions of a server message handled in place (``SessionDriver/receivedOnLoop(_:_:)``)
+    /// that include store work, which the FIFO awaits; `now` is the time they were made at.
+    case perform([SessionAction], now: Int64)
     /// A socket API call that needs the session (`status` and the session ops).
     case call(SocketAPICall, SocketAPIReply)
     /// SIGTERM or SIGINT.
@@ -71,6 +74,10 @@ final class DriverInbox: Sendable {
         waiter?.resume()
         return (true, queued)
     }
+
+    /// True when the consumer waits in ``next(into:isolation:)`` with nothing queued: an input
+    /// handled now, in place, is not ahead of any other.
+    var isIdle: Bool { state.withLock { $0.items.isEmpty && $0.waiter != nil } }
 
     /// Bytes of the server messages queued (not yet handed to the consumer).
     var queuedMessageBytes: Int { state.withLock { $0.messageBytes } }

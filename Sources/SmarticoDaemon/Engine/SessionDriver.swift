@@ -130,11 +130,7 @@ actor SessionDriver {
         var leftover: [DriverInput] = []
         var batch: [DriverInput] = []
         while !stopped, await inbox.next(into: &batch) {
-            inputsSinceTrimArmed += batch.count
-            if inputsSinceTrimArmed >= Self.trimAfterInputs {
-                inputsSinceTrimArmed = 0
-                trim.schedule(after: Self.trimDelay)
-            }
+            countInputs(batch.count)
             var trimRequested = false
             for i in batch.indices {
                 // Each input is moved out of the batch (a payload-free case left in its place), not
@@ -210,7 +206,8 @@ actor SessionDriver {
             // Backpressure (docs/session.md): past a bound of messages waiting for the driver,
             // the socket is not read until the driver has caught up (`updateReading`).
             let logger = self.logger
-            let received = { [weak connection] (bytes: [UInt8]) in
+            let received = { [weak connection, weak self] (bytes: [UInt8]) in
+                if let self, self.receivedOnLoop(conn, bytes) { return }
                 let queued = inbox.yield(.session(.received(conn, bytes)), messageBytes: bytes.count).queuedBytes
                 if queued >= Self.pauseReadingInboxBytes, let connection, !connection.isReadingPaused {
                     connection.pauseReading()
@@ -242,6 +239,11 @@ actor SessionDriver {
             await settleDeliveries(of: conn, received: closingByUs.remove(conn) != nil && clean)
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason))
+        case .perform(var actions, let now):
+            // The actions of a server message handled in place that include store work.
+            var results: [SessionInput] = []
+            await perform(&actions, now: now, results: &results)
+            await feedResults(&results)
         case .call(let call, let reply):
             await answer(call, reply)
         case .terminate(let signal):
@@ -302,8 +304,12 @@ actor SessionDriver {
     private func feed(_ first: SessionInput, notBefore: Int64 = 0) async {
         var results: [SessionInput] = []
         await handle(first, now: max(Self.wallClockMs(), notBefore), results: &results)
-        // Store results (rare: the outbox) go back in before anything else; most inputs have none,
-        // and allocate no queue.
+        await feedResults(&results)
+    }
+
+    /// Store results (rare: the outbox) go back in before anything else; most inputs have none,
+    /// and allocate no queue.
+    private func feedResults(_ results: inout [SessionInput]) async {
         var next = 0
         while next < results.count {
             let input = results[next]
@@ -317,15 +323,14 @@ actor SessionDriver {
     /// and a copy of the action per event.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
         if logLevel <= .trace { logger.trace("input \(input)") }
-        // The array of the last input's actions, reused (`SessionMachine.handle(_:now:into:)`);
-        // taken, so an input handled while this one awaits the store gets one of its own.
-        var actions: [SessionAction] = []
-        swap(&actions, &spareActions)
-        defer {
-            actions.removeAll(keepingCapacity: true)
-            if actions.capacity <= Self.maxSpareActions { swap(&actions, &spareActions) }
-        }
+        var actions = takeSpareActions()
         machine.handle(input, now: now, into: &actions)
+        await perform(&actions, now: now, results: &results)
+    }
+
+    /// Performs `actions` in order (emptying the array and keeping it for the next input), awaiting
+    /// the store's.
+    private func perform(_ actions: inout [SessionAction], now: Int64, results: inout [SessionInput]) async {
         var batch = Batch()
         for i in actions.indices {
             // Moved out (a payload-free case left in its place), not copied: reading `actions[i]`
@@ -339,6 +344,75 @@ actor SessionDriver {
             }
         }
         sendBarrierIfNeeded(now: now)
+        keepSpareActions(&actions)
+    }
+
+    /// The array of the last input's actions, reused (`SessionMachine.handle(_:now:into:)`); taken,
+    /// so an input handled while another awaits the store gets one of its own.
+    private func takeSpareActions() -> [SessionAction] {
+        var actions: [SessionAction] = []
+        swap(&actions, &spareActions)
+        return actions
+    }
+
+    private func keepSpareActions(_ actions: inout [SessionAction]) {
+        actions.removeAll(keepingCapacity: true)
+        if actions.capacity <= Self.maxSpareActions { swap(&actions, &spareActions) }
+    }
+
+    // MARK: Handled in place
+
+    /// True while an input is handled in place (``handleReceivedInPlace(_:_:)``): a transport event
+    /// raised meanwhile goes through the FIFO.
+    private var handlingInPlace = false
+
+    /// A server message, handled at once on the loop thread as the transport hands it over, when
+    /// the FIFO is idle: the driver waits in the inbox with nothing queued, so no input is ahead of
+    /// this one and none is half done. Everything else — and this too when the driver is busy, the
+    /// inbox holds inputs, or the message is a PONG that may prove outbox messages received (that
+    /// awaits the store) — goes through the inbox as before. Handled in place, a message costs no
+    /// queueing, no task switch and no async frames (docs/session.md, "Handled in place").
+    /// Called on the loop thread (the transport's handler); false: queue it.
+    nonisolated func receivedOnLoop(_ conn: ConnectionID, _ bytes: [UInt8]) -> Bool {
+        assumeIsolated { $0.handleReceivedInPlace(conn, bytes) }
+    }
+
+    private func handleReceivedInPlace(_ conn: ConnectionID, _ bytes: [UInt8]) -> Bool {
+        guard !handlingInPlace, !terminating, !stopped, inbox.isIdle else { return false }
+        if deliveries[conn] != nil, Self.isPong(bytes) { return false }
+        handlingInPlace = true
+        defer { handlingInPlace = false }
+        countInputs(1)
+        let now = Self.wallClockMs()
+        let input = SessionInput.received(conn, bytes)
+        if logLevel <= .trace { logger.trace("input \(input)") }
+        var actions = takeSpareActions()
+        machine.handle(input, now: now, into: &actions)
+        if actions.contains(where: \.awaitsStore) {
+            // Store work is awaited, one action after another, by the FIFO: the actions go first in
+            // line, and what arrives meanwhile queues behind them (the inbox is no longer empty).
+            inbox.yield(.perform(actions, now: now))
+            return true
+        }
+        var batch = Batch()
+        for i in actions.indices {
+            var action = SessionAction.clearUser
+            swap(&action, &actions[i])
+            performNow(consume action, now: now, batch: &batch)
+        }
+        sendBarrierIfNeeded(now: now)
+        keepSpareActions(&actions)
+        if journalBacklogBytes >= Self.pauseReadingBacklogBytes { updateReading() }
+        return true
+    }
+
+    /// Counts inputs for the heap trim after a burst.
+    private func countInputs(_ count: Int) {
+        inputsSinceTrimArmed += count
+        if inputsSinceTrimArmed >= Self.trimAfterInputs {
+            inputsSinceTrimArmed = 0
+            trimTimer?.schedule(after: Self.trimDelay)
+        }
     }
 
     // MARK: Actions
@@ -366,8 +440,9 @@ actor SessionDriver {
         case .emit(let event):
             emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
-            let (row, line) = Self.journalRow(event, tsMs: now)
-            toSubscribers(.journaled(name: event.name, data: line, tsMs: now, write: JournalWrite(row, once: uid, user: user),
+            let body = Self.body(of: event)
+            toSubscribers(.journaled(name: event.name, body: body, tsMs: now,
+                                     write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
                                      loggedUID: logLevel <= .debug ? uid : nil))
         case .connect(let conn, let url):
             connect(conn, url: url)
@@ -578,27 +653,35 @@ actor SessionDriver {
         if event.name == "session" || event.name == "error", logLevel <= .info {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
-        let (row, line) = Self.journalRow(event, tsMs: now)
+        let body = Self.body(of: event)
         if event.journaled {
-            toSubscribers(.journaled(name: event.name, data: line, tsMs: now, write: JournalWrite(row), loggedUID: nil))
+            toSubscribers(.journaled(name: event.name, body: body, tsMs: now,
+                                     write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body)), loggedUID: nil))
         } else {
-            toSubscribers(.published(name: event.name, data: line, tsMs: now))
+            toSubscribers(.published(name: event.name, body: body, tsMs: now))
         }
     }
 
-    /// The journal row of `event` and its line's `data` bytes, each serialized once: the same
-    /// bytes, except that an engagement is journaled without its `bridge`, and assembled by
-    /// copying the 110's bytes (``EngagementJournal``).
+    /// An event's `data` as it is journaled and shown: an engagement's kept as the 110's bytes (its
+    /// row and line are appended from them where they are written: the journal without `bridge`,
+    /// the line with it, ``EngagementJournal``), anything else serialized once, the same bytes for both.
+    static func body(of event: DaemonEvent) -> EventBody {
+        switch event.payload {
+        case .engagement(let engagement):
+            return .engagement(engagement)
+        case .tree(let data):
+            if event.name == "engagement", let engagement = EngagementJournal.engagementData(fromTree: data) {
+                return .engagement(engagement)
+            }
+            return .bytes(data.serialized())
+        }
+    }
+
+    /// The journal row of `event` and its line's `data` bytes, as arrays (tests compare them with
+    /// replay): the same bytes, except that an engagement is journaled without its `bridge`.
     static func journalRow(_ event: DaemonEvent, tsMs: Int64) -> (row: NewJournalEvent, line: [UInt8]) {
-        if case .engagement(let engagement) = event.payload {
-            let (journal, line) = engagement.assemble()
-            return (NewJournalEvent(name: event.name, tsMs: tsMs, data: journal), line)
-        }
-        if event.name == "engagement", case .tree(let data) = event.payload, let split = EngagementJournal.split(data) {
-            return (NewJournalEvent(name: event.name, tsMs: tsMs, data: split.journal), split.line)
-        }
-        let row = event.journalEvent(tsMs: tsMs)
-        return (row, row.data)
+        let body = body(of: event)
+        return (NewJournalEvent(name: event.name, tsMs: tsMs, body: body), body.lineBytes)
     }
 
     // MARK: Group commit
@@ -606,8 +689,9 @@ actor SessionDriver {
     /// An event on its way to subscribers; a journaled one waits for its commit.
     private struct Outgoing {
         var name: String
-        /// The event's `data`, serialized once: journaled and copied into the line as these bytes.
-        var data: [UInt8]
+        /// The event's `data`, serialized once (an engagement's kept as the 110's bytes): journaled,
+        /// and appended to each subscriber's line from these bytes.
+        var body: EventBody
         var tsMs: Int64
         /// The journal row; nil: not journaled (published in order with the journaled events around
         /// it). Moved to the store when its commit starts (`takeWrites`).
@@ -618,13 +702,13 @@ actor SessionDriver {
         let loggedUID: String?
 
         /// A journaled event. (Deriving `journaled` from `write` in one initializer copied the row.)
-        static func journaled(name: String, data: [UInt8], tsMs: Int64, write: JournalWrite, loggedUID: String?) -> Outgoing {
-            Outgoing(name: name, data: data, tsMs: tsMs, write: write, journaled: true, loggedUID: loggedUID)
+        static func journaled(name: String, body: EventBody, tsMs: Int64, write: JournalWrite, loggedUID: String?) -> Outgoing {
+            Outgoing(name: name, body: body, tsMs: tsMs, write: write, journaled: true, loggedUID: loggedUID)
         }
 
         /// An event published without being journaled.
-        static func published(name: String, data: [UInt8], tsMs: Int64) -> Outgoing {
-            Outgoing(name: name, data: data, tsMs: tsMs, write: nil, journaled: false, loggedUID: nil)
+        static func published(name: String, body: EventBody, tsMs: Int64) -> Outgoing {
+            Outgoing(name: name, body: body, tsMs: tsMs, write: nil, journaled: false, loggedUID: nil)
         }
 
         /// Moves the journal rows out of `events`, in order, for the store (on its thread, as the
@@ -654,7 +738,7 @@ actor SessionDriver {
     /// journaled or not, so the order holds — waits for them. The machine never waits for the
     /// journal: no result of it feeds back.
     private func toSubscribers(_ event: consuming Outgoing) {
-        let bytes = event.data.count
+        let bytes = event.body.lineCount
         let steps = commits.emitted(event)
         if case .publishNow? = steps.first {} else { journalBacklogBytes += bytes }
         run(steps)
@@ -692,18 +776,15 @@ actor SessionDriver {
         for step in steps {
             switch step {
             case .publishNow(let event):
-                server.publish(name: event.name, serializedData: event.data, seq: nil, tsMs: event.tsMs)
+                server.publish(name: event.name, body: event.body, seq: nil, tsMs: event.tsMs)
             case .submit(let ticket, let batch):
-                // On the loop (an actor-isolated `Task {}` starts there too, but the preference says
-                // so, docs/transport.md). Tasks start in the order they are made, so commits reach the
-                // store's FIFO in ticket order; between their awaits the machine goes on.
-                Task(executorPreference: loop) { await self.commit(batch, ticket: ticket) }
+                commit(batch, ticket: ticket)
             case .publishCommitted(_, let batch, let outcome):
-                for event in batch { journalBacklogBytes -= event.data.count }
+                for event in batch { journalBacklogBytes -= event.body.lineCount }
                 publishCommitted(batch, results: outcome.results, failure: outcome.failure)
             case .publishWaiting(let events):
-                for event in events { journalBacklogBytes -= event.data.count }
-                server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, data: $0.data) })
+                for event in events { journalBacklogBytes -= event.body.lineCount }
+                server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, body: $0.body) })
             }
         }
         if commits.isIdle && !journalIdleWaiters.isEmpty {
@@ -713,15 +794,32 @@ actor SessionDriver {
         }
     }
 
-    private func commit(_ batch: CommitBatch<Outgoing>, ticket: Int) async {
-        var results: [JournalSeq?] = []
-        var failure: StoreError?
-        // The batch is sealed on the store's thread as the commit starts: it holds every event
-        // emitted while the commit before it ran (CommitPipeline).
-        do throws(StoreError) {
-            results = try await store.journal(sealing: { batch.seal { Outgoing.takeWrites(&$0) } })
-        } catch { failure = error }
-        run(commits.committed(ticket: ticket, outcome: (results, failure)))
+    /// Hands the commit to the store's thread at once (its FIFO, in ticket order: commits are
+    /// submitted in the order they are made), and its outcome back to the loop. No task: a `Task`
+    /// made here started only once the loop was free again — after the whole read being handled,
+    /// hundreds of messages under load, while the store's thread, woken for it (anticipation),
+    /// spun idle — and cost a task and two executor hops per commit.
+    private func commit(_ batch: CommitBatch<Outgoing>, ticket: Int) {
+        let store = self.store
+        let loop = self.loop
+        store.executor.submit { [weak self] in
+            // The batch is sealed on the store's thread as the commit starts: it holds every event
+            // emitted while the commit before it ran (CommitPipeline).
+            let outcome: CommitOutcome = store.assumeIsolated { store in
+                do throws(StoreError) {
+                    return (try store.journal(sealing: { batch.seal { Outgoing.takeWrites(&$0) } }), nil)
+                } catch {
+                    return ([], error)
+                }
+            }
+            _ = loop.execute { [weak self] in
+                self?.assumeIsolated { $0.committed(ticket: ticket, outcome: outcome) }
+            }
+        }
+    }
+
+    private func committed(ticket: Int, outcome: CommitOutcome) {
+        run(commits.committed(ticket: ticket, outcome: outcome))
         updateReading()
     }
 
@@ -734,7 +832,7 @@ actor SessionDriver {
         batch.withUnsafeBufferPointer { batch in
             for i in batch.indices {
                 guard batch[i].journaled else {
-                    ready.append(PreparedEvent(name: batch[i].name, seq: nil, tsMs: batch[i].tsMs, data: batch[i].data))
+                    ready.append(PreparedEvent(name: batch[i].name, seq: nil, tsMs: batch[i].tsMs, body: batch[i].body))
                     continue
                 }
                 if let failure {
@@ -742,7 +840,7 @@ actor SessionDriver {
                     ready = []
                     journalFailed(batch[i].name, failure, now: batch[i].tsMs)
                 } else if let seq = next.next() ?? nil {
-                    ready.append(PreparedEvent(name: batch[i].name, seq: seq, tsMs: batch[i].tsMs, data: batch[i].data))
+                    ready.append(PreparedEvent(name: batch[i].name, seq: seq, tsMs: batch[i].tsMs, body: batch[i].body))
                 } else if logLevel <= .debug {
                     logger.debug("repeat dropped", metadata: ["event": "\(batch[i].name)", "engagement_uid": "\(batch[i].loggedUID ?? "")"])
                 }

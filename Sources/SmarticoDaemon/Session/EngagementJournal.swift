@@ -1,16 +1,62 @@
 import SmarticoProtocol
 
 /// The `data` of an `engagement` event kept as bytes: the 110 and the popup URL. The journal row
-/// and the line are assembled from them by copying (``EngagementJournal``), no tree built.
+/// and the line are copied from them where they are written — the row into the event log's batch,
+/// the line into each subscriber's output — with no array of either in between
+/// (``EngagementJournal``).
 struct EngagementData: Sendable, Equatable {
     /// The 110 as received, or its compact serialization when the received bytes cannot go
-    /// into a line as they are (``EngagementJournal/data(for:popupURL:)``).
+    /// into a line as they are (``EngagementJournal/data(for:popupURLJSON:)``).
     let message: RawJSONObject
-    let popupURL: String?
+    /// `popup_url`'s value as JSON: a string, or `null`. Serialized once per identity by the
+    /// machine, not once per engagement.
+    let popupURLJSON: [UInt8]
+
+    init(message: RawJSONObject, popupURLJSON: [UInt8]) {
+        self.message = message
+        self.popupURLJSON = popupURLJSON
+    }
+
+    init(message: RawJSONObject, popupURL: String?) {
+        self.init(message: message, popupURLJSON: EngagementJournal.popupURLJSON(popupURL))
+    }
+
+    /// The journal row's size in bytes.
+    var journalCount: Int { 25 + message.bytes.count + popupURLJSON.count }
+
+    /// Appends the journal row, `{"message":…,"popup_url":…}`.
+    func appendJournal(to out: inout [UInt8]) {
+        out.appendLiteral(#"{"message":"#)
+        out.append(contentsOf: message.bytes)
+        out.appendLiteral(#","popup_url":"#)
+        out.append(contentsOf: popupURLJSON)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    /// About the line's data size (for backlog accounting and buffer sizing).
+    var lineCountEstimate: Int { journalCount + message.objectRange.count + 20 }
+
+    /// Appends the line's data, `{"message":…,"popup_url":…,"bridge":…}`: the journal row with
+    /// `,"bridge":…` before its closing brace, as replay rebuilds it (``EngagementJournal/lineData(name:journaled:)``).
+    func appendLine(to out: inout [UInt8]) {
+        out.appendLiteral(#"{"message":"#)
+        out.append(contentsOf: message.bytes)
+        out.appendLiteral(#","popup_url":"#)
+        out.append(contentsOf: popupURLJSON)
+        out.appendLiteral(#","bridge":"#)
+        BridgeMessage.appendShowEngagement(message, to: &out)
+        out.append(UInt8(ascii: "}"))
+    }
 
     /// The journal row's bytes and the line's `data` bytes.
     func assemble() -> (journal: [UInt8], line: [UInt8]) {
-        EngagementJournal.assemble(message: message, popupURL: popupURL)
+        var journal: [UInt8] = []
+        journal.reserveCapacity(journalCount)
+        appendJournal(to: &journal)
+        var line: [UInt8] = []
+        line.reserveCapacity(lineCountEstimate)
+        appendLine(to: &line)
+        return (journal, line)
     }
 }
 
@@ -35,9 +81,17 @@ enum EngagementJournal {
 
     /// The engagement data for a 110: its bytes as received when they can go into a line as
     /// they are, else its compact serialization.
-    static func data(for event: ClientEngagementEvent, popupURL: String?) -> EngagementData {
-        if let raw = event.raw, isSpliceable(raw) { return EngagementData(message: raw, popupURL: popupURL) }
-        return EngagementData(message: RawJSONObject(compacting: event.json), popupURL: popupURL)
+    static func data(for event: ClientEngagementEvent, popupURLJSON: [UInt8]) -> EngagementData {
+        if let raw = event.raw, isSpliceable(raw) { return EngagementData(message: raw, popupURLJSON: popupURLJSON) }
+        return EngagementData(message: RawJSONObject(compacting: event.json), popupURLJSON: popupURLJSON)
+    }
+
+    /// `popup_url`'s value as JSON bytes: the URL as a JSON string, or `null`.
+    static func popupURLJSON(_ popupURL: String?) -> [UInt8] {
+        guard let popupURL else { return Array("null".utf8) }
+        var out: [UInt8] = []
+        JSONValue.serializeString(popupURL, into: &out)
+        return out
     }
 
     /// True when the bytes can be copied into an NDJSON line: valid JSON (checked when they were
@@ -48,18 +102,12 @@ enum EngagementJournal {
     /// The journal bytes `{"message":…,"popup_url":…}` and the line's data
     /// `{"message":…,"popup_url":…,"bridge":…}`.
     static func assemble(message: RawJSONObject, popupURL: String?) -> (journal: [UInt8], line: [UInt8]) {
-        var journal: [UInt8] = []
-        journal.reserveCapacity(message.bytes.count + (popupURL?.utf8.count ?? 4) + 32)
-        journal.appendLiteral(#"{"message":"#)
-        journal.append(contentsOf: message.bytes)
-        journal.appendLiteral(#","popup_url":"#)
-        if let popupURL { JSONValue.serializeString(popupURL, into: &journal) } else { journal.appendLiteral("null") }
-        journal.append(UInt8(ascii: "}"))
-        return (journal, line(journal: journal, message: message))
+        EngagementData(message: message, popupURL: popupURL).assemble()
     }
 
     /// The line's data for a journaled row that ends with `}` and whose `message` is `message`:
-    /// the row with `,"bridge":…` put before that brace. Live and replay both come here.
+    /// the row with `,"bridge":…` put before that brace. Replay comes here; live lines are
+    /// appended by ``EngagementData/appendLine(to:)``, the same bytes.
     private static func line(journal: [UInt8], message: RawJSONObject) -> [UInt8] {
         var line: [UInt8] = []
         line.reserveCapacity(journal.count + message.objectRange.count + 24)
@@ -71,9 +119,9 @@ enum EngagementJournal {
     }
 
     /// For an `engagement` event's data built as a tree (`{"message":…,"popup_url":…,"bridge":…}`,
-    /// in that order, `popup_url` a string or null): the bytes to journal and the line's data,
-    /// as for the message's compact serialization. nil for anything else: journal it as it is.
-    static func split(_ data: JSONValue) -> (journal: [UInt8], line: [UInt8])? {
+    /// in that order, `popup_url` a string or null): the engagement data of the message's compact
+    /// serialization, journaled and shown as a live one is. nil for anything else: journal it as it is.
+    static func engagementData(fromTree data: JSONValue) -> EngagementData? {
         guard case .object(let object) = data, object.keys == memberOrder,
               case .object(let message) = object.values[0], case .object = object.values[2]
         else { return nil }
@@ -83,7 +131,7 @@ enum EngagementJournal {
         case .null: popupURL = nil
         default: return nil
         }
-        return assemble(message: RawJSONObject(compacting: message), popupURL: popupURL)
+        return EngagementData(message: RawJSONObject(compacting: message), popupURL: popupURL)
     }
 
     /// The line's `data` bytes for a journal row: an `engagement` row journaled without its

@@ -128,7 +128,7 @@ extension SessionMachine {
         switch msg {
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
-            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURL: identity?.popupURL))
+            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURLJSON))
             if let uid = e.engagementUID {
                 let user = Self.engagementUser(identified: identifiedOnConn, self.user)
                 out.append(.journalOnce(user: user, uid: uid, event))

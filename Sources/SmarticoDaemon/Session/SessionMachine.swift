@@ -120,7 +120,12 @@ public struct SessionMachine: Sendable {
     var forceLogin = false
     var lastActivityMs: Int64?
     var activityPersistedMs: Int64?
-    var identity: IdentifyUserResponse?
+    var identity: IdentifyUserResponse? {
+        didSet { popupURLJSON = EngagementJournal.popupURLJSON(identity?.popupURL) }
+    }
+    /// `popup_url` of every engagement event as JSON (`identity`'s `native_app_popup_url`, or
+    /// `null`), serialized when the identity changes rather than for each engagement.
+    var popupURLJSON: [UInt8] = EngagementJournal.popupURLJSON(nil)
     var props: JSONObject = [:]
     var languageOverride: String?
     var languageSentOnConn = false

@@ -255,7 +255,7 @@ public struct DaemonEvent: Sendable, Equatable {
     public func journalEvent(tsMs: Int64) -> NewJournalEvent {
         switch payload {
         case .tree(let v): NewJournalEvent(name: name, tsMs: tsMs, data: v.serialized())
-        case .engagement(let e): NewJournalEvent(name: name, tsMs: tsMs, data: e.assemble().journal)
+        case .engagement(let e): NewJournalEvent(name: name, tsMs: tsMs, body: .engagement(e))
         }
     }
 

@@ -242,15 +242,32 @@ public final class SocketAPIServer: CustomStringConvertible,
         publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data))
     }
 
-    private func publish(_ prepared: PreparedEvent) {
-        _ = loop.execute { self.publishOnLoop(prepared) }
+    /// ``publish(name:serializedData:seq:tsMs:)`` for an event's data as the driver keeps it (an
+    /// engagement's appended to each peer's output from the 110's bytes).
+    func publish(name: String, body: EventBody, seq: JournalSeq?, tsMs: Int64) {
+        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body))
     }
 
-    /// Publishes several events, in order, with one task on the loop (a group commit's batch).
+    /// On the loop's thread (the driver always is) the event goes out now; from elsewhere, as a
+    /// task on the loop. (A task made on the loop itself cost a closure per event, for nothing:
+    /// every publisher is there, so the order is the same either way.)
+    private func publish(_ prepared: PreparedEvent) {
+        if loop.inEventLoop {
+            publishOnLoop(prepared)
+        } else {
+            _ = loop.execute { self.publishOnLoop(prepared) }
+        }
+    }
+
+    /// Publishes several events, in order (a group commit's batch), as ``publish(_:)`` does.
     func publish(_ events: [PreparedEvent]) {
         guard !events.isEmpty else { return }
-        _ = loop.execute {
-            for event in events { self.publishOnLoop(event) }
+        if loop.inEventLoop {
+            for event in events { publishOnLoop(event) }
+        } else {
+            _ = loop.execute {
+                for event in events { self.publishOnLoop(event) }
+            }
         }
     }
 
@@ -619,7 +636,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.out.appendLiteral(",\"ts\":")
         appendDecimal(event.tsMs, to: &peer.out)
         peer.out.appendLiteral(",\"data\":")
-        peer.out.append(contentsOf: event.data)
+        event.body.appendLine(to: &peer.out)
         peer.out.appendLiteral("}\n")
         peer.outEvents += 1
         // A batch of events (a group commit publishes hundreds at once under load) goes out in
@@ -733,7 +750,19 @@ struct PreparedEvent: Sendable {
     let name: String
     let seq: JournalSeq?
     let tsMs: Int64
-    let data: [UInt8]
+    /// The line's `data`: bytes, or an engagement's pieces, appended to each peer's output as they are.
+    let body: EventBody
+
+    init(name: String, seq: JournalSeq?, tsMs: Int64, data: [UInt8]) {
+        self.init(name: name, seq: seq, tsMs: tsMs, body: .bytes(data))
+    }
+
+    init(name: String, seq: JournalSeq?, tsMs: Int64, body: EventBody) {
+        self.name = name
+        self.seq = seq
+        self.tsMs = tsMs
+        self.body = body
+    }
 }
 
 // Loop-confined like the server: created, read and changed only on the loop thread; closures that

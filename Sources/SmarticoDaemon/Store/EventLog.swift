@@ -17,7 +17,23 @@ struct EventLogEntry {
     var tsMs: Int64
     var name: String
     var seen: (user: String, uid: String)?
-    var data: [UInt8]
+    /// The `data` bytes, or (appending) the pieces an engagement's row is copied from.
+    var body: EventBody
+
+    init(seq: JournalSeq, tsMs: Int64, name: String, seen: (user: String, uid: String)?, data: [UInt8]) {
+        self.init(seq: seq, tsMs: tsMs, name: name, seen: seen, body: .bytes(data))
+    }
+
+    init(seq: JournalSeq, tsMs: Int64, name: String, seen: (user: String, uid: String)?, body: EventBody) {
+        self.seq = seq
+        self.tsMs = tsMs
+        self.name = name
+        self.seen = seen
+        self.body = body
+    }
+
+    /// The `data` bytes (a record read back always holds them as they are).
+    var data: [UInt8] { body.journalBytes }
 }
 
 /// The events in segment files `<directory>/<first seq, 20 digits>.log`. A record is a 32-byte
@@ -149,7 +165,7 @@ final class EventLog {
             batchBuffer = buffer
             batchStarts = starts
         }
-        buffer.reserveCapacity(entries.reduce(0) { $0 + Self.headerSize + 16 + $1.name.utf8.count + $1.data.count
+        buffer.reserveCapacity(entries.reduce(0) { $0 + Self.headerSize + 16 + $1.name.utf8.count + $1.body.journalCount
             + ($1.seen.map { $0.user.utf8.count + $0.uid.utf8.count } ?? 0) })
         starts.reserveCapacity(entries.count)
         // Borrowed through the buffer pointer: a copy of each entry (`for entry in entries`, and
@@ -226,7 +242,7 @@ final class EventLog {
         let nameCount = entry.name.utf8.count
         let userCount = hasSeen ? entry.seen!.user.utf8.count : 0
         let uidCount = hasSeen ? entry.seen!.uid.utf8.count : 0
-        let body = 12 + nameCount + userCount + uidCount + entry.data.count
+        let body = 12 + nameCount + userCount + uidCount + entry.body.journalCount
         append32(magic, &buffer)
         append32(UInt32(body), &buffer)
         append32(0, &buffer)  // CRC, below
@@ -239,7 +255,9 @@ final class EventLog {
         if hasSeen { appendUTF8(entry.seen!.user, &buffer) }
         append32(UInt32(uidCount), &buffer)
         if hasSeen { appendUTF8(entry.seen!.uid, &buffer) }
-        buffer.append(contentsOf: entry.data)
+        // An engagement's row is copied here from the 110's bytes (no array of the row before it).
+        entry.body.appendJournal(to: &buffer)
+        assert(buffer.count - start == headerSize + body, "event log: the row's size was not the one announced")
         let sum = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...]), magic: magic) }
         buffer.withUnsafeMutableBytes { $0.storeBytes(of: (sum ?? 0).littleEndian, toByteOffset: start + 8, as: UInt32.self) }
     }

@@ -462,7 +462,7 @@ public actor SmarticoStore {
                     }
                     seq += 1
                     entries.append(EventLogEntry(seq: seq, tsMs: writes[i].event.tsMs, name: writes[i].event.name,
-                                                 seen: writes[i].seen, data: writes[i].event.data))
+                                                 seen: writes[i].seen, body: writes[i].event.body))
                     newest = max(newest, writes[i].event.tsMs)
                     results.append(seq)
                 }

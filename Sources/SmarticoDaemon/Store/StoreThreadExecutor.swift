@@ -41,7 +41,16 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
 
     /// Queues `job` to run on the thread after the jobs already queued; wakes the thread if it sleeps.
     public func enqueue(_ job: consuming ExecutorJob) {
-        state.push(UnownedJob(job))
+        state.push(.job(UnownedJob(job)))
+    }
+
+    /// Queues `body` to run on the thread, in the same FIFO as the jobs, without a task: for
+    /// synchronous store work whose caller does not await it (the driver's journal commits; their
+    /// result goes back to the event loop as a closure too). Handed to the thread at once, from
+    /// any thread, where a `Task` would first have to be started on its caller's executor — for
+    /// the event loop, only after the I/O handler running now returns.
+    public func submit(_ body: @escaping @Sendable () -> Void) {
+        state.push(.closure(body))
     }
 
     /// Announces a job that is likely to be queued within microseconds (a server message that
@@ -91,7 +100,13 @@ private final class ExecutorState: @unchecked Sendable {
     // (publication through pthread_create and the mutex).
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var jobs: [UnownedJob] = []
+    /// A job of the Swift runtime, or a closure (`submit`).
+    enum Work {
+        case job(UnownedJob)
+        case closure(@Sendable () -> Void)
+    }
+
+    private var jobs: [Work] = []
     private var head = 0
     private var stopping = false
     private var iterations = 0
@@ -166,7 +181,7 @@ private final class ExecutorState: @unchecked Sendable {
         return iterations
     }
 
-    func push(_ job: UnownedJob) {
+    func push(_ job: Work) {
         pthread_mutex_lock(mutex)
         jobs.append(job)
         pushes.add(1, ordering: .relaxed)  // the mutex orders `jobs`; this only ends a spin early
@@ -244,7 +259,10 @@ private final class ExecutorState: @unchecked Sendable {
                 }
                 let executor = self.executor!
                 pthread_mutex_unlock(mutex)
-                job.runSynchronously(on: executor)
+                switch job {
+                case .job(let job): job.runSynchronously(on: executor)
+                case .closure(let body): body()
+                }
                 pthread_mutex_lock(mutex)
             } else if stopping {
                 pthread_mutex_unlock(mutex)

@@ -79,13 +79,98 @@ public struct NewJournalEvent: Sendable, Equatable {
     public var name: String
     /// When the daemon received it, ms since the epoch.
     public var tsMs: Int64
-    /// The event's `data` object, as JSON bytes.
-    public var data: [UInt8]
+    /// The row's bytes, or the pieces they are copied from into the event log's batch.
+    var body: EventBody
 
     public init(name: String, tsMs: Int64, data: [UInt8]) {
         self.name = name
         self.tsMs = tsMs
-        self.data = data
+        self.body = .bytes(data)
+    }
+
+    init(name: String, tsMs: Int64, body: EventBody) {
+        self.name = name
+        self.tsMs = tsMs
+        self.body = body
+    }
+
+    /// The event's `data` object as journaled, as JSON bytes (assembled when it is an engagement's).
+    public var data: [UInt8] {
+        get { body.journalBytes }
+        set { body = .bytes(newValue) }
+    }
+
+    /// Same name, time and journaled bytes, however they are kept.
+    public static func == (a: NewJournalEvent, b: NewJournalEvent) -> Bool {
+        a.name == b.name && a.tsMs == b.tsMs && (a.body == b.body || a.data == b.data)
+    }
+}
+
+/// An event's `data` on its way to the journal and the subscribers: bytes as they are, or an
+/// engagement's, which is journaled without its `bridge` and shown with it (``EngagementJournal``).
+/// An engagement's row and line are never assembled as arrays of their own on the live path: each
+/// is appended from the 110's bytes where it is written (the event log's batch, a subscriber's
+/// output), two copies of the 110 fewer per event than assembling both first.
+enum EventBody: Sendable, Equatable {
+    /// The same bytes journaled and shown.
+    case bytes([UInt8])
+    /// An engagement: `{"message":…,"popup_url":…}` journaled, with `"bridge"` added when shown.
+    case engagement(EngagementData)
+
+    /// The journal row's size in bytes.
+    var journalCount: Int {
+        switch self {
+        case .bytes(let b): b.count
+        case .engagement(let e): e.journalCount
+        }
+    }
+
+    /// Appends the journal row.
+    func appendJournal(to out: inout [UInt8]) {
+        switch self {
+        case .bytes(let b): out.append(contentsOf: b)
+        case .engagement(let e): e.appendJournal(to: &out)
+        }
+    }
+
+    /// The journal row as an array of its own.
+    var journalBytes: [UInt8] {
+        switch self {
+        case .bytes(let b): return b
+        case .engagement(let e):
+            var out: [UInt8] = []
+            out.reserveCapacity(e.journalCount)
+            e.appendJournal(to: &out)
+            return out
+        }
+    }
+
+    /// About the size of the line's `data` (exact for bytes), for backlog accounting and sizing.
+    var lineCount: Int {
+        switch self {
+        case .bytes(let b): b.count
+        case .engagement(let e): e.lineCountEstimate
+        }
+    }
+
+    /// Appends the line's `data`.
+    func appendLine(to out: inout [UInt8]) {
+        switch self {
+        case .bytes(let b): out.append(contentsOf: b)
+        case .engagement(let e): e.appendLine(to: &out)
+        }
+    }
+
+    /// The line's `data` as an array of its own.
+    var lineBytes: [UInt8] {
+        switch self {
+        case .bytes(let b): return b
+        case .engagement(let e):
+            var out: [UInt8] = []
+            out.reserveCapacity(e.lineCountEstimate)
+            e.appendLine(to: &out)
+            return out
+        }
     }
 }
 
