@@ -26,7 +26,12 @@ actor SessionDriver {
     /// The socket API handler that feeds this driver.
     nonisolated let socketHandler: DriverSocketHandler
 
-    private var machine: SessionMachine
+    // The properties marked `@exclusivity(unchecked)` are touched on every server message and never
+    // accessed across a call that could reach the driver again (the machine is a value; timers and
+    // commits are values; an actor property cannot be held inout across an await): not checked for
+    // exclusive access at run time, each check having cost ~90 instructions and a thread-local lookup
+    // (docs/benchmarks.md, "Exclusivity checks").
+    @exclusivity(unchecked) private var machine: SessionMachine
     private var config: ResolvedConfig
     private let configPath: String?
     private let environment: [String: String]
@@ -48,27 +53,27 @@ actor SessionDriver {
     private var connections: [ConnectionID: WebSocketConnection] = [:]
     /// Connect attempts under way; an attempt removed from here (aborted, closed) is dropped when it opens.
     private var connecting: Set<ConnectionID> = []
-    private var timers = SessionTimerSlots<LoopTimer>()
-    private var timerDeadlines = SessionTimerSlots<Int64>()
+    @exclusivity(unchecked) private var timers = SessionTimerSlots<LoopTimer>()
+    @exclusivity(unchecked) private var timerDeadlines = SessionTimerSlots<Int64>()
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
     /// Gives the store's page cache, the heap's free pages and the pages of code the daemon ran back after a burst
     /// (``ProcessMemory``): armed again every `trimAfterInputs` inputs and whenever the session becomes ready, it fires
     /// once the burst has been over for `trimDelay`.
     private var trimTimer: LoopTimer?
-    private var inputsSinceTrimArmed = 0
+    @exclusivity(unchecked) private var inputsSinceTrimArmed = 0
     static let trimAfterInputs = 512
     static let trimDelay: Duration = .seconds(5)
     /// How often journal retention runs without appends.
     static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
     /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
-    private var deliveries: [ConnectionID: Delivery] = [:]
+    @exclusivity(unchecked) private var deliveries: [ConnectionID: Delivery] = [:]
     /// Connections we asked to close (a clean close handshake then proves receipt).
     private var closingByUs: Set<ConnectionID> = []
     private var nextRequestID: UInt64 = 1
-    private var stopped = false
-    private var terminating = false
+    @exclusivity(unchecked) private var stopped = false
+    @exclusivity(unchecked) private var terminating = false
 
     /// - Parameters:
     ///   - configPath: the file SIGHUP re-reads (nil: SIGHUP keeps the configuration).
@@ -358,7 +363,7 @@ actor SessionDriver {
 
     /// True while an input is handled in place (``handleReceivedInPlace(_:_:)``): a transport event
     /// raised meanwhile goes through the FIFO.
-    private var handlingInPlace = false
+    @exclusivity(unchecked) private var handlingInPlace = false
 
     /// A server message, handled at once on the loop thread as the transport hands it over, when
     /// the FIFO is idle: the driver waits in the inbox with nothing queued, so no input is ahead of
@@ -425,7 +430,7 @@ actor SessionDriver {
     // MARK: Actions
 
     /// The storage of the last input's actions, kept for the next one (``handle(_:now:results:)``).
-    private var spareActions: [SessionAction] = []
+    @exclusivity(unchecked) private var spareActions: [SessionAction] = []
     /// The largest action array kept: a reconnect's outbox flush can make hundreds.
     static let maxSpareActions = 64
 
@@ -735,7 +740,7 @@ actor SessionDriver {
     /// The group commit's order and batching (CommitPipeline.swift): two commits may be at the
     /// store at once, so one that waited for the disk is already queued there when the one before it
     /// ends.
-    private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.journaled }
+    @exclusivity(unchecked) private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.journaled }
     /// What the store said of a commit: a seq (or nil for a repeat) per write, or why it failed.
     private typealias CommitOutcome = (results: [JournalSeq?], failure: StoreError?)
     private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
@@ -752,7 +757,7 @@ actor SessionDriver {
     }
 
     /// Bytes of the events queued or in flight behind journal commits.
-    private var journalBacklogBytes = 0
+    @exclusivity(unchecked) private var journalBacklogBytes = 0
 
     /// Backpressure on the server (docs/session.md, "Backpressure"): the socket stops being read
     /// when this many bytes of server messages wait in the inbox, or this many bytes of events
@@ -903,7 +908,7 @@ actor SessionDriver {
 
     /// The deadline each session timer's `LoopTimer` is armed for (the machine's clock, ms); nil when
     /// it is not armed.
-    private var timerArmedAt = SessionTimerSlots<Int64>()
+    @exclusivity(unchecked) private var timerArmedAt = SessionTimerSlots<Int64>()
     /// A deadline moved later by less than this keeps the loop timer armed for the earlier one:
     /// every server message pushes the keepalive deadline back by a few microseconds, and re-arming
     /// the loop timer for each was ~1 % of the loop thread under load. When the earlier deadline

@@ -103,9 +103,12 @@ public final class SocketAPIServer: CustomStringConvertible,
     private var handler: (any SocketAPIHandler)?
     private var peers: [UInt64: Peer] = [:]
     private var nextPeerNumber: UInt64 = 1
-    private var dirty: [Peer] = []
-    private var flushScheduled = false
-    private var lastPublishedSeq: JournalSeq = 0
+    // Loop-confined; never held across a call that could reach the server again: not checked for
+    // exclusive access at run time (see `SessionDriver.machine`). `peers` stays checked: a delivery
+    // can end in dropping a peer while they are iterated.
+    @exclusivity(unchecked) private var dirty: [Peer] = []
+    @exclusivity(unchecked) private var flushScheduled = false
+    @exclusivity(unchecked) private var lastPublishedSeq: JournalSeq = 0
     private var state: RunState = .idle
     private let subscribers = Atomic<Int>(0)
     private let connections = Atomic<Int>(0)
@@ -771,7 +774,8 @@ private final class Subscription: @unchecked Sendable {
     let types: Set<String>?
     let durable: String?
     /// The seq of the last journaled event written to this peer (what live-only events carry).
-    var lastSeqSent: JournalSeq = 0
+    // Not checked for exclusive access at run time (see `SocketAPIServer.dirty`).
+    @exclusivity(unchecked) var lastSeqSent: JournalSeq = 0
     var replaying = false
     var replayedThrough: JournalSeq = 0
     var replayWaitingForDrain = false
@@ -803,7 +807,8 @@ private final class Peer: @unchecked Sendable {
     var dropping = false
     var subscription: Subscription?
     /// Bytes built this loop iteration, written by `flush`.
-    var out: [UInt8] = []
+    // The output path is not checked for exclusive access at run time (see `SocketAPIServer.dirty`).
+    @exclusivity(unchecked) var out: [UInt8] = []
     /// Events in `out`.
     var outEvents = 0
     /// Events handed to the connection while its write queue was not empty (an upper bound of the

@@ -74,7 +74,9 @@ final class EventLog {
     }
 
     let directory: String
-    private(set) var segments: [Segment] = []
+    // Store thread only, never held across a call that could reach the log again: not checked for
+    // exclusive access at run time (see `SessionDriver.machine`).
+    @exclusivity(unchecked) private(set) var segments: [Segment] = []
     /// Descriptor of the newest segment (appends go there), -1 when there is none.
     private var activeFD: Int32 = -1
     private var lockFD: Int32 = -1
@@ -89,8 +91,8 @@ final class EventLog {
     /// threshold), an `mmap`, page faults on every page and a `munmap` — ~0.5 µs an event in the
     /// saturation benchmark. Its storage is let go when it grew past ``keptBatchBytes`` and by
     /// ``releaseMemory()`` after a burst.
-    private var batchBuffer: [UInt8] = []
-    private var batchStarts: [Int] = []
+    @exclusivity(unchecked) private var batchBuffer: [UInt8] = []
+    @exclusivity(unchecked) private var batchStarts: [Int] = []
     /// The largest batch buffer kept between batches (a batch holds what the driver let wait for the
     /// journal: up to ~2 MB of events, SessionDriver.pauseReadingBacklogBytes).
     static let keptBatchBytes = 4 << 20

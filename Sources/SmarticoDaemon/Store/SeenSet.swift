@@ -20,10 +20,11 @@
 final class SeenSet {
     let user: String
     /// Hash of a uid → locator of the newest entry whose uid has that hash.
-    private var entries: [Int: Int64] = [:]
+    // Not checked for exclusive access at run time: only this class's own methods touch them.
+    @exclusivity(unchecked) private var entries: [Int: Int64] = [:]
     /// (locator, hash) in the order the uids were seen; entries before `head` are forgotten.
-    private var order: [(locator: Int64, key: Int)] = []
-    private var head = 0
+    @exclusivity(unchecked) private var order: [(locator: Int64, key: Int)] = []
+    @exclusivity(unchecked) private var head = 0
 
     init(user: String) {
         self.user = user

@@ -32,7 +32,10 @@ public actor SmarticoStore {
     private var options: StoreOptions
     private var db: SQLiteConnection?
     private var cachedDeviceID = ""
-    private var cachedLastSeq: JournalSeq = 0
+    // The journal path's state (marked `@exclusivity(unchecked)`) is touched by every commit on the
+    // store's thread and never held across a call that could reach the store again: not checked for
+    // exclusive access at run time (see `SessionDriver.machine`).
+    @exclusivity(unchecked) private var cachedLastSeq: JournalSeq = 0
     /// The event journal's records (nil once closed).
     private var eventLog: EventLog?
     /// The oldest seq retention still keeps (the log may hold older records until their segment
@@ -43,16 +46,16 @@ public actor SmarticoStore {
     /// Engagements journaled since the seen table was last brought up to date, in seq order: their
     /// (user, uid) are in the event log's records and here, and reach the table with the next
     /// transaction (docs/store.md, "The seen-set, folded").
-    private var pendingSeen: [SeenKey] = []
+    @exclusivity(unchecked) private var pendingSeen: [SeenKey] = []
     /// `meta.seen_seq` as last written: every record up to it has its seen uid in the table.
     private var seenSeqWritten: JournalSeq = 0
-    private var pendingSeenKeys: Set<SeenKey> = []
+    @exclusivity(unchecked) private var pendingSeenKeys: Set<SeenKey> = []
     /// Bring the seen table up to date once this many engagements wait.
     static let foldAfter = 1_024
     /// The seen-set of the user last journaled for, in memory (nil: load it from the table first).
     /// Dropped whenever it may differ from the table: a failed transaction, a write by another
     /// connection (`seenDataVersion`), a user's set cleared.
-    private var seenSet: SeenSet?
+    @exclusivity(unchecked) private var seenSet: SeenSet?
     /// `PRAGMA data_version` when `seenSet` was last known to match the table: it changes when
     /// another connection (another process) commits.
     private var seenDataVersion: Int64 = -1

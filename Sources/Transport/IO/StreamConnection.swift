@@ -47,19 +47,22 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     private var fd: Int32
     private var tls: TLSEngine?
     private let queue = WriteQueue()
-    private var pendingPlaintext: [UInt8] = []
-    private var isOpen = true
+    // The per-read and per-write state below is loop-confined and only read or assigned (never passed
+    // inout across a call that could reach this connection again): not checked for exclusive access
+    // at run time (see `WebSocketProtocol.parser`).
+    @exclusivity(unchecked) private var pendingPlaintext: [UInt8] = []
+    @exclusivity(unchecked) private var isOpen = true
     private var started = false
-    private var readPaused = false
+    @exclusivity(unchecked) private var readPaused = false
     private var inputEnded = false
     private var registered = false
     private var interest: IOInterest = []
-    private var closeAfterFlushRequested = false
-    private var shutdownOutputRequested = false
+    @exclusivity(unchecked) private var closeAfterFlushRequested = false
+    @exclusivity(unchecked) private var shutdownOutputRequested = false
     private var outputShut = false
-    private var writeFailed = false
+    @exclusivity(unchecked) private var writeFailed = false
     private var drainScheduled = false
-    private var hadQueuedBytes = false
+    @exclusivity(unchecked) private var hadQueuedBytes = false
     var handshakeWaiter: ((SocketError?) -> Void)?
     private var handshakeTimer: LoopTimer?
 

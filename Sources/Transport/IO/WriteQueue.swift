@@ -13,10 +13,12 @@ final class WriteQueue {
         var spare: Int { storage.count - end }
     }
 
-    private var chunks: [Chunk] = []
-    private var head = 0
+    // Loop thread only, touched by this class's own synchronous methods: not checked for exclusive
+    // access at run time (see `WebSocketProtocol.parser`).
+    @exclusivity(unchecked) private var chunks: [Chunk] = []
+    @exclusivity(unchecked) private var head = 0
     /// Bytes queued.
-    private(set) var byteCount = 0
+    @exclusivity(unchecked) private(set) var byteCount = 0
     private static let minimumChunk = 16 * 1024
     private static let maxIOVecs = 64
 

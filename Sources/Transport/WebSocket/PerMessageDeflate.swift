@@ -327,7 +327,9 @@ public final class MessageInflater {
     private let decoder: DeflateDecoder
     private let noContextTakeover: Bool
     /// The message's compressed bytes so far.
-    private var pending: [UInt8] = []
+    /// Not checked for exclusive access at run time (see `WebSocketProtocol.parser`): only this
+    /// class's synchronous methods touch it.
+    @exclusivity(unchecked) private var pending: [UInt8] = []
 
     /// - Parameters:
     ///   - windowBits: the peer's window, 8...15.
