@@ -131,6 +131,39 @@ private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
         }
     }
 
+    /// Blocks whose codes are all shorter than the root tables' bits get tables of their longest
+    /// code's bits (`build`): small messages on one stream, like the 110s a server sends (each
+    /// block with Huffman tables of its own, a literal/length code of ~26 symbols no longer than
+    /// 6 bits), and blocks with one literal (a 1-bit code) and no distance code at all.
+    @Test func blocksWithShortCodesDecode() throws {
+        var rng = SplitMix64(seed: 110)
+        let compressor = ZlibCompressor(level: 6, windowBits: 15, strategy: Z_DEFAULT_STRATEGY)
+        let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
+        let hex = Array("0123456789abcdef".utf8)
+        for i in 0 ..< 300 {
+            let uid = (0 ..< 32).map { _ in hex[Int.random(in: 0 ..< 16, using: &rng)] }
+            var message = Array(#"{"engagement_uid":""#.utf8) + uid + Array(#"","engagement_id":"#.utf8)
+            message += Array("\(1_000 + i)".utf8) + Array(#","template_html":"<div>"#.utf8)
+            message += [UInt8](repeating: UInt8(ascii: "x"), count: 1_750) + Array(#"</div>","cid":110}"#.utf8)
+            let compressed = compressor.compress(message)
+            var out: [UInt8] = []
+            try compressed.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &out) }
+            try inflater.finish(limit: 1 << 20, into: &out)
+            #expect(out == message, "message \(i)")
+        }
+        // Huffman-only: one distinct byte gives a literal/length code of two 1-bit codes (the
+        // literal and end-of-block) and an empty distance code.
+        for length in [1, 2, 100] {
+            let message = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+            let compressed = ZlibCompressor(level: 6, windowBits: 15, strategy: Z_HUFFMAN_ONLY).compress(message)
+            let reference = MessageInflater(windowBits: 15, noContextTakeover: false)
+            var out: [UInt8] = []
+            try compressed.withUnsafeBytes { try reference.inflate($0, limit: 1 << 20, into: &out) }
+            try reference.finish(limit: 1 << 20, into: &out)
+            #expect(out == message, "\(length) × 'a', Huffman only")
+        }
+    }
+
     /// A message may arrive in any number of pieces (frames, reads): the same bytes come out.
     @Test func piecesAreGatheredIntoTheMessage() throws {
         let messages = mixedMessages(seed: 3, windowBits: 15)
