@@ -38,7 +38,7 @@ final class DeflateDecoder {
     /// The sender's window: the farthest a match may reach back.
     let windowSize: Int
     /// The history and the message being decoded: `buffer[0 ..< end]`, `slack` bytes more behind
-    /// `capacity` (a match is copied in 8-byte words that may run up to 7 bytes past its end).
+    /// `capacity` (a match is copied in 8- or 16-byte pieces that may run up to 15 bytes past its end).
     private var buffer: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var end = 0
@@ -352,12 +352,21 @@ final class DeflateDecoder {
 
     /// Copies `length` bytes from `distance` back to `to`, the regions overlapping when the
     /// distance is shorter than the length (each byte is then one written earlier in the copy).
-    /// Writes up to 7 bytes past the end (`slack`).
+    /// Writes up to 15 bytes past the end (`slack`).
     @inline(__always)
     private static func copyMatch(_ to: UnsafeMutablePointer<UInt8>, distance: Int, length: Int) {
         let from = UnsafeRawPointer(to - distance)
         let dst = UnsafeMutableRawPointer(to)
-        if distance >= 8 {
+        if distance >= 16 {
+            // 16 bytes at a time (one SSE2/NEON load and store): the long matches of a message that
+            // repeats the one before it (a 110's template) are most of its bytes.
+            var i = 0
+            repeat {
+                dst.storeBytes(of: from.loadUnaligned(fromByteOffset: i, as: SIMD16<UInt8>.self), toByteOffset: i,
+                               as: SIMD16<UInt8>.self)
+                i &+= 16
+            } while i < length
+        } else if distance >= 8 {
             // Every 8-byte word read lies before the word written: already final.
             var i = 0
             repeat {
