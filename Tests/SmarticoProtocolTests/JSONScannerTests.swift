@@ -120,6 +120,41 @@ private func expectAgreement(_ input: [UInt8], _ options: JSONParseOptions = JSO
         #expect(accepted > 100 && accepted < 3900, "the mutations should give both verdicts (\(accepted) accepted)")
     }
 
+    /// Strings are skipped 16 bytes at a time up to the first byte that needs a look
+    /// (`JSONGrammar.skipPlain`): that byte — the closing quote, an escape, a non-ASCII sequence, a
+    /// raw control character — at every place in and around a block, and after a tail of fewer
+    /// than 16 bytes, is found where it is. Parsed values and error offsets are checked against
+    /// what the text says, not against the parser (which skips with the same code).
+    @Test func everyPlaceInABlockIsSeen() throws {
+        for before in 0 ..< 40 {
+            for after in [0, 1, 7, 15, 16, 17, 40] {
+                let a = String(repeating: "a", count: before), b = String(repeating: "b", count: after)
+                for (special, decoded) in [(#"\""#, "\""), (#"\n"#, "\n"), (#"\u00e9"#, "é"), ("é", "é"), ("😀", "😀"), ("", "")] {
+                    let text = "\"" + a + special + b + "\""
+                    let input = Array(text.utf8)
+                    #expect(try JSONValue(parsing: input) == .string(a + decoded + b), "\(text.debugDescription)")
+                    #expect(try JSONScanner.scan(input).value == 0 ..< input.count, "\(text.debugDescription)")
+                    // The same string as a member name and value of an object, the scan's ranges exact.
+                    let object = Array(("{" + text + ":" + text + "}").utf8)
+                    let member = try #require(try JSONScanner.scan(object).members.first)
+                    #expect(member.key == 2 ..< input.count, "\(text.debugDescription)")
+                    #expect(member.value == input.count + 2 ..< object.count - 1, "\(text.debugDescription)")
+                }
+                // A raw control character is refused at its own offset; so is a lone continuation byte.
+                for bad: UInt8 in [0x01, 0x1F, 0x80] {
+                    let input = [0x22] + Array(a.utf8) + [bad] + Array(b.utf8) + [0x22]
+                    #expect(throws: JSONParseError.self) { try JSONValue(parsing: input) }
+                    do {
+                        _ = try JSONScanner.scan(input)
+                        Issue.record("byte \(bad) after \(before) bytes was accepted")
+                    } catch {
+                        #expect(error.offset == 1 + before, "byte \(bad) after \(before) bytes: \(error)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func memberRanges() throws {
         let text = #"  { "a" : 1 , "b\u0063" :{"x":[1,2]},"a":"s","":[] } "#
         let doc = bytes(text)
