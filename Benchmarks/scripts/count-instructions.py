@@ -40,7 +40,7 @@ STAGES = [
     ("  lines written to subscribers", r"SocketAPIServerC7publishyySayAA13PreparedEventVGF"),
     ("store thread (all)", r"ExecutorState.*C4loopyyF$"),
     ("  journal commit (seen-set, records, write, sync)", r"0A5StoreC7journalySays5Int64VSgGSayAA12JournalWriteVGAA0C5ErrorOYKF$"),
-    ("    event log append", r"EventLogC6appendyySayAA0cD5EntryVGAA10StoreErrorOYKF$"),
+    ("    event log append (encoded records written and synced)", r"EventLogC5write33_.*BatchV"),
     ("  seen-set fold and retention (upkeep)", r"0A5StoreC6upkeep"),
 ]
 

@@ -4,7 +4,12 @@ import SmarticoProtocol
 /// and the line are copied from them where they are written — the row into the event log's batch,
 /// the line into each subscriber's output — with no array of either in between
 /// (``EngagementJournal``).
-struct EngagementData: Sendable, Equatable {
+///
+/// A class: an event's data is handed along the pipeline (the commit batch, the store's thread, the
+/// subscribers' lines) and every copy of a struct holding the 110's byte array, its member list and
+/// the popup URL retained and released all three (~21 reference-count operations an engagement);
+/// one immutable object costs one.
+final class EngagementData: Sendable, Equatable {
     /// The 110 as received, or its compact serialization when the received bytes cannot go
     /// into a line as they are (``EngagementJournal/data(for:popupURLJSON:)``).
     let message: RawJSONObject
@@ -17,7 +22,7 @@ struct EngagementData: Sendable, Equatable {
         self.popupURLJSON = popupURLJSON
     }
 
-    init(message: RawJSONObject, popupURL: String?) {
+    convenience init(message: RawJSONObject, popupURL: String?) {
         self.init(message: message, popupURLJSON: EngagementJournal.popupURLJSON(popupURL))
     }
 
@@ -46,6 +51,11 @@ struct EngagementData: Sendable, Equatable {
         out.appendLiteral(#","bridge":"#)
         BridgeMessage.appendShowEngagement(message, to: &out)
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// Same 110 bytes and popup URL.
+    static func == (a: EngagementData, b: EngagementData) -> Bool {
+        a === b || (a.message == b.message && a.popupURLJSON == b.popupURLJSON)
     }
 
     /// The journal row's bytes and the line's `data` bytes.

@@ -93,6 +93,7 @@ final class EventLog {
     /// ``releaseMemory()`` after a burst.
     @exclusivity(unchecked) private var batchBuffer: [UInt8] = []
     @exclusivity(unchecked) private var batchStarts: [Int] = []
+    @exclusivity(unchecked) private var batchTimes: [Int64] = []
     /// The largest batch buffer kept between batches (a batch holds what the driver let wait for the
     /// journal: up to ~2 MB of events, SessionDriver.pauseReadingBacklogBytes).
     static let keptBatchBytes = 4 << 20
@@ -151,57 +152,97 @@ final class EventLog {
 
     // MARK: appending
 
-    /// Appends `entries` (consecutive seqs, the first above `lastSeq`) with one write and one
-    /// `fdatasync`; on return they are on disk. On failure nothing is indexed and the bytes written
-    /// are cut off again (as far as the file system lets us).
-    func append(_ entries: [EventLogEntry]) throws(StoreError) {
-        guard let first = entries.first else { return }
-        precondition(first.seq > lastSeq, "event log: seq \(first.seq) after \(lastSeq)")
-        var buffer = batchBuffer
-        var starts = batchStarts
-        batchBuffer = []
-        batchStarts = []
-        defer {
-            buffer.removeAll(keepingCapacity: buffer.capacity <= Self.keptBatchBytes)
-            starts.removeAll(keepingCapacity: true)
-            batchBuffer = buffer
-            batchStarts = starts
+    /// The records of one append, encoded as they are added (``beginBatch()``, ``Batch/add(seq:tsMs:name:seen:body:)``,
+    /// ``append(_:)-(Batch)``): no entry value per record, whose copy retained and released its
+    /// strings and data on the store's thread — objects made by the event loop's.
+    struct Batch {
+        fileprivate var buffer: [UInt8]
+        fileprivate var starts: [Int]
+        fileprivate var times: [Int64]
+        fileprivate(set) var firstSeq: JournalSeq = 0
+        var count: Int { starts.count }
+
+        /// Encodes one record; seqs must be consecutive.
+        mutating func add(seq: JournalSeq, tsMs: Int64, name: String, seen: (user: String, uid: String)?, body: EventBody) {
+            if starts.isEmpty { firstSeq = seq }
+            precondition(seq == firstSeq + JournalSeq(starts.count), "event log: a batch's seqs must be consecutive")
+            starts.append(buffer.count)
+            times.append(tsMs)
+            EventLog.encode(seq: seq, tsMs: tsMs, name: name, seen: seen, body: body, into: &buffer)
         }
-        buffer.reserveCapacity(entries.reduce(0) { $0 + Self.headerSize + 16 + $1.name.utf8.count + $1.body.journalCount
-            + ($1.seen.map { $0.user.utf8.count + $0.uid.utf8.count } ?? 0) })
-        starts.reserveCapacity(entries.count)
-        // Borrowed through the buffer pointer: a copy of each entry (`for entry in entries`, and
-        // `entries[i]` too) retained and released its strings and data, a third of the encoding's time.
+    }
+
+    /// An empty batch, in the storage the last one left (a new array for every batch was one
+    /// allocation and, for the large batches of a burst, past glibc's 128 KiB mmap threshold, an
+    /// `mmap`, page faults on every page and a `munmap`).
+    func beginBatch() -> Batch {
+        var batch = Batch(buffer: [], starts: [], times: [])
+        swap(&batch.buffer, &batchBuffer)
+        swap(&batch.starts, &batchStarts)
+        swap(&batch.times, &batchTimes)
+        return batch
+    }
+
+    /// Lets go of a batch that is not appended, keeping its storage for the next.
+    func discard(_ batch: consuming Batch) {
+        var batch = batch
+        batch.buffer.removeAll(keepingCapacity: batch.buffer.capacity <= Self.keptBatchBytes)
+        batch.starts.removeAll(keepingCapacity: true)
+        batch.times.removeAll(keepingCapacity: true)
+        swap(&batch.buffer, &batchBuffer)
+        swap(&batch.starts, &batchStarts)
+        swap(&batch.times, &batchTimes)
+    }
+
+    /// Appends `entries` (consecutive seqs, the first above `lastSeq`): ``append(_:)-(Batch)`` of them.
+    func append(_ entries: [EventLogEntry]) throws(StoreError) {
+        var batch = beginBatch()
         entries.withUnsafeBufferPointer { entries in
             for i in entries.indices {
-                precondition(entries[i].seq == first.seq + JournalSeq(i), "event log: a batch's seqs must be consecutive")
-                starts.append(buffer.count)
-                Self.encode(entries[i], into: &buffer)
+                batch.add(seq: entries[i].seq, tsMs: entries[i].tsMs, name: entries[i].name, seen: entries[i].seen,
+                          body: entries[i].body)
             }
         }
-        try ensureActiveSegment(for: first.seq, adding: buffer.count)
+        try append(batch)
+    }
+
+    /// Appends the batch's records (the first seq above `lastSeq`) with one write and one
+    /// `fdatasync`; on return they are on disk. On failure nothing is indexed and the bytes written
+    /// are cut off again (as far as the file system lets us). The batch's storage is kept for the next.
+    func append(_ batch: consuming Batch) throws(StoreError) {
+        let failure: StoreError?
+        do { try write(batch); failure = nil } catch { failure = error }
+        discard(batch)  // its last use: the arrays go back unshared, their storage kept
+        if let failure { throw failure }
+    }
+
+    private func write(_ batch: borrowing Batch) throws(StoreError) {
+        guard batch.count > 0 else { return }
+        let first = batch.firstSeq
+        precondition(first > lastSeq, "event log: seq \(first) after \(lastSeq)")
+        try ensureActiveSegment(for: first, adding: batch.buffer.count)
         let index = segments.count - 1
         let at = segments[index].size
-        guard at + buffer.count <= Int(UInt32.max) else {
-            throw .other("event log: a batch of \(buffer.count) bytes does not fit a segment")
+        guard at + batch.buffer.count <= Int(UInt32.max) else {
+            throw .other("event log: a batch of \(batch.buffer.count) bytes does not fit a segment")
         }
         let injected = failNextAppend
         failNextAppend = 0
-        if let error = injected != 0 ? injected : Self.writeAll(activeFD, buffer, at: at) ?? (fdatasync(activeFD) == 0 ? nil : errno) {
+        if let error = injected != 0 ? injected
+            : Self.writeAll(activeFD, batch.buffer, at: at) ?? (fdatasync(activeFD) == 0 ? nil : errno) {
             _ = ftruncate(activeFD, off_t(at))
             throw .fileSystem(path: segments[index].path, operation: "appending to", errno: error)
         }
-        for i in entries.indices {
-            segments[index].offsets.append(UInt32(at + starts[i]))
-            segments[index].times.append(entries[i].tsMs)
-        }
-        segments[index].size = at + buffer.count
+        for start in batch.starts { segments[index].offsets.append(UInt32(at + start)) }
+        segments[index].times.append(contentsOf: batch.times)
+        segments[index].size = at + batch.buffer.count
     }
 
     /// Lets go of the batch buffer's storage (after a burst; the next append allocates it again).
     func releaseMemory() {
         batchBuffer = []
         batchStarts = []
+        batchTimes = []
     }
 
     /// Makes the newest segment the place for a batch starting at `seq`: a new file when there is
@@ -237,28 +278,30 @@ final class EventLog {
         spare?.request()
     }
 
-    private static func encode(_ entry: borrowing EventLogEntry, into buffer: inout [UInt8]) {
+    fileprivate static func encode(seq: JournalSeq, tsMs: Int64, name: String, seen: (user: String, uid: String)?,
+                                   body data: EventBody, into buffer: inout [UInt8]) {
         let start = buffer.count
-        let hasSeen = entry.seen != nil
+        let hasSeen = seen != nil
         // Straight from the strings' UTF-8 (no array of each: three allocations a record).
-        let nameCount = entry.name.utf8.count
-        let userCount = hasSeen ? entry.seen!.user.utf8.count : 0
-        let uidCount = hasSeen ? entry.seen!.uid.utf8.count : 0
-        let body = 12 + nameCount + userCount + uidCount + entry.body.journalCount
+        let nameCount = name.utf8.count
+        let userCount = hasSeen ? seen!.user.utf8.count : 0
+        let uidCount = hasSeen ? seen!.uid.utf8.count : 0
+        let dataCount = data.journalCount
+        let body = 12 + nameCount + userCount + uidCount + dataCount
         append32(magic, &buffer)
         append32(UInt32(body), &buffer)
         append32(0, &buffer)  // CRC, below
         append32(hasSeen ? flagSeen : 0, &buffer)
-        append64(UInt64(bitPattern: entry.seq), &buffer)
-        append64(UInt64(bitPattern: entry.tsMs), &buffer)
+        append64(UInt64(bitPattern: seq), &buffer)
+        append64(UInt64(bitPattern: tsMs), &buffer)
         append32(UInt32(nameCount), &buffer)
-        appendUTF8(entry.name, &buffer)
+        appendUTF8(name, &buffer)
         append32(UInt32(userCount), &buffer)
-        if hasSeen { appendUTF8(entry.seen!.user, &buffer) }
+        if hasSeen { appendUTF8(seen!.user, &buffer) }
         append32(UInt32(uidCount), &buffer)
-        if hasSeen { appendUTF8(entry.seen!.uid, &buffer) }
+        if hasSeen { appendUTF8(seen!.uid, &buffer) }
         // An engagement's row is copied here from the 110's bytes (no array of the row before it).
-        entry.body.appendJournal(to: &buffer)
+        data.appendJournal(to: &buffer)
         assert(buffer.count - start == headerSize + body, "event log: the row's size was not the one announced")
         let sum = buffer.withUnsafeBytes { checksum(UnsafeRawBufferPointer(rebasing: $0[(start + 12)...]), magic: magic) }
         buffer.withUnsafeMutableBytes { $0.storeBytes(of: (sum ?? 0).littleEndian, toByteOffset: start + 8, as: UInt32.self) }

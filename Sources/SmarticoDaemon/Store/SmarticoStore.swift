@@ -431,8 +431,9 @@ public actor SmarticoStore {
         guard !writes.isEmpty else { return [] }
         guard let log = eventLog, let db else { throw .closed }
         var seq = cachedLastSeq
-        var entries: [EventLogEntry] = []
-        entries.reserveCapacity(writes.count)
+        // Each record is encoded into the log's batch as its write is checked (no entry value per
+        // record: copying one retained its strings and data here, objects the event loop made).
+        var batch = log.beginBatch()
         var results: [JournalSeq?] = []
         results.reserveCapacity(writes.count)
         // This batch's new uids join `pendingSeenKeys` as they are checked (one set operation a uid:
@@ -464,8 +465,8 @@ public actor SmarticoStore {
                         }
                     }
                     seq += 1
-                    entries.append(EventLogEntry(seq: seq, tsMs: writes[i].event.tsMs, name: writes[i].event.name,
-                                                 seen: writes[i].seen, body: writes[i].event.body))
+                    batch.add(seq: seq, tsMs: writes[i].event.tsMs, name: writes[i].event.name, seen: writes[i].seen,
+                              body: writes[i].event.body)
                     newest = max(newest, writes[i].event.tsMs)
                     results.append(seq)
                 }
@@ -473,11 +474,15 @@ public actor SmarticoStore {
         } catch {
             forgetBatch()
             seenSet = nil
+            log.discard(batch)
             throw Self.storeError(error)
         }
-        guard !entries.isEmpty else { return results }
+        guard batch.count > 0 else {
+            log.discard(batch)
+            return results
+        }
         do {
-            try log.append(entries)
+            try log.append(batch)
         } catch {
             forgetBatch()
             throw error
