@@ -474,15 +474,15 @@ public actor SmarticoStore {
         } catch {
             forgetBatch()
             seenSet = nil
-            log.discard(batch)
+            log.discard(consume batch)
             throw Self.storeError(error)
         }
         guard batch.count > 0 else {
-            log.discard(batch)
+            log.discard(consume batch)
             return results
         }
         do {
-            try log.append(batch)
+            try log.append(consume batch)
         } catch {
             forgetBatch()
             throw error
