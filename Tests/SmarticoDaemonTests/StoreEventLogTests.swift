@@ -397,12 +397,14 @@ private func rewriteAsCRC32Records(_ path: String) throws -> [Int] {
         #expect(await store.eventLogRecovery().isEmpty, "the zeros after the records were taken for damage")
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [1, 2, 3, 4, 5])
         #expect(await store.waitForSpareSegment())
-        // Past 16 KiB: the next segment begins (the spare again), the first is cut to its records.
+        // Once it holds 16 KiB the next segment begins (the spare again): the first was filled up to
+        // and past the spare's end by the batch that got it there, so no zeros are left in it.
         for i in 6...20 { _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload)]) }
         let files = try segments(dir)
         #expect(files.count >= 2)
         #expect(fileSize(files[0]) == (try recordsEnd(of: files[0])), "the complete segment keeps its zeros")
-        #expect(fileSize(files[0]) < 16 << 10)
+        #expect(fileSize(files[0]) >= 16 << 10, "a segment began before the one before it was full")
+        #expect(fileSize(files[0]) < (16 << 10) + 1_100, "a segment went on after it was full")
         #expect(FileManager.default.fileExists(atPath: EventLog.indexPath(files[0])))
         #expect(fileSize(files[1]) == 16 << 10, "the second segment is not the spare")
         await store.close()
@@ -438,7 +440,8 @@ private func rewriteAsCRC32Records(_ path: String) throws -> [Int] {
     }
 
     /// A crash after a segment was complete but before its cut to its records reached the disk
-    /// leaves it with zeros after them: the next open cuts it then, reports nothing, and indexes it.
+    /// leaves it with zeros after them (a segment that ended before it was full: its next seq did
+    /// not follow): the next open cuts it then, reports nothing, and indexes it.
     @Test func aCompleteSegmentStillHoldingItsZerosIsCutAtOpen() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
@@ -450,7 +453,7 @@ private func rewriteAsCRC32Records(_ path: String) throws -> [Int] {
         let files = try segments(dir)
         #expect(files.count >= 2)
         let cut = fileSize(files[0])
-        #expect(truncate(files[0], off_t(8 << 10)) == 0)
+        #expect(truncate(files[0], off_t(cut + 2_048)) == 0)
         try FileManager.default.removeItem(atPath: EventLog.indexPath(files[0]))
         store = try await SmarticoStore.open(directory: dir.path, options: options)
         #expect(await store.eventLogRecovery().isEmpty, "zeros after the records were taken for damage")
@@ -468,16 +471,17 @@ private func rewriteAsCRC32Records(_ path: String) throws -> [Int] {
         defer { dir.remove() }
         let options = StoreOptions(retentionEvents: 8, segmentBytes: 16 << 10)
         var store = try await SmarticoStore.open(directory: dir.path, options: options)
-        // 15 records a segment: seqs 1–15, 16–30, 31–45, then 46–52 in the file that held 1–15.
+        // 16 records a segment (the 16th takes it past 16 KiB): seqs 1–16, 17–32, 33–48, then
+        // 49–52 in the file that held 1–16.
         let payload = { (i: Int) in "{\"n\":\(i),\"t\":\"" + String(repeating: "x", count: 1_000) + "\"}" }
         for i in 1...52 {
             #expect(await store.waitForSpareSegment())
             _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), payload(i))])
         }
-        // Seqs 1–44 left the journal, the first 30 with their segments; some of their bytes are
+        // Seqs 1–44 left the journal, the first 32 with their segments; some of their bytes are
         // still in the files (the newest segment, the spare): reused.
         #expect(try await store.events(after: 0, limit: 100).map(\.seq) == Array(45...52))
-        #expect(try (1...30).contains { try eventFilesHold(dir, "{\"n\":\($0),") }, "the segments were deleted, not reused")
+        #expect(try (1...32).contains { try eventFilesHold(dir, "{\"n\":\($0),") }, "the segments were deleted, not reused")
         await store.close()
         let newest = try #require(try segments(dir).last)
         let end = try walkedRecordsEnd(of: newest)
