@@ -167,6 +167,63 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         bytes.withUnsafeBytes { write($0) }
     }
 
+    /// Sends `bytes` and takes the array: what the socket does not take now is queued as the array
+    /// itself, not copied, and `bytes` is left empty without storage (a caller that fills it again
+    /// gets a new one). Otherwise `bytes` is emptied keeping its storage. For a writer that builds
+    /// large pieces in an array of its own (the socket server's lines to a subscriber, 64 KiB at a
+    /// time): under a slow reader every byte was copied into the queue a second time. With TLS the
+    /// bytes are encrypted into the queue's own buffers and the array is only emptied.
+    public func write(taking bytes: inout [UInt8]) {
+        loop.preconditionInEventLoop()
+        guard tls == nil else {
+            write(bytes)
+            bytes.removeAll(keepingCapacity: true)
+            return
+        }
+        guard isOpen, !writeFailed, !shutdownOutputRequested, !closeAfterFlushRequested, bytes.count > 0 else {
+            bytes.removeAll(keepingCapacity: true)
+            return
+        }
+        var sent = 0
+        if queue.isEmpty {
+            let total = bytes.count
+            var failure: Int32 = 0
+            bytes.withUnsafeBytes { raw in
+                while sent < total {
+                    let n = send(fd, raw.baseAddress! + sent, total - sent, Int32(MSG_NOSIGNAL))
+                    if n >= 0 {
+                        sent += n
+                        continue
+                    }
+                    let e = errno
+                    if e == EINTR { continue }
+                    if e != EAGAIN && e != EWOULDBLOCK { failure = e }
+                    return
+                }
+            }
+            if failure != 0 {
+                bytes.removeAll(keepingCapacity: true)
+                failSoon(.system(operation: "send to", target: peerName, errno: failure))
+                return
+            }
+            if sent == total {
+                bytes.removeAll(keepingCapacity: true)
+                return
+            }
+        }
+        let rest = bytes.count - sent
+        if let limit = writeQueueLimit, queue.byteCount + rest > limit {
+            bytes.removeAll(keepingCapacity: true)
+            failSoon(.writeQueueOverflow(peer: peerName, queued: queue.byteCount + rest, limit: limit))
+            return
+        }
+        var taken: [UInt8] = []
+        swap(&taken, &bytes)
+        queue.append(taking: taken, from: sent)
+        hadQueuedBytes = true
+        updateInterest()
+    }
+
     /// Stops reading (backpressure): the kernel's receive buffer fills and TCP slows the peer down.
     public func pauseReading() {
         loop.preconditionInEventLoop()
