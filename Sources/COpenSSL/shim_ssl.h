@@ -42,6 +42,21 @@ static inline void smartico_cpu_relax(void) {
 #endif
 }
 
+/// The CPU the calling thread is running on, or -1 (sched_getcpu: glibc declares it only under
+/// _GNU_SOURCE; it reads the rseq area or the vDSO, no system call).
+extern int sched_getcpu(void);
+static inline int smartico_current_cpu(void) {
+    return sched_getcpu();
+}
+
+/// Pins thread `tid` (0: the caller) to CPU `cpu` (sched_setaffinity through the raw syscall).
+static inline int smartico_pin_thread(int tid, int cpu) {
+    unsigned long mask[16] = {0};
+    if (cpu < 0 || cpu >= (int)(sizeof(mask) * 8)) return -1;
+    mask[cpu / (8 * sizeof(unsigned long))] = 1ul << (cpu % (8 * sizeof(unsigned long)));
+    return (int)syscall(SYS_sched_setaffinity, tid, sizeof(mask), mask);
+}
+
 /// How many CPUs the calling thread may run on (its affinity mask, through the raw syscall:
 /// glibc's wrapper and CPU_COUNT need _GNU_SOURCE); the online count when that fails.
 static inline int smartico_usable_cpus(void) {

@@ -1,4 +1,5 @@
 // The store's work runs on its own thread, and that thread sleeps when there is no work.
+import COpenSSL  // smartico_pin_thread, smartico_usable_cpus
 import Foundation
 import Synchronization
 import Testing
@@ -120,7 +121,7 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
     @Test func anAnticipatedJobIsTakenWhileTheThreadSpins() async throws {
         // A bound far longer than the test needs, so the spin cannot end before the job comes.
         let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
-        actor.executor.anticipateJob()
+        actor.executor.anticipateJob(announcedOn: -1)
         // Woken and spinning: running (R), not sleeping, with no job queued.
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "R" })
         try await Task.sleep(for: .milliseconds(20))
@@ -134,7 +135,7 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
 
     @Test func anUnansweredAnticipationEndsAndTheThreadSleepsAgain() async throws {
         let (actor, tid) = try await asleepStoreThread(anticipation: .milliseconds(20))
-        actor.executor.anticipateJob()
+        actor.executor.anticipateJob(announcedOn: -1)
         #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
         // No job came: after its bound the thread sleeps, and stays asleep (no more turns).
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
@@ -148,13 +149,41 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
         #expect(await actor.threadID() == tid)
     }
 
+    @Test func aThreadWokenOnTheAnnouncersCPUSleepsInsteadOfSpinning() async throws {
+        // Spinning there would hold up the announcer, which is making the job (the scheduler lets
+        // a woken thread preempt its waker: seen in the benchmark's traces, docs/store.md).
+        let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
+        try #require(smartico_pin_thread(tid, 0) == 0)
+        actor.executor.anticipateJob(announcedOn: 0)
+        #expect(await eventually(timeout: .seconds(5)) { actor.executor.declinedAnticipations == 1 })
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
+        // The job wakes it as any job does.
+        #expect(await actor.threadID() == tid)
+        #expect(actor.executor.anticipationCounts == (spins: 0, hits: 0))
+    }
+
+    @Test func aSpinEndsWhenTheThreadLandsOnTheAnnouncersCPU() async throws {
+        try #require(smartico_usable_cpus() >= 2, "this machine has one CPU: no other CPU to spin on")
+        let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
+        try #require(smartico_pin_thread(tid, 0) == 0)
+        actor.executor.anticipateJob(announcedOn: 1)
+        #expect(await eventually(timeout: .seconds(5)) { actor.executor.anticipationCounts.spins == 1 })
+        #expect(try threadSchedule(tid).state == "R")
+        // Moved to the announcer's CPU, it stops spinning and sleeps, long before its 30 s bound.
+        try #require(smartico_pin_thread(tid, 1) == 0)
+        #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
+        #expect(actor.executor.anticipationCounts == (spins: 1, hits: 0))
+        #expect(await actor.threadID() == tid)
+    }
+
     @Test func aBusyThreadIsNotMadeToSpin() async throws {
         let actor = OnStoreThread(StoreThreadExecutor(name: "anticipate-test", anticipation: .seconds(30)))
         let tid = try #require(await actor.threadID())
         async let held: Void = actor.holdUntilReleased()
         // Announced while the thread is busy with the held job: it sleeps after it, no spin.
         #expect(await eventually(timeout: .seconds(5)) { actor.holding.load(ordering: .acquiring) })
-        actor.executor.anticipateJob()
+        actor.executor.anticipateJob(announcedOn: -1)
         actor.released.store(true, ordering: .releasing)
         await held
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
@@ -173,7 +202,7 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
     @Test func anAnnouncedJobThatCameAlreadyCausesNoSpin() async throws {
         let (actor, tid) = try await asleepStoreThread(anticipation: .seconds(30))
         // Announced, then pushed before the thread looked: it takes the job and sleeps, no spin.
-        actor.executor.anticipateJob()
+        actor.executor.anticipateJob(announcedOn: -1)
         #expect(await actor.threadID() == tid)
         #expect(try await eventually(timeout: .seconds(5)) { try threadSchedule(tid).state == "S" })
         let counts = actor.executor.anticipationCounts
@@ -189,7 +218,7 @@ private func asleepStoreThread(anticipation: Duration?, afterSleep: Duration = .
     /// `anticipateJob()` on the sleeping thread `tid` neither wakes it nor makes it spin.
     private func expectAnticipationLeavesItAsleep(_ actor: OnStoreThread, _ tid: Int32) async throws {
         let turns = actor.executor.loopIterations
-        actor.executor.anticipateJob()
+        actor.executor.anticipateJob(announcedOn: -1)
         try await Task.sleep(for: .milliseconds(100))
         #expect(actor.executor.loopIterations == turns)
         #expect(try threadSchedule(tid).state == "S")

@@ -62,13 +62,30 @@ public final class StoreThreadExecutor: SerialExecutor, @unchecked Sendable {
     /// sustained load), is left alone: it finds the job when its current ones are done, or is
     /// woken by it. Cheap to call (a clock read and one uncontended lock); does nothing when
     /// anticipation is off.
+    ///
+    /// The spin is only worth it on another CPU than the caller's: a thread woken on the caller's
+    /// CPU (where the scheduler may well put it, and let it preempt the caller) would hold up the
+    /// very work that makes the job. So the thread skips the spin, or ends it, whenever it finds
+    /// itself on the CPU the caller was on, and sleeps instead (the push then wakes it on that
+    /// CPU, without an inter-processor wake-up); while it spins it yields its CPU to any other
+    /// thread waiting for it (docs/store.md, "Anticipation").
     public func anticipateJob() {
-        state.anticipate()
+        state.anticipate(announcerCPU: smartico_current_cpu())
+    }
+
+    /// `anticipateJob()` as if called on CPU `cpu` (-1: unknown, the spin is never cut short for
+    /// sharing the caller's CPU). For tests, which pin the threads.
+    func anticipateJob(announcedOn cpu: Int32) {
+        state.anticipate(announcerCPU: cpu)
     }
 
     /// Counts kept for tests and benchmarks: how many spins `anticipateJob()` caused, and how
     /// many of them ended with a job pushed (taken without a wake-up).
     public var anticipationCounts: (spins: Int, hits: Int) { state.anticipationCounts }
+
+    /// How many anticipations woke the thread but did not make it spin: it was on the announcer's
+    /// CPU, or the job had come already.
+    public var declinedAnticipations: Int { state.declinedAnticipations }
 
     /// On for two CPUs or more (the CPUs this process may run on).
     public static var defaultAnticipation: Duration? {
@@ -118,8 +135,12 @@ private final class ExecutorState: @unchecked Sendable {
     /// Set by `anticipate()`: the thread spins for the job pushed after `anticipatedAt` pushes.
     private var anticipating = false
     private var anticipatedAt = 0
+    /// The CPU `anticipate()` was called on (-1: unknown).
+    private var announcerCPU: Int32 = -1
     private var spins = 0
     private var spinHits = 0
+    /// Anticipations that found the thread on the announcer's CPU (or the job already pushed).
+    private var declinedSpins = 0
     /// When the thread last went to sleep.
     private var sleptAt = LoopInstant(nanoseconds: 0)
     /// A thread asleep for less than this (it had work a moment ago) is not woken by `anticipate()`.
@@ -193,7 +214,7 @@ private final class ExecutorState: @unchecked Sendable {
         if wake { pthread_cond_signal(condition) }
     }
 
-    func anticipate() {
+    func anticipate(announcerCPU cpu: Int32) {
         guard spin != nil else { return }
         let now = LoopInstant.now
         pthread_mutex_lock(mutex)
@@ -205,6 +226,7 @@ private final class ExecutorState: @unchecked Sendable {
             sleeping = false
             anticipating = true
             anticipatedAt = pushes.load(ordering: .relaxed)
+            announcerCPU = cpu
         }
         pthread_mutex_unlock(mutex)
         if wake { pthread_cond_signal(condition) }
@@ -216,9 +238,17 @@ private final class ExecutorState: @unchecked Sendable {
         return (spins, spinHits)
     }
 
-    /// Spins until a job is pushed after `pushed` pushes or `limit` passes; called and returns
-    /// with `mutex` held, which it releases while spinning.
-    private func spinForJob(after pushed: Int, limit: Duration) {
+    var declinedAnticipations: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return declinedSpins
+    }
+
+    /// Spins until a job is pushed after `pushed` pushes, `limit` passes, or the thread finds
+    /// itself on `avoiding` (the announcer's CPU, whose work it would hold up); called and returns
+    /// with `mutex` held, which it releases while spinning. Every 16 rounds it also yields its CPU
+    /// to any thread waiting for it: the spin is a bet on a wake-up saved, not a claim on the CPU.
+    private func spinForJob(after pushed: Int, limit: Duration, avoiding: Int32) {
         spins += 1
         pthread_mutex_unlock(mutex)
         let deadline = LoopInstant.now + limit
@@ -231,7 +261,10 @@ private final class ExecutorState: @unchecked Sendable {
             }
             smartico_cpu_relax()
             round &+= 1
-            if round & 15 == 0 && LoopInstant.now >= deadline { break }
+            if round & 15 == 0 {
+                if LoopInstant.now >= deadline || (avoiding >= 0 && smartico_current_cpu() == avoiding) { break }
+                sched_yield()
+            }
         }
         pthread_mutex_lock(mutex)
         if hit { spinHits += 1 }
@@ -270,8 +303,12 @@ private final class ExecutorState: @unchecked Sendable {
             } else if anticipating {
                 // A job was announced: wait for it awake, unless it came already (then it was taken).
                 anticipating = false
-                if let limit = spin, pushes.load(ordering: .relaxed) == anticipatedAt {
-                    spinForJob(after: anticipatedAt, limit: limit)
+                // Not on the announcer's CPU: there it would only delay the job (it sleeps instead).
+                if let limit = spin, pushes.load(ordering: .relaxed) == anticipatedAt,
+                   announcerCPU < 0 || smartico_current_cpu() != announcerCPU {
+                    spinForJob(after: anticipatedAt, limit: limit, avoiding: announcerCPU)
+                } else {
+                    declinedSpins += 1
                 }
             } else {
                 sleeping = true
