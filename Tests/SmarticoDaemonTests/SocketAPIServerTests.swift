@@ -186,6 +186,50 @@ struct SocketAPIServerTests {
         try await waitUntil("every connection gone") { rig.server.connectionCount == 0 && rig.server.subscriberCount == 0 }
     }
 
+    @Test func everySubscriberGetsEachEngagementsOwnLineByteForByte() async throws {
+        // Published to several peers, an engagement's data is built once and copied to each: every
+        // peer must still get that event's line, never the one before it, whatever peers are
+        // subscribed, filtered out or replaying.
+        let rig = try await SocketTestRig.start()
+        defer { Task { await rig.stop() } }
+        let readers = [try await rig.connect(), try await rig.connect(), try await rig.connect()]
+        for reader in readers { _ = try await reader.call(#"{"id":1,"op":"subscribe"}"#, id: 1) }
+        let filtered = try await rig.connect()
+        _ = try await filtered.call(#"{"id":1,"op":"subscribe","types":["session"]}"#, id: 1)
+        let idle = try await rig.connect()  // connected, not subscribed
+        try await waitUntil("four subscribers") { rig.server.subscriberCount == 4 }
+        _ = idle
+        var expected: [[UInt8]] = []
+        var seq: Int64 = 0
+        func line(_ seq: Int64, _ data: [UInt8]) -> [UInt8] {
+            Array(#"{"event":"engagement","seq":\#(seq),"ts":7,"data":"#.utf8) + data + [UInt8(ascii: "}")]
+        }
+        for i in 0..<40 {
+            seq += 1
+            let message = try RawJSONObject(validating: Array(#"{"cid":110,"engagement_uid":"e\#(i)","n":\#(i),"payload":{"text":"\#(String(repeating: "x", count: i * 37))"}}"#.utf8))
+            let data = EngagementData(message: message, popupURL: i % 3 == 0 ? nil : "https://p.example/\(i)")
+            rig.server.publish(name: "engagement", body: .engagement(data), seq: seq, tsMs: 7)
+            expected.append(line(seq, data.assemble().line))
+            if i % 5 == 4 {
+                // Plain bytes in between: nothing shared for them.
+                seq += 1
+                let bytes = Array(#"{"n":\#(i)}"#.utf8)
+                rig.server.publish(name: "engagement", body: .bytes(bytes), seq: seq, tsMs: 7)
+                expected.append(line(seq, bytes))
+            }
+        }
+        try await waitUntil("every line at every reader") { readers.allSatisfy { $0.eventSeqs.count == expected.count } }
+        for reader in readers {
+            let lines = reader.state.withLock { $0.lines }.filter { $0.starts(with: Array(#"{"event":"engagement""#.utf8)) }
+            #expect(lines.count == expected.count)
+            // The first line that is not its event's own, named briefly (not two arrays of bytes).
+            if let i = lines.indices.first(where: { $0 >= expected.count || lines[$0] != expected[$0] }) {
+                Issue.record("line \(i) is not its event's own: \(String(decoding: lines[i].prefix(160), as: UTF8.self))…")
+            }
+        }
+        #expect(filtered.eventSeqs.isEmpty)
+    }
+
     @Test func aPeerThatNeverReadsIsDroppedWithOverflowWhileOthersGetEverything() async throws {
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 10_000))
         defer { Task { await rig.stop() } }

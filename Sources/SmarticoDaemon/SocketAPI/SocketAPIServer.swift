@@ -109,6 +109,12 @@ public final class SocketAPIServer: CustomStringConvertible,
     @exclusivity(unchecked) private var dirty: [Peer] = []
     @exclusivity(unchecked) private var flushScheduled = false
     @exclusivity(unchecked) private var lastPublishedSeq: JournalSeq = 0
+    /// An engagement's line `data`, built once while one event is published to several peers and
+    /// copied into each peer's output (`sharedFor` is the engagement it was built for, nil between
+    /// publishes). Built per peer, the `bridge`'s member-by-member copy was repeated for every
+    /// subscriber, on the latency path of every line after the first (docs/benchmarks.md).
+    @exclusivity(unchecked) private var sharedData: [UInt8] = []
+    @exclusivity(unchecked) private var sharedFor: EngagementData?
     private var state: RunState = .idle
     private let subscribers = Atomic<Int>(0)
     private let connections = Atomic<Int>(0)
@@ -280,14 +286,20 @@ public final class SocketAPIServer: CustomStringConvertible,
             guard seq > lastPublishedSeq else { return }
             lastPublishedSeq = seq
         }
+        let share = subscribers.load(ordering: .relaxed) > 1
         for peer in peers.values {
             guard let subscription = peer.subscription, subscription.accepts(event.name) else { continue }
             if subscription.replaying {
                 subscription.buffered.append(event)
                 if subscription.buffered.count > configuration.maxQueueEvents { overflow(peer) }
             } else {
-                deliver(event, to: peer)
+                deliver(event, to: peer, share: share)
             }
+        }
+        if sharedFor != nil {
+            sharedFor = nil
+            // Kept for the next event, unless a large one grew it.
+            if sharedData.capacity > 4 * Self.writeAtBytes { sharedData = [] }
         }
     }
 
@@ -614,7 +626,9 @@ public final class SocketAPIServer: CustomStringConvertible,
     // MARK: Delivery and overflow
 
     /// Appends one event line to the peer's output, or drops the peer when its queue is full.
-    private func deliver(_ event: PreparedEvent, to peer: Peer, force: Bool = false) {
+    /// `share`: an engagement's line data is built once into `sharedData` and copied from there
+    /// (the event is being published to several peers).
+    private func deliver(_ event: PreparedEvent, to peer: Peer, force: Bool = false, share: Bool = false) {
         guard peer.isOpen, !peer.dropping, let subscription = peer.subscription else { return }
         // Sent already: a replay page reads what the driver journaled, which can be an event it
         // has not published yet; published a moment later, when this subscription is live, it
@@ -639,7 +653,16 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.out.appendLiteral(",\"ts\":")
         appendDecimal(event.tsMs, to: &peer.out)
         peer.out.appendLiteral(",\"data\":")
-        event.body.appendLine(to: &peer.out)
+        if share, case .engagement(let engagement) = event.body {
+            if sharedFor !== engagement {
+                sharedData.removeAll(keepingCapacity: true)
+                engagement.appendLine(to: &sharedData)
+                sharedFor = engagement
+            }
+            peer.out.append(contentsOf: sharedData)
+        } else {
+            event.body.appendLine(to: &peer.out)
+        }
         peer.out.appendLiteral("}\n")
         peer.outEvents += 1
         // A batch of events (a group commit publishes hundreds at once under load) goes out in
