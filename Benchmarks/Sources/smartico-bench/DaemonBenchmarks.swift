@@ -291,6 +291,17 @@ final class DaemonProcess {
         return out
     }
 
+    /// Page faults of the whole process so far (minflt, majflt of /proc/PID/stat). A major fault
+    /// blocks the thread on the disk, so it counts as a voluntary context switch: the idle row
+    /// prints them beside its wake-ups.
+    func pageFaults() -> (minor: Int, major: Int)? {
+        guard let text = readProcFile("/proc/\(pid)/stat"),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 9, let minor = Int(fields[7]), let major = Int(fields[9]) else { return nil }
+        return (minor, major)
+    }
+
     /// utime and stime of the whole process, in seconds.
     func cpuSplit() -> (user: Double, system: Double)? {
         guard let text = readProcFile("/proc/\(pid)/stat"),
@@ -924,8 +935,10 @@ final class DaemonBench {
         if !quick, age < 70 { sleep(UInt32((70 - age).rounded(.up))) }
         print("    window starts \(fmt(Double(monotonicNanos() - upAtNs) / 1e9, 0)) s after the session came up")
         let before = d.threadSwitches()
+        let faultsBefore = d.pageFaults()
         sleep(UInt32(seconds))
         let after = d.threadSwitches()
+        let faultsAfter = d.pageFaults()
         guard let rss = d.rssKB() else {
             let text = readProcFile("/proc/\(d.pid)/status")
             throw BenchFailure("no VmRSS in /proc/\(d.pid)/status: " + (text.map { String($0.prefix(400)) } ?? "unreadable: \(String(cString: strerror(errno)))"))
@@ -957,6 +970,10 @@ final class DaemonBench {
             perThread.append("\(a.name)[\(tid)] \(fmt(n, 1)) (+\(fmt(p, 1)) preempted)")
         }
         print("    per thread (wake-ups/min, voluntary switches; preemptions beside): " + perThread.joined(separator: ", "))
+        // A major fault sleeps on the disk and shows as a wake-up; minor ones do not sleep.
+        if let a = faultsAfter, let b = faultsBefore {
+            print("    page faults in the window (the whole process): \(a.major - b.major) major, \(a.minor - b.minor) minor")
+        }
         report.addFigure(
             "idle daemon: wake-ups per minute with a healthy session (one idle subscriber), and RSS",
             figure: "smarticod's threads \(fmt(ours, 1))/min + Swift task pool (libdispatch workers) \(fmt(pool, 1))/min "
