@@ -184,44 +184,15 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
             bytes.removeAll(keepingCapacity: true)
             return
         }
-        var sent = 0
-        if queue.isEmpty {
-            let total = bytes.count
-            var failure: Int32 = 0
-            bytes.withUnsafeBytes { raw in
-                while sent < total {
-                    let n = send(fd, raw.baseAddress! + sent, total - sent, Int32(MSG_NOSIGNAL))
-                    if n >= 0 {
-                        sent += n
-                        continue
-                    }
-                    let e = errno
-                    if e == EINTR { continue }
-                    if e != EAGAIN && e != EWOULDBLOCK { failure = e }
-                    return
-                }
-            }
-            if failure != 0 {
-                bytes.removeAll(keepingCapacity: true)
-                failSoon(.system(operation: "send to", target: peerName, errno: failure))
-                return
-            }
-            if sent == total {
-                bytes.removeAll(keepingCapacity: true)
-                return
-            }
-        }
-        let rest = bytes.count - sent
-        if let limit = writeQueueLimit, queue.byteCount + rest > limit {
+        let sent = bytes.withUnsafeBytes { sendWhileNothingIsQueued($0) }
+        guard let sent, sent < bytes.count, mayQueue(bytes.count - sent) else {
             bytes.removeAll(keepingCapacity: true)
-            failSoon(.writeQueueOverflow(peer: peerName, queued: queue.byteCount + rest, limit: limit))
             return
         }
         var taken: [UInt8] = []
         swap(&taken, &bytes)
         queue.append(taking: taken, from: sent)
-        hadQueuedBytes = true
-        updateInterest()
+        queued()
     }
 
     /// Stops reading (backpressure): the kernel's receive buffer fills and TCP slows the peer down.
@@ -527,30 +498,47 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
 
     private func writeToSocket(_ bytes: UnsafeRawBufferPointer) {
         guard isOpen, !writeFailed, bytes.count > 0 else { return }
-        var rest = bytes
-        if queue.isEmpty {
-            while rest.count > 0 {
-                let n = send(fd, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
-                if n >= 0 {
-                    rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-                    continue
-                }
-                let e = errno
-                if e == EINTR { continue }
-                if e == EAGAIN || e == EWOULDBLOCK { break }
-                failSoon(.system(operation: "send to", target: peerName, errno: e))
-                return
-            }
-        }
-        if rest.count > 0 {
-            if let limit = writeQueueLimit, queue.byteCount + rest.count > limit {
-                failSoon(.writeQueueOverflow(peer: peerName, queued: queue.byteCount + rest.count, limit: limit))
-                return
-            }
+        guard let sent = sendWhileNothingIsQueued(bytes) else { return }
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[sent...])
+        if rest.count > 0, mayQueue(rest.count) {
             queue.append(rest)
-            hadQueuedBytes = true
-            updateInterest()
+            queued()
         }
+    }
+
+    /// Sends what the socket takes of `bytes` now, unless bytes are queued before them (then 0).
+    /// Returns how many went, or nil when the send failed (the connection then fails).
+    private func sendWhileNothingIsQueued(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard queue.isEmpty else { return 0 }
+        var sent = 0
+        while sent < bytes.count {
+            let n = send(fd, bytes.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            if n >= 0 {
+                sent += n
+                continue
+            }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK { break }
+            failSoon(.system(operation: "send to", target: peerName, errno: e))
+            return nil
+        }
+        return sent
+    }
+
+    /// True when `count` more bytes fit the write queue's limit; else the connection fails.
+    private func mayQueue(_ count: Int) -> Bool {
+        if let limit = writeQueueLimit, queue.byteCount + count > limit {
+            failSoon(.writeQueueOverflow(peer: peerName, queued: queue.byteCount + count, limit: limit))
+            return false
+        }
+        return true
+    }
+
+    /// Bytes went into the queue: wait for the socket to become writable.
+    private func queued() {
+        hadQueuedBytes = true
+        updateInterest()
     }
 
     private func flushQueue() {
