@@ -73,6 +73,16 @@ private final class ZlibReference {
 
 /// Messages that exercise every part of a decoder: compressible text, random bytes (stored
 /// blocks, long codes), runs (distance-1 matches), repeats near the window's edge, short ones.
+extension MessageInflater {
+    /// One whole message: `compressed` inflated and finished, within `limit`.
+    func inflateWhole(_ compressed: [UInt8], limit: Int = 1 << 20) throws -> [UInt8] {
+        var out: [UInt8] = []
+        try compressed.withUnsafeBytes { try inflate($0, limit: limit, into: &out) }
+        try finish(limit: limit, into: &out)
+        return out
+    }
+}
+
 private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
     var rng = SplitMix64(seed: seed)
     let words = ["spin", "the", "wheel", "and", "win", "bonus", "{\"cid\":110,", "\"engagement_uid\":", "ünï", "🙂", "\\u00e9"]
@@ -102,9 +112,7 @@ private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
                 let inflater = MessageInflater(windowBits: windowBits, noContextTakeover: false)
                 for (i, message) in messages.enumerated() {
                     let compressed = compressor.compress(message)
-                    var out: [UInt8] = []
-                    try compressed.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &out) }
-                    try inflater.finish(limit: 1 << 20, into: &out)
+                    let out = try inflater.inflateWhole(compressed)
                     #expect(out == message, "level \(level), strategy \(strategy), window \(windowBits), message \(i)")
                 }
             }
@@ -124,10 +132,7 @@ private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
         for strategy in [Z_HUFFMAN_ONLY, Z_DEFAULT_STRATEGY] {
             let compressed = ZlibCompressor(level: 9, windowBits: 15, strategy: strategy).compress(message)
             let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
-            var out: [UInt8] = []
-            try compressed.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 22, into: &out) }
-            try inflater.finish(limit: 1 << 22, into: &out)
-            #expect(out == message, "strategy \(strategy)")
+            #expect(try inflater.inflateWhole(compressed, limit: 1 << 22) == message, "strategy \(strategy)")
         }
     }
 
@@ -145,22 +150,15 @@ private func mixedMessages(seed: UInt64, windowBits: Int) -> [[UInt8]] {
             var message = Array(#"{"engagement_uid":""#.utf8) + uid + Array(#"","engagement_id":"#.utf8)
             message += Array("\(1_000 + i)".utf8) + Array(#","template_html":"<div>"#.utf8)
             message += [UInt8](repeating: UInt8(ascii: "x"), count: 1_750) + Array(#"</div>","cid":110}"#.utf8)
-            let compressed = compressor.compress(message)
-            var out: [UInt8] = []
-            try compressed.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &out) }
-            try inflater.finish(limit: 1 << 20, into: &out)
-            #expect(out == message, "message \(i)")
+            #expect(try inflater.inflateWhole(compressor.compress(message)) == message, "message \(i)")
         }
         // Huffman-only: one distinct byte gives a literal/length code of two 1-bit codes (the
         // literal and end-of-block) and an empty distance code.
         for length in [1, 2, 100] {
             let message = [UInt8](repeating: UInt8(ascii: "a"), count: length)
             let compressed = ZlibCompressor(level: 6, windowBits: 15, strategy: Z_HUFFMAN_ONLY).compress(message)
-            let reference = MessageInflater(windowBits: 15, noContextTakeover: false)
-            var out: [UInt8] = []
-            try compressed.withUnsafeBytes { try reference.inflate($0, limit: 1 << 20, into: &out) }
-            try reference.finish(limit: 1 << 20, into: &out)
-            #expect(out == message, "\(length) × 'a', Huffman only")
+            let fresh = MessageInflater(windowBits: 15, noContextTakeover: false)
+            #expect(try fresh.inflateWhole(compressed) == message, "\(length) × 'a', Huffman only")
         }
     }
 
