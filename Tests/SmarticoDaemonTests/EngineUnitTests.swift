@@ -87,8 +87,7 @@ struct EngineUnitTests {
         }
         var seen: [Int64] = []
         var batches = 0
-        var batch: [DriverInput] = []
-        while seen.count < total, await inbox.next(into: &batch) {
+        while seen.count < total, let batch = await inbox.next() {
             batches += 1
             for case .timer(_, let at) in batch { seen.append(at) }
         }
@@ -98,50 +97,6 @@ struct EngineUnitTests {
         let left = inbox.finish()
         #expect(left.count == 1)
         #expect(!inbox.yield(.maintenance), "accepted after finish")
-        #expect(await inbox.next(into: &batch) == false)
-        #expect(batch.isEmpty)
-    }
-
-    /// The consumer's spent batch becomes the queue's storage: the storage the first batch (100
-    /// inputs) came in takes the third one's single input — emptied, its room kept — where a
-    /// queue starting from an empty array would hold it in a fresh small one. A batch past
-    /// `maxRecycledCapacity` is let go instead.
-    @Test func driverInboxRecyclesTheSpentBatch() async {
-        let inbox = DriverInbox()
-        func yield(_ n: Int) { for i in 0..<n { inbox.yield(.timer(.keepalive, atMs: Int64(i))) } }
-        var batch: [DriverInput] = []
-        yield(100)
-        #expect(await inbox.next(into: &batch))
-        let first = batch.withUnsafeBufferPointer { $0.baseAddress }
-        yield(1)
-        #expect(await inbox.next(into: &batch))
-        yield(1)
-        #expect(await inbox.next(into: &batch))
-        #expect(batch.count == 1)
-        #expect(batch.capacity >= 100)
-        #expect(batch.withUnsafeBufferPointer { $0.baseAddress } == first)
-        // A burst's storage is not kept.
-        yield(DriverInbox.maxRecycledCapacity + 1)
-        #expect(await inbox.next(into: &batch))
-        yield(1)
-        #expect(await inbox.next(into: &batch))
-        yield(1)
-        #expect(await inbox.next(into: &batch))
-        #expect(batch.count == 1)
-        #expect(batch.capacity <= DriverInbox.maxRecycledCapacity)
-        // After a burst (the trim): the storage handed back is let go, nothing queued is lost.
-        yield(100)
-        #expect(await inbox.next(into: &batch))
-        yield(1)
-        #expect(await inbox.next(into: &batch))  // the 100-input storage is now the queue's
-        inbox.releaseSpareStorage()
-        yield(1)
-        #expect(await inbox.next(into: &batch))
-        #expect(batch.count == 1)
-        #expect(batch.capacity < 100)
-        yield(3)
-        inbox.releaseSpareStorage()  // not empty: kept
-        #expect(await inbox.next(into: &batch))
-        #expect(batch.count == 3)
+        #expect(await inbox.next() == nil)
     }
 }

@@ -16,9 +16,6 @@ enum DriverInput: Sendable {
     /// The transport of `conn` ended (the last event of a connection). `clean`: a close
     /// handshake completed (no error, not 1006).
     case transportClosed(ConnectionID, code: Int?, reason: String, clean: Bool)
-    /// The actions of a server message handled in place (``SessionDriver/receivedOnLoop(_:_:)``)
-    /// that include store work, which the FIFO awaits; `now` is the time they were made at.
-    case perform([SessionAction], now: Int64)
     /// A socket API call that needs the session (`status` and the session ops).
     case call(SocketAPICall, SocketAPIReply)
     /// SIGTERM or SIGINT.
@@ -33,11 +30,9 @@ enum DriverInput: Sendable {
 
 /// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.
 ///
-/// Not an `AsyncStream`: resuming a task parked in `AsyncStream`'s `next()` runs it on the global
-/// concurrent executor first (a libdispatch worker thread) and only then hops back to the loop —
-/// two thread switches per input, most of the driver's per-event kernel time in the benchmark.
-/// Here the consumer's continuation resumes straight on its own executor (the loop), and
-/// ``next(isolation:)`` hands over every input queued meanwhile at once.
+/// Not an `AsyncStream`: its consumer would resume on the global executor and then hop back to the
+/// loop; here the consumer's continuation resumes on its own executor (the loop), and ``next()``
+/// hands over every input queued meanwhile at once.
 final class DriverInbox: Sendable {
     private struct State {
         var items: [DriverInput] = []
@@ -57,27 +52,17 @@ final class DriverInbox: Sendable {
 
     /// Queues a server message of `messageBytes` bytes; returns whether it was accepted and the
     /// bytes of server messages queued now (the driver's backpressure reads it).
-    func yield(_ input: consuming DriverInput, messageBytes: Int) -> (accepted: Bool, queuedBytes: Int) {
-        var queued = 0
-        // Moved into the queue, not copied (a copy of an input retained its payload and released it
-        // again: ~2 % of the loop thread under load).
-        var moving = Optional(input)
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>?? in
-            guard !s.finished else { return .none }
-            s.items.append(moving.take()!)
+    func yield(_ input: DriverInput, messageBytes: Int) -> (accepted: Bool, queuedBytes: Int) {
+        let outcome = state.withLock { s -> (waiter: CheckedContinuation<Void, Never>?, accepted: Bool, queued: Int) in
+            guard !s.finished else { return (nil, false, s.messageBytes) }
+            s.items.append(input)
             s.messageBytes += messageBytes
-            queued = s.messageBytes
             defer { s.waiter = nil }
-            return .some(s.waiter)
+            return (s.waiter, true, s.messageBytes)
         }
-        guard let waiter else { return (false, queued) }
-        waiter?.resume()
-        return (true, queued)
+        outcome.waiter?.resume()
+        return (outcome.accepted, outcome.queued)
     }
-
-    /// True when the consumer waits in ``next(into:isolation:)`` with nothing queued: an input
-    /// handled now, in place, is not ahead of any other.
-    var isIdle: Bool { state.withLock { $0.items.isEmpty && $0.waiter != nil } }
 
     /// Bytes of the server messages queued (not yet handed to the consumer).
     var queuedMessageBytes: Int { state.withLock { $0.messageBytes } }
@@ -92,25 +77,19 @@ final class DriverInbox: Sendable {
         }
     }
 
-    /// Moves every queued input, in order, into `batch` (replacing what it held), waiting (without
-    /// leaving the caller's executor) while there is none; false once finished. One consumer only.
-    /// `batch`'s storage, emptied, becomes the queue's: under load the producers append into room
-    /// the last batch left instead of regrowing an empty array for every batch (~4 % of the loop
-    /// thread in the saturation benchmark). Past ``maxRecycledCapacity`` it is let go.
-    func next(into batch: inout [DriverInput], isolation: isolated (any Actor)? = #isolation) async -> Bool {
-        if batch.capacity > Self.maxRecycledCapacity {
-            batch = []
-        } else {
-            batch.removeAll(keepingCapacity: true)
-        }
+    /// Every queued input, in order, waiting (without leaving the caller's executor) while there is
+    /// none; nil once finished. One consumer only.
+    func next(isolation: isolated (any Actor)? = #isolation) async -> [DriverInput]? {
         while true {
-            let ready = state.withLock { s -> Bool? in
+            let ready = state.withLock { s -> [DriverInput]?? in
                 if !s.items.isEmpty {
-                    swap(&s.items, &batch)
-                    s.messageBytes = 0
-                    return true
+                    defer {
+                        s.items = []
+                        s.messageBytes = 0
+                    }
+                    return .some(s.items)
                 }
-                return s.finished ? false : nil
+                return s.finished ? .some(nil) : .none
             }
             if let ready { return ready }
             await withCheckedContinuation(isolation: isolation) { (c: CheckedContinuation<Void, Never>) in
@@ -123,18 +102,6 @@ final class DriverInbox: Sendable {
             }
         }
     }
-
-    /// Lets go of the storage the consumer's last batch handed back, when nothing was queued in it
-    /// since (after a burst, before the heap is trimmed).
-    func releaseSpareStorage() {
-        state.withLock { s in
-            if s.items.isEmpty { s.items = [] }
-        }
-    }
-
-    /// The largest batch storage ``next(into:)`` hands back to the producers (a burst's worth is
-    /// released rather than kept for good).
-    static let maxRecycledCapacity = 4_096
 }
 
 /// The daemon's ``SocketAPIHandler``: `hello` and `push_report` are answered at once on the

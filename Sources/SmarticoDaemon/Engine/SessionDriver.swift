@@ -17,8 +17,11 @@ import Transport
 /// actions are performed in order, and store work is awaited one after another (the results of
 /// `.storeOutbox`/`.loadOutbox` go back into the machine before any other input). While the
 /// driver awaits the store, new inputs wait in the inbox, so the actor's re-entrancy never
-/// lets two `handle` calls interleave. The one other task on this actor, the journal's group
-/// commit (``toSubscribers(_:)``), touches only the journal queue and the socket server.
+/// lets two `handle` calls interleave.
+///
+/// **One commit at a time.** The events the inputs of one batch (everything queued when the
+/// driver took the inbox) emit are kept in order; at the batch's end the journaled ones are
+/// committed in one transaction, awaited, and then all of them are published in emission order.
 actor SessionDriver {
     nonisolated let loop: EventLoop
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -26,24 +29,14 @@ actor SessionDriver {
     /// The socket API handler that feeds this driver.
     nonisolated let socketHandler: DriverSocketHandler
 
-    // The properties marked `@exclusivity(unchecked)` are touched on every server message and never
-    // accessed across a call that could reach the driver again (the machine is a value; timers and
-    // commits are values; an actor property cannot be held inout across an await): not checked for
-    // exclusive access at run time, each check having cost ~90 instructions and a thread-local lookup
-    // (docs/benchmarks.md, "Exclusivity checks").
-    @exclusivity(unchecked) private var machine: SessionMachine
+    private var machine: SessionMachine
     private var config: ResolvedConfig
     private let configPath: String?
     private let environment: [String: String]
     private let store: SmarticoStore
     private let server: SocketAPIServer
     private let notifier: SystemdNotifier
-    private var logger: Logger {
-        didSet { logLevel = logger.logLevel }
-    }
-    /// `logger.logLevel`, kept: reading it through the logger copied its handler (an existential,
-    /// retained and released) at every check on the per-message path.
-    private var logLevel: Logger.Level = .info
+    private var logger: Logger
 
     /// The FIFO (``DriverInbox``).
     private let inbox: DriverInbox
@@ -53,27 +46,27 @@ actor SessionDriver {
     private var connections: [ConnectionID: WebSocketConnection] = [:]
     /// Connect attempts under way; an attempt removed from here (aborted, closed) is dropped when it opens.
     private var connecting: Set<ConnectionID> = []
-    @exclusivity(unchecked) private var timers = SessionTimerSlots<LoopTimer>()
-    @exclusivity(unchecked) private var timerDeadlines = SessionTimerSlots<Int64>()
+    private var timers = SessionTimerSlots<LoopTimer>()
+    private var timerDeadlines = SessionTimerSlots<Int64>()
     private var watchdogTimer: LoopTimer?
     private var maintenanceTimer: LoopTimer?
     /// Gives the store's page cache, the heap's free pages and the pages of code the daemon ran back after a burst
     /// (``ProcessMemory``): armed again every `trimAfterInputs` inputs and whenever the session becomes ready, it fires
     /// once the burst has been over for `trimDelay`.
     private var trimTimer: LoopTimer?
-    @exclusivity(unchecked) private var inputsSinceTrimArmed = 0
+    private var inputsSinceTrimArmed = 0
     static let trimAfterInputs = 512
     static let trimDelay: Duration = .seconds(5)
     /// How often journal retention runs without appends.
     static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
     /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
-    @exclusivity(unchecked) private var deliveries: [ConnectionID: Delivery] = [:]
+    private var deliveries: [ConnectionID: Delivery] = [:]
     /// Connections we asked to close (a clean close handshake then proves receipt).
     private var closingByUs: Set<ConnectionID> = []
     private var nextRequestID: UInt64 = 1
-    @exclusivity(unchecked) private var stopped = false
-    @exclusivity(unchecked) private var terminating = false
+    private var stopped = false
+    private var terminating = false
 
     /// - Parameters:
     ///   - configPath: the file SIGHUP re-reads (nil: SIGHUP keeps the configuration).
@@ -91,7 +84,6 @@ actor SessionDriver {
         self.server = server
         self.notifier = notifier
         self.logger = logger
-        logLevel = logger.logLevel
         machine = SessionMachine(config: config, environment: sessionEnvironment)
         connectOptions = config.webSocketConnectOptions
         let inbox = DriverInbox()
@@ -133,15 +125,10 @@ actor SessionDriver {
         await process(.maintenance)
         await feed(.start(snapshot))
         var leftover: [DriverInput] = []
-        var batch: [DriverInput] = []
-        while !stopped, await inbox.next(into: &batch) {
+        while !stopped, let batch = await inbox.next() {
             countInputs(batch.count)
             var trimRequested = false
-            for i in batch.indices {
-                // Each input is moved out of the batch (a payload-free case left in its place), not
-                // copied: a copy retained its payload and the batch's clearing released it again.
-                var input = DriverInput.maintenance
-                swap(&input, &batch[i])
+            for (i, input) in batch.enumerated() {
                 if case .trimMemory = input { trimRequested = true }
                 await process(input)
                 if stopped {
@@ -149,20 +136,15 @@ actor SessionDriver {
                     break
                 }
             }
+            await commitPending()
             updateReading()
             if trimRequested {
-                // The burst is over: the batch storage kept for the next one goes too (up to two
-                // arrays of 4,096 inputs, ~1 MB after the saturation benchmark), then the heap is
-                // trimmed, with the pages the store's cache freed in `process`.
-                batch = []
-                inbox.releaseSpareStorage()
+                // The burst is over: the heap's free pages go back to the system, with the pages
+                // the store's cache freed in `process`.
                 ProcessMemory.returnFreePagesToSystem()
-                // And the code and constant data the burst (or the start and the handshake) ran,
-                // off the loop: unmapped, not lost; the idle loop's own pages come back on first use.
-                loop.blockingPool.submit { ProcessMemory.releaseReadOnlyFilePages() }
             }
         }
-        await journalDrained()
+        await commitPending()
         leftover += inbox.finish()
         // Requests that arrived during the last steps get a proper answer, not the reply's
         // "dropped" fallback.
@@ -186,9 +168,8 @@ actor SessionDriver {
         replies.removeAll()
     }
 
-    private func process(_ input: consuming DriverInput) async {
-        // Consumed: the payload moves into the case's bindings instead of being retained for them.
-        switch consume input {
+    private func process(_ input: DriverInput) async {
+        switch input {
         case .session(let sessionInput):
             if case .received(let conn, let bytes) = sessionInput, deliveries[conn] != nil, Self.isPong(bytes) {
                 await pongReceived(on: conn, now: Self.wallClockMs())
@@ -210,8 +191,7 @@ actor SessionDriver {
             // Backpressure (docs/session.md): past a bound of messages waiting for the driver,
             // the socket is not read until the driver has caught up (`updateReading`).
             let logger = self.logger
-            let received = { [weak connection, weak self] (bytes: [UInt8]) in
-                if let self, self.receivedOnLoop(conn, bytes) { return }
+            let received = { [weak connection] (bytes: [UInt8]) in
                 let queued = inbox.yield(.session(.received(conn, bytes)), messageBytes: bytes.count).queuedBytes
                 if queued >= Self.pauseReadingInboxBytes, let connection, !connection.isReadingPaused {
                     connection.pauseReading()
@@ -238,11 +218,6 @@ actor SessionDriver {
             await settleDeliveries(of: conn, received: closingByUs.remove(conn) != nil && clean)
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason))
-        case .perform(var actions, let now):
-            // The actions of a server message handled in place that include store work.
-            var results: [SessionInput] = []
-            await perform(&actions, now: now, results: &results)
-            await feedResults(&results)
         case .call(let call, let reply):
             await answer(call, reply)
         case .terminate(let signal):
@@ -317,105 +292,18 @@ actor SessionDriver {
         }
     }
 
-    /// One `machine.handle` and its actions, in order. Only the store's actions are awaited: an
-    /// `await` for every action (timers, events, sends: all of an engagement's) cost an async frame
-    /// and a copy of the action per event.
+    /// One `machine.handle` and its actions, in order, the store's awaited.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
-        if logLevel <= .trace { logger.trace("input \(input)") }
-        var actions = takeSpareActions()
-        machine.handle(input, now: now, into: &actions)
-        await perform(&actions, now: now, results: &results)
-    }
-
-    /// Performs `actions` in order (emptying the array and keeping it for the next input), awaiting
-    /// the store's.
-    private func perform(_ actions: inout [SessionAction], now: Int64, results: inout [SessionInput]) async {
+        if logger.logLevel <= .trace { logger.trace("input \(input)") }
         var batch = Batch()
-        for i in actions.indices {
-            // Moved out (a payload-free case left in its place), not copied: reading `actions[i]`
-            // copied the action, retaining its payload, and released it again.
-            var action = SessionAction.clearUser
-            swap(&action, &actions[i])
+        for action in machine.handle(input, now: now) {
             if action.awaitsStore {
                 await performStore(action, results: &results)
             } else {
-                performNow(consume action, now: now, batch: &batch)
+                performNow(action, now: now, batch: &batch)
             }
         }
         sendBarrierIfNeeded(now: now)
-        keepSpareActions(&actions)
-    }
-
-    /// The array of the last input's actions, reused (`SessionMachine.handle(_:now:into:)`); taken,
-    /// so an input handled while another awaits the store gets one of its own.
-    private func takeSpareActions() -> [SessionAction] {
-        var actions: [SessionAction] = []
-        swap(&actions, &spareActions)
-        return actions
-    }
-
-    private func keepSpareActions(_ actions: inout [SessionAction]) {
-        actions.removeAll(keepingCapacity: true)
-        if actions.capacity <= Self.maxSpareActions { swap(&actions, &spareActions) }
-    }
-
-    // MARK: Handled in place
-
-    /// True while an input is handled in place (``handleReceivedInPlace(_:_:)``): a transport event
-    /// raised meanwhile goes through the FIFO.
-    @exclusivity(unchecked) private var handlingInPlace = false
-
-    /// A server message, handled at once on the loop thread as the transport hands it over, when
-    /// the FIFO is idle: the driver waits in the inbox with nothing queued, so no input is ahead of
-    /// this one and none is half done. Everything else — and this too when the driver is busy, the
-    /// inbox holds inputs, or the message is a PONG that may prove outbox messages received (that
-    /// awaits the store) — goes through the inbox as before. Handled in place, a message costs no
-    /// queueing, no task switch and no async frames (docs/session.md, "Handled in place").
-    /// Called on the loop thread (the transport's handler); false: queue it.
-    nonisolated func receivedOnLoop(_ conn: ConnectionID, _ bytes: [UInt8]) -> Bool {
-        assumeIsolated { driver in
-            driver.anticipateCommit(bytes.count)
-            return driver.handleReceivedInPlace(conn, bytes)
-        }
-    }
-
-    /// A message this size is most likely one the machine journals (an engagement, a mini-game, a
-    /// deep link; pings and most answers are smaller): when no commit is in flight, the store's
-    /// thread is woken while it is decoded, not after (docs/store.md, "Anticipation"). With a commit
-    /// in flight the next one follows it on a thread that is awake, and a woken thread would only
-    /// spin: under load (a backlog read in 64 KiB reads of hundreds of messages, commits back to
-    /// back) that spinning was ~3 % of the daemon's CPU.
-    private func anticipateCommit(_ messageBytes: Int) {
-        if messageBytes >= Self.anticipatedMessageBytes && commits.inFlight == 0 { store.executor.anticipateJob() }
-    }
-
-    private func handleReceivedInPlace(_ conn: ConnectionID, _ bytes: [UInt8]) -> Bool {
-        guard !handlingInPlace, !terminating, !stopped, inbox.isIdle else { return false }
-        if deliveries[conn] != nil, Self.isPong(bytes) { return false }
-        handlingInPlace = true
-        defer { handlingInPlace = false }
-        countInputs(1)
-        let now = Self.wallClockMs()
-        let input = SessionInput.received(conn, bytes)
-        if logLevel <= .trace { logger.trace("input \(input)") }
-        var actions = takeSpareActions()
-        machine.handle(input, now: now, into: &actions)
-        if actions.contains(where: \.awaitsStore) {
-            // Store work is awaited, one action after another, by the FIFO: the actions go first in
-            // line, and what arrives meanwhile queues behind them (the inbox is no longer empty).
-            inbox.yield(.perform(actions, now: now))
-            return true
-        }
-        var batch = Batch()
-        for i in actions.indices {
-            var action = SessionAction.clearUser
-            swap(&action, &actions[i])
-            performNow(consume action, now: now, batch: &batch)
-        }
-        sendBarrierIfNeeded(now: now)
-        keepSpareActions(&actions)
-        if journalBacklogBytes >= Self.pauseReadingBacklogBytes { updateReading() }
-        return true
     }
 
     /// Counts inputs for the heap trim after a burst.
@@ -429,11 +317,6 @@ actor SessionDriver {
 
     // MARK: Actions
 
-    /// The storage of the last input's actions, kept for the next one (``handle(_:now:results:)``).
-    @exclusivity(unchecked) private var spareActions: [SessionAction] = []
-    /// The largest action array kept: a reconnect's outbox flush can make hundreds.
-    static let maxSpareActions = 64
-
     /// What one `handle` call's actions did, for its `.markSent`.
     private struct Batch {
         /// uuids whose write failed: their `.markSent` must not remove them.
@@ -443,8 +326,8 @@ actor SessionDriver {
     }
 
     /// Performs an action that does not wait for the store (``SessionAction/awaitsStore`` false).
-    private func performNow(_ action: consuming SessionAction, now: Int64, batch: inout Batch) {
-        switch consume action {
+    private func performNow(_ action: SessionAction, now: Int64, batch: inout Batch) {
+        switch action {
         case .schedule(let kind, let atMs):
             arm(kind, atMs: atMs, now: now)
         case .cancel(let kind):
@@ -453,9 +336,9 @@ actor SessionDriver {
             emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
             let body = Self.body(of: event)
-            toSubscribers(.journaled(name: event.name, body: body, tsMs: now,
-                                     write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
-                                     loggedUID: logLevel <= .debug ? uid : nil))
+            toSubscribers(Outgoing(name: event.name, body: body, tsMs: now,
+                                   write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
+                                   loggedUID: logger.logLevel <= .debug ? uid : nil))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
@@ -468,7 +351,7 @@ actor SessionDriver {
                 try connection.send(text: String(decoding: message.bytes, as: UTF8.self))
                 batch.conn = conn
                 if message.cid == 1 { deliveries[conn, default: Delivery()].pingsSent += 1 }
-                if logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
+                if logger.logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
             } catch {
                 batch.unsent.insert(message.uuid)
                 logger.debug("not sent: \(error)", metadata: ["conn": "\(conn)", "message": "\(message)"])
@@ -508,10 +391,7 @@ actor SessionDriver {
             notify { try $0.status(state.rawValue) }
             // Ready: the start-up and the handshake are done; trim once the session is quiet. The
             // mappings seen now are the ones that trim may drop pages of (ProcessMemory).
-            if state == .ready {
-                trimTimer?.schedule(after: Self.trimDelay)
-                loop.blockingPool.submit { ProcessMemory.noteReadOnlyFileMappings() }
-            }
+            if state == .ready { trimTimer?.schedule(after: Self.trimDelay) }
         case .stopped:
             stopped = true
             logger.info("session stopped")
@@ -652,9 +532,6 @@ actor SessionDriver {
         }
     }
 
-    /// Server messages from this size up announce a journal commit to the store's thread.
-    static let anticipatedMessageBytes = 128
-
     /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
     static func isPong(_ bytes: [UInt8]) -> Bool {
         guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
@@ -662,15 +539,15 @@ actor SessionDriver {
     }
 
     private func emit(_ event: DaemonEvent, now: Int64) {
-        if event.name == "session" || event.name == "error", logLevel <= .info {
+        if event.name == "session" || event.name == "error", logger.logLevel <= .info {
             logger.info("\(event.name): \(Self.summary(event.data))")
         }
         let body = Self.body(of: event)
         if event.journaled {
-            toSubscribers(.journaled(name: event.name, body: body, tsMs: now,
-                                     write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body)), loggedUID: nil))
+            toSubscribers(Outgoing(name: event.name, body: body, tsMs: now,
+                                   write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body))))
         } else {
-            toSubscribers(.published(name: event.name, body: body, tsMs: now))
+            toSubscribers(Outgoing(name: event.name, body: body, tsMs: now))
         }
     }
 
@@ -696,175 +573,77 @@ actor SessionDriver {
         return (NewJournalEvent(name: event.name, tsMs: tsMs, body: body), body.lineBytes)
     }
 
-    // MARK: Group commit
+    // MARK: Journal and publication
 
-    /// An event on its way to subscribers; a journaled one waits for its commit.
+    /// An event on its way to subscribers, in emission order; a journaled one carries its row.
     private struct Outgoing {
         var name: String
-        /// The event's `data`, serialized once (an engagement's kept as the 110's bytes): journaled,
-        /// and appended to each subscriber's line from these bytes.
+        /// The event's `data`, serialized once: journaled, and appended to each subscriber's line.
         var body: EventBody
         var tsMs: Int64
-        /// The journal row; nil: not journaled (published in order with the journaled events around
-        /// it). Moved to the store when its commit starts (`takeWrites`).
+        /// The journal row; nil: not journaled (published in order with the journaled events around it).
         var write: JournalWrite?
-        /// Whether the event is journaled (its `write` may be at the store already).
-        let journaled: Bool
         /// The engagement uid for the `repeat dropped` debug line (kept only when it is logged).
-        let loggedUID: String?
-
-        /// A journaled event. (Deriving `journaled` from `write` in one initializer copied the row.)
-        static func journaled(name: String, body: EventBody, tsMs: Int64, write: JournalWrite, loggedUID: String?) -> Outgoing {
-            Outgoing(name: name, body: body, tsMs: tsMs, write: write, journaled: true, loggedUID: loggedUID)
-        }
-
-        /// An event published without being journaled.
-        static func published(name: String, body: EventBody, tsMs: Int64) -> Outgoing {
-            Outgoing(name: name, body: body, tsMs: tsMs, write: nil, journaled: false, loggedUID: nil)
-        }
-
-        /// Moves the journal rows out of `events`, in order, for the store (on its thread, as the
-        /// commit starts). Copied instead, each row's data and strings were retained there and
-        /// released again after the commit: reference counts on the event loop's objects from the
-        /// other thread, ~8 of them an engagement.
-        static func takeWrites(_ events: inout [Outgoing]) -> [JournalWrite] {
-            var writes: [JournalWrite] = []
-            writes.reserveCapacity(events.count)
-            for i in events.indices {
-                if let write = events[i].write.take() { writes.append(write) }
-            }
-            return writes
-        }
+        var loggedUID: String?
     }
 
-    /// The group commit's order and batching (CommitPipeline.swift): two commits may be at the
-    /// store at once, so one that waited for the disk is already queued there when the one before it
-    /// ends.
-    @exclusivity(unchecked) private var commits = CommitPipeline<Outgoing, CommitOutcome>(depth: 2) { $0.journaled }
-    /// What the store said of a commit: a seq (or nil for a repeat) per write, or why it failed.
-    private typealias CommitOutcome = (results: [JournalSeq?], failure: StoreError?)
-    private var journalIdleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The events emitted by the batch of inputs being handled (``commitPending()``).
+    private var pending: [Outgoing] = []
 
-    /// Publishes `event` in emission order. A journaled event is shown to subscribers only after
-    /// its commit reached the disk (socket-api.md); an event emitted while commits are in flight —
-    /// journaled or not, so the order holds — waits for them. The machine never waits for the
-    /// journal: no result of it feeds back.
-    private func toSubscribers(_ event: consuming Outgoing) {
-        let bytes = event.body.lineCount
-        let steps = commits.emitted(event)
-        if case .publishNow? = steps.first {} else { journalBacklogBytes += bytes }
-        run(steps)
+    private func toSubscribers(_ event: Outgoing) {
+        pending.append(event)
     }
-
-    /// Bytes of the events queued or in flight behind journal commits.
-    @exclusivity(unchecked) private var journalBacklogBytes = 0
 
     /// Backpressure on the server (docs/session.md, "Backpressure"): the socket stops being read
-    /// when this many bytes of server messages wait in the inbox, or this many bytes of events
-    /// wait for the journal (a slow disk); it is read again once both are below the resume marks.
+    /// when this many bytes of server messages wait in the inbox; it is read again once they are
+    /// below the resume mark.
     static let pauseReadingInboxBytes = 1 << 20
-    static let pauseReadingBacklogBytes = 2 << 20
     static let resumeReadingInboxBytes = 256 << 10
-    static let resumeReadingBacklogBytes = 512 << 10
 
-    /// Pauses or resumes reading the server by the backlog; after every batch of inputs and
-    /// every commit's publication.
+    /// Resumes reading the server once the inbox has drained; after every batch of inputs.
     private func updateReading() {
-        if journalBacklogBytes >= Self.pauseReadingBacklogBytes {
-            for (conn, connection) in connections where !connection.isReadingPaused {
-                connection.pauseReading()
-                logger.debug("server reading paused", metadata: ["conn": "\(conn)", "journal_backlog_bytes": "\(journalBacklogBytes)"])
-            }
-        } else if journalBacklogBytes < Self.resumeReadingBacklogBytes
-                    && inbox.queuedMessageBytes < Self.resumeReadingInboxBytes {
-            for (conn, connection) in connections where connection.isReadingPaused {
-                connection.resumeReading()
-                logger.debug("server reading resumed", metadata: ["conn": "\(conn)"])
-            }
+        guard inbox.queuedMessageBytes < Self.resumeReadingInboxBytes else { return }
+        for (conn, connection) in connections where connection.isReadingPaused {
+            connection.resumeReading()
+            logger.debug("server reading resumed", metadata: ["conn": "\(conn)"])
         }
     }
 
-    private func run(_ steps: [CommitPipeline<Outgoing, CommitOutcome>.Step]) {
-        for step in steps {
-            switch step {
-            case .publishNow(let event):
-                server.publish(name: event.name, body: event.body, seq: nil, tsMs: event.tsMs)
-            case .submit(let ticket, let batch):
-                commit(batch, ticket: ticket)
-            case .publishCommitted(_, let batch, let outcome):
-                for event in batch { journalBacklogBytes -= event.body.lineCount }
-                publishCommitted(batch, results: outcome.results, failure: outcome.failure)
-            case .publishWaiting(let events):
-                for event in events { journalBacklogBytes -= event.body.lineCount }
-                server.publish(events.map { PreparedEvent(name: $0.name, seq: nil, tsMs: $0.tsMs, body: $0.body) })
+    /// Commits the batch's journaled events in one transaction, then publishes all of the batch's
+    /// events in emission order: a journaled event is shown only once it is on disk (socket-api.md),
+    /// and an event emitted after it is not shown before it.
+    private func commitPending() async {
+        guard !pending.isEmpty else { return }
+        let events = pending
+        pending = []
+        let writes = events.compactMap(\.write)
+        var results: [JournalSeq?] = []
+        var failure: StoreError?
+        if !writes.isEmpty {
+            do throws(StoreError) {
+                results = try await store.journal(writes)
+            } catch {
+                failure = error
             }
         }
-        if commits.isIdle && !journalIdleWaiters.isEmpty {
-            let waiters = journalIdleWaiters
-            journalIdleWaiters = []
-            for waiter in waiters { waiter.resume() }
-        }
-    }
-
-    /// Hands the commit to the store's thread at once (its FIFO, in ticket order: commits are
-    /// submitted in the order they are made), and its outcome back to the loop. No task: a `Task`
-    /// made here started only once the loop was free again — after the whole read being handled,
-    /// hundreds of messages under load, while the store's thread, woken for it (anticipation),
-    /// spun idle — and cost a task and two executor hops per commit.
-    private func commit(_ batch: CommitBatch<Outgoing>, ticket: Int) {
-        let store = self.store
-        let loop = self.loop
-        store.executor.submit { [weak self] in
-            // The batch is sealed on the store's thread as the commit starts: it holds every event
-            // emitted while the commit before it ran (CommitPipeline).
-            let outcome: CommitOutcome = store.assumeIsolated { store in
-                do throws(StoreError) {
-                    return (try store.journal(sealing: { batch.seal { Outgoing.takeWrites(&$0) } }), nil)
-                } catch {
-                    return ([], error)
-                }
-            }
-            _ = loop.execute { [weak self] in
-                self?.assumeIsolated { $0.committed(ticket: ticket, outcome: outcome) }
-            }
-        }
-    }
-
-    private func committed(ticket: Int, outcome: CommitOutcome) {
-        run(commits.committed(ticket: ticket, outcome: outcome))
-        updateReading()
-    }
-
-    /// The lines of a committed batch, in order, as one task on the loop.
-    private func publishCommitted(_ batch: [Outgoing], results: [JournalSeq?], failure: StoreError?) {
         var next = results.makeIterator()
         var ready: [PreparedEvent] = []
-        ready.reserveCapacity(batch.count)
-        // Borrowed through the buffer pointer: a copy of each event retained and released its fields.
-        batch.withUnsafeBufferPointer { batch in
-            for i in batch.indices {
-                guard batch[i].journaled else {
-                    ready.append(PreparedEvent(name: batch[i].name, seq: nil, tsMs: batch[i].tsMs, body: batch[i].body))
-                    continue
-                }
-                if let failure {
-                    server.publish(ready)
-                    ready = []
-                    journalFailed(batch[i].name, failure, now: batch[i].tsMs)
-                } else if let seq = next.next() ?? nil {
-                    ready.append(PreparedEvent(name: batch[i].name, seq: seq, tsMs: batch[i].tsMs, body: batch[i].body))
-                } else if logLevel <= .debug {
-                    logger.debug("repeat dropped", metadata: ["event": "\(batch[i].name)", "engagement_uid": "\(batch[i].loggedUID ?? "")"])
-                }
+        for event in events {
+            guard event.write != nil else {
+                ready.append(PreparedEvent(name: event.name, seq: nil, tsMs: event.tsMs, body: event.body))
+                continue
+            }
+            if let failure {
+                server.publish(ready)
+                ready = []
+                journalFailed(event.name, failure, now: event.tsMs)
+            } else if let seq = next.next() ?? nil {
+                ready.append(PreparedEvent(name: event.name, seq: seq, tsMs: event.tsMs, body: event.body))
+            } else if logger.logLevel <= .debug {
+                logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(event.loggedUID ?? "")"])
             }
         }
         server.publish(ready)
-    }
-
-    /// Returns when every emitted event has been committed and published.
-    private func journalDrained() async {
-        guard !commits.isIdle else { return }
-        await withCheckedContinuation { journalIdleWaiters.append($0) }
     }
 
     /// An event that could not be journaled is not shown to anyone (it would not be replayable);
@@ -906,19 +685,8 @@ actor SessionDriver {
         }
     }
 
-    /// The deadline each session timer's `LoopTimer` is armed for (the machine's clock, ms); nil when
-    /// it is not armed.
-    @exclusivity(unchecked) private var timerArmedAt = SessionTimerSlots<Int64>()
-    /// A deadline moved later by less than this keeps the loop timer armed for the earlier one:
-    /// every server message pushes the keepalive deadline back by a few microseconds, and re-arming
-    /// the loop timer for each was ~1 % of the loop thread under load. When the earlier deadline
-    /// comes, the timer arms itself again for the rest (`loopTimerFired`). Bigger moves (an idle
-    /// session's, ~30 s at each server PING) re-arm at once, so the idle daemon wakes no more often.
-    static let lazyRearmMs: Int64 = 1_000
-
     private func arm(_ kind: SessionTimer, atMs: Int64, now: Int64) {
         timerDeadlines[kind] = atMs
-        if let armed = timerArmedAt[kind], armed <= atMs, atMs - armed < Self.lazyRearmMs { return }
         let timer: LoopTimer
         if let existing = timers[kind] {
             timer = existing
@@ -930,24 +698,20 @@ actor SessionDriver {
             }
             timers[kind] = timer
         }
-        timerArmedAt[kind] = atMs
         timer.schedule(after: .milliseconds(max(0, atMs - now)))
     }
 
     private func disarm(_ kind: SessionTimer) {
         timerDeadlines[kind] = nil
-        timerArmedAt[kind] = nil
         timers[kind]?.cancel()
     }
 
-    /// The loop timer of `kind` fired: the machine's timer fires, unless its deadline moved later
-    /// meanwhile (`lazyRearmMs`), when the loop timer is armed again for it.
+    /// The loop timer of `kind` fired: the machine's timer fires, unless the wall clock is still short
+    /// of its deadline (the loop's monotonic clock and the wall clock may disagree by a millisecond).
     private func loopTimerFired(_ kind: SessionTimer) {
-        timerArmedAt[kind] = nil
         guard let at = timerDeadlines[kind] else { return }
         let now = Self.wallClockMs()
         if at > now, let timer = timers[kind] {
-            timerArmedAt[kind] = at
             timer.schedule(after: .milliseconds(at - now))
             return
         }
