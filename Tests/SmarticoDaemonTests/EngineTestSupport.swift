@@ -355,7 +355,8 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
 
     /// Writes the configuration. `session`: extra keys of `session` (e.g. keepalive).
     func writeConfig(url: String, user: String? = "alice", hash: String? = "h", hashCommand: [String]? = nil,
-                     session: JSONObject = [:], client: JSONObject = [:], logLevel: String = "debug") throws {
+                     session: JSONObject = [:], client: JSONObject = [:], socket: JSONObject = [:],
+                     journal: JSONObject = [:], logLevel: String = "debug") throws {
         var userObject: JSONObject = [:]
         if let user { userObject["ext_user_id"] = .string(user) }
         if let hash { userObject["hash"] = .string(hash) }
@@ -365,15 +366,18 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
             "reconnect": ["initial_ms": 50, "max_ms": 300, "multiplier": 2.0],
         ]
         for (k, v) in session { sessionObject[k] = v }
-        let config: JSONObject = [
+        var socketObject: JSONObject = ["path": .string(socketPath)]
+        for (k, v) in socket { socketObject[k] = v }
+        var config: JSONObject = [
             "server": ["url": .string(url), "label_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"],
             "client": .object(client),
             "user": .object(userObject),
             "session": .object(sessionObject),
-            "socket": ["path": .string(socketPath)],
+            "socket": .object(socketObject),
             "state_dir": .string(stateDir),
             "log": ["level": .string(logLevel)],
         ]
+        if !journal.isEmpty { config["journal"] = .object(journal) }
         try Data(config.serialized()).write(to: URL(fileURLWithPath: configPath))
     }
 
