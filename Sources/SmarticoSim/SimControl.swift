@@ -162,7 +162,14 @@ public enum SimControl {
             guard let on = try bool(r, "enabled") else { throw .invalid("uuid_echo needs \"enabled\": true or false") }
             return try setMode { $0.echoUUID = on }
         case "clear":
-            try server.clearFaults(client: client)
+            // "only": one persistent mode cleared, the others kept (a test can move from one
+            // rejection to the next without a window in which neither holds).
+            switch try string(r, "only") {
+            case nil: try server.clearFaults(client: client)
+            case "reject_init"?: return try setMode { $0.rejectInit = nil; $0.rejectInitMessage = nil }
+            case "reject_identify"?: return try setMode { $0.rejectIdentify = nil; $0.rejectIdentifyMessage = nil }
+            case let other?: throw .invalid("fault clear \"only\" must be reject_init or reject_identify, got \"\(other.truncatedUTF8(40))\"")
+            }
             return (["ok": true, "kind": "clear", "scope": scope], [])
         case "close_abruptly", "close", "malformed_json", "malformed_frame":
             let action: SimFaultAction

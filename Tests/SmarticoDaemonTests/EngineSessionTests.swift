@@ -232,8 +232,8 @@ struct EngineSessionTests {
 
         // IDENTIFY rejected with a fatal errCode: the session stays up, anonymous, and that hash
         // is never sent again, reconnects included.
-        _ = try await sim.control(["op": "fault", "kind": "clear"])
         _ = try await sim.control(["op": "fault", "kind": "reject_identify", "errCode": 100000, "errMsg": "bad hash"])
+        _ = try await sim.control(["op": "fault", "kind": "clear", "only": "reject_init"])
         let identifyRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
         #expect(identifyRejected?["data"]?["errCode"]?.int64Value == 100000, "log:\n\(setup.log)")
         #expect(try await eventually { try await Self.isReady(client, identified: false) })
