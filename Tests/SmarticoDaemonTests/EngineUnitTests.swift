@@ -4,8 +4,8 @@ import Testing
 import Transport
 @testable import SmarticoDaemon
 
-/// The driver's small pure pieces: connect options from the configuration, PONG recognition,
-/// the log summary of events.
+/// The driver's small pure pieces: connect options from the configuration, the log summary of
+/// events.
 @Suite("Engine: driver helpers")
 struct EngineUnitTests {
     static func resolved(_ json: String, environment: [String: String] = [:]) throws -> ResolvedConfig {
@@ -14,7 +14,6 @@ struct EngineUnitTests {
 
     /// Every timer has a slot of its own: setting, reading and removing one leaves the others be.
     @Test func sessionTimerSlotsKeepOneValuePerTimer() {
-        #expect(Set(SessionTimer.allCases.map(\.slot)) == Set(0 ..< SessionTimer.allCases.count))
         var slots = SessionTimerSlots<Int64>()
         for (i, timer) in SessionTimer.allCases.enumerated() { slots[timer] = Int64(i) * 10 }
         for (i, timer) in SessionTimer.allCases.enumerated() { #expect(slots[timer] == Int64(i) * 10, "\(timer)") }
@@ -56,16 +55,6 @@ struct EngineUnitTests {
         #expect(options.proxy == nil)
         #expect(options.connectTimeout == .seconds(10))
         if case .system = options.tls.trustRoots {} else { Issue.record("trust roots: \(options.tls.trustRoots)") }
-    }
-
-    @Test func pongRecognition() {
-        #expect(SessionDriver.isPong(Array(#"{"cid":2,"ts":1,"uuid":"x"}"#.utf8)))
-        #expect(!SessionDriver.isPong(Array(#"{"cid":1,"ts":1,"uuid":"x"}"#.utf8)))
-        #expect(!SessionDriver.isPong(Array("not json".utf8)))
-        #expect(!SessionDriver.isPong(Array(#"[2]"#.utf8)))
-        // Big messages are never PONGs (and are not parsed).
-        let big = #"{"cid":2,"pad":""# + String(repeating: "a", count: 600) + #""}"#
-        #expect(!SessionDriver.isPong(Array(big.utf8)))
     }
 
     @Test func eventSummaryForLogsNamesStateReasonAndCode() {

@@ -35,13 +35,13 @@ import Testing
         h.initOK()
         // 59 s ready, then a failure: attempt 4, ceiling 4000.
         h.keepAlive(for: 59_000)
-        let early = h.feed(.closed(h.conn!, code: 1006, reason: ""))
+        let early = h.feed(.closed(h.conn!, code: 1006, reason: "", clean: false))
         #expect(early.events("session").first?.data["attempt"] == .number(4))
         h.advance(by: h.timers[.backoff]! - h.now)
         h.connected()
         h.initOK()
         h.keepAlive(for: 60_000)
-        let late = h.feed(.closed(h.conn!, code: 1006, reason: ""))
+        let late = h.feed(.closed(h.conn!, code: 1006, reason: "", clean: false))
         let s = try #require(late.events("session").first?.data.objectValue)
         #expect(s["attempt"] == .number(1))
         #expect(s["reason"] == .string("server_closed"))
@@ -75,7 +75,7 @@ import Testing
         #expect(done.contains(.clearUser))
         #expect(done.closes == [1000])
         #expect(done.reply(1)?.value == .object([:]))
-        let again = h.feed(.closed(h.conn!, code: 1000, reason: ""))
+        let again = h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
         #expect(again.connects.count == 1)
         h.connected()
         let anon = h.initOK()
@@ -124,7 +124,7 @@ import Testing
         #expect(!s.contains(.stopped))
         let refused = h.feed(.request(SessionRequestID(2), .event(eventType: "x", payload: nil)))
         #expect(refused.reply(2)?.error?.code == .notReady)
-        let closed = h.feed(.closed(h.conn!, code: 1000, reason: ""))
+        let closed = h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
         #expect(closed.last == .stopped)
         #expect(closed.connects.isEmpty)
         #expect(h.timers.isEmpty)
@@ -157,7 +157,7 @@ import Testing
         let moved = "ws://127.0.0.1:9090/websocket/services?master&domain=app.example&version=1.2.3"
         let changed = h.feed(.reload(SessionFixtures.config(url: moved)))
         #expect(changed.closes == [1000])
-        let reopened = h.feed(.closed(h.conn!, code: 1000, reason: ""))
+        let reopened = h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
         #expect(reopened.connects == [moved])
     }
 

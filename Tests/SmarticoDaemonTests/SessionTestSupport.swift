@@ -140,7 +140,7 @@ struct Harness {
     /// The server closes the connection and the backoff runs out: a new connection is open.
     @discardableResult
     mutating func reconnect() -> [SessionAction] {
-        var a = feed(.closed(conn!, code: 1006, reason: "gone"))
+        var a = feed(.closed(conn!, code: 1006, reason: "gone", clean: false))
         a += advance(by: timers[.backoff]! - now)
         a += connected()
         return a

@@ -159,17 +159,21 @@ import Testing
         let ok = h.identifyOK()
         #expect(ok.loads == 1)
         let flushed = h.feed(.outboxLoaded(entries))
-        #expect(flushed.sent.map(\.cid) == [9, 103])
-        #expect(flushed.sent.map { $0["uuid"]?.stringValue ?? "" } == entries.map(\.uuid))
-        #expect(flushed.markedSent == entries.map(\.uuid))
+        // In order, then the barrier PING whose PONG proves they were read.
+        #expect(flushed.sent.map(\.cid) == [9, 103, 1])
+        #expect(flushed.sent.prefix(2).map { $0["uuid"]?.stringValue ?? "" } == entries.map(\.uuid))
+        #expect(flushed.markedSent.isEmpty)
+        #expect(h.server(["cid": 2]).markedSent == entries.map(\.uuid))
 
-        // Ready: a new message is stored, then sent at once, then marked sent.
+        // Ready: a new message is stored, then sent at once, then removed once the server read it.
         h.feed(.request(SessionRequestID(3), .minigameAck(sawTemplateID: 5, pendingMessageID: 77)))
         let e3 = try #require(h.all.stored.last)
         let now3 = h.feed(.outboxStored(uuid: e3.uuid, failure: nil))
         #expect(now3.sent(cid: 711).first?["pending_message_id"] == .number(77))
-        #expect(now3.markedSent == [e3.uuid])
+        #expect(now3.sent.map(\.cid) == [711, 1])
+        #expect(now3.markedSent.isEmpty)
         #expect(now3.reply(3)?.value?["queued"] == .bool(false))
+        #expect(h.server(["cid": 2]).markedSent == [e3.uuid])
     }
 
     @Test func sendIsValidatedAndQueueFullIsReported() throws {
@@ -450,8 +454,8 @@ import Testing
         let old = OutboxEntry(uuid: "old", cid: 9, bytes: Array(#"{"cid":9,"eventType":"a","uuid":"old"}"#.utf8), createdMs: 1)
         #expect(h.feed(.outboxLoaded([old])).sent.isEmpty) // the first connection's load
         let fresh = h.feed(.outboxLoaded([old]))
-        #expect(fresh.sent.map { $0["uuid"] } == [.string("old")])
-        #expect(fresh.markedSent == ["old"])
+        #expect(fresh.sent.map(\.cid) == [9, 1])
+        #expect(fresh.sent.first?["uuid"] == .string("old"))
     }
 
     @Test func aNewerIdentifySupersedesAPendingOne() throws {

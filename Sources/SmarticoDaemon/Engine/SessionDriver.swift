@@ -60,10 +60,6 @@ actor SessionDriver {
     /// How often journal retention runs without appends.
     static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
-    /// Outbox messages written but not yet known to be received, per connection (see ``Delivery``).
-    private var deliveries: [ConnectionID: Delivery] = [:]
-    /// Connections we asked to close (a clean close handshake then proves receipt).
-    private var closingByUs: Set<ConnectionID> = []
     private var nextRequestID: UInt64 = 1
     private var stopped = false
     private var terminating = false
@@ -171,9 +167,6 @@ actor SessionDriver {
     private func process(_ input: DriverInput) async {
         switch input {
         case .session(let sessionInput):
-            if case .received(let conn, let bytes) = sessionInput, deliveries[conn] != nil, Self.isPong(bytes) {
-                await pongReceived(on: conn, now: Self.wallClockMs())
-            }
             await feed(sessionInput)
         case .timer(let kind, let atMs):
             guard timerDeadlines[kind] == atMs else { return }
@@ -214,10 +207,8 @@ actor SessionDriver {
             await feed(.connected(conn))
         case .transportClosed(let conn, let code, let reason, let clean):
             connections[conn] = nil
-            // Only a close handshake we started proves the server read what we wrote before it.
-            await settleDeliveries(of: conn, received: closingByUs.remove(conn) != nil && clean)
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
-            await feed(.closed(conn, code: code, reason: reason))
+            await feed(.closed(conn, code: code, reason: reason, clean: clean))
         case .call(let call, let reply):
             await answer(call, reply)
         case .terminate(let signal):
@@ -295,15 +286,13 @@ actor SessionDriver {
     /// One `machine.handle` and its actions, in order, the store's awaited.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
         if logger.logLevel <= .trace { logger.trace("input \(input)") }
-        var batch = Batch()
         for action in machine.handle(input, now: now) {
             if action.awaitsStore {
                 await performStore(action, results: &results)
             } else {
-                performNow(action, now: now, batch: &batch)
+                performNow(action, now: now)
             }
         }
-        sendBarrierIfNeeded(now: now)
     }
 
     /// Counts inputs for the heap trim after a burst.
@@ -317,16 +306,8 @@ actor SessionDriver {
 
     // MARK: Actions
 
-    /// What one `handle` call's actions did, for its `.markSent`.
-    private struct Batch {
-        /// uuids whose write failed: their `.markSent` must not remove them.
-        var unsent: Set<String> = []
-        /// The connection the batch's messages were written on.
-        var conn: ConnectionID?
-    }
-
     /// Performs an action that does not wait for the store (``SessionAction/awaitsStore`` false).
-    private func performNow(_ action: SessionAction, now: Int64, batch: inout Batch) {
+    private func performNow(_ action: SessionAction, now: Int64) {
         switch action {
         case .schedule(let kind, let atMs):
             arm(kind, atMs: atMs, now: now)
@@ -342,23 +323,20 @@ actor SessionDriver {
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
+            // A failed write means the connection is going away: the machine hears `.closed`, and
+            // outbox messages not confirmed on it stay in the outbox.
             guard let connection = connections[conn] else {
-                batch.unsent.insert(message.uuid)
                 logger.debug("not sent, connection gone", metadata: ["conn": "\(conn)", "message": "\(message)"])
                 return
             }
             do {
                 try connection.send(text: String(decoding: message.bytes, as: UTF8.self))
-                batch.conn = conn
-                if message.cid == 1 { deliveries[conn, default: Delivery()].pingsSent += 1 }
                 if logger.logLevel <= .debug { logger.debug("sent \(message)", metadata: ["conn": "\(conn)"]) }
             } catch {
-                batch.unsent.insert(message.uuid)
                 logger.debug("not sent: \(error)", metadata: ["conn": "\(conn)", "message": "\(message)"])
             }
         case .close(let conn, let code, let reason):
             if connecting.remove(conn) != nil { return }
-            if connections[conn] != nil { closingByUs.insert(conn) }
             do {
                 try connections[conn]?.close(code: WebSocketCloseCode(UInt16(clamping: code)), reason: reason)
             } catch {
@@ -366,23 +344,12 @@ actor SessionDriver {
             }
         case .abort(let conn):
             if connecting.remove(conn) != nil { return }
-            // Nothing more can be proven received on it: its unconfirmed messages go back to the outbox.
-            deliveries[conn] = nil
             connections[conn]?.abort()
         case .runHashCommand(let token, let argv, let user):
             let inbox = self.inbox
             // The runner spawns and waits on its own thread; this only awaits its answer.
             HashCommandRunner.start(argv: argv, user: user) { outcome in
                 inbox.yield(.session(.hashResult(token: token, outcome)))
-            }
-        case .markSent(let uuids):
-            let sent = batch.unsent.isEmpty ? uuids : uuids.filter { !batch.unsent.contains($0) }
-            if sent.count != uuids.count {
-                logger.info("\(uuids.count - sent.count) message(s) stay in the outbox: the connection closed before they were written")
-            }
-            // Written is not received: they leave the outbox when the server proves it read them.
-            if let conn = batch.conn, connections[conn] != nil, !sent.isEmpty {
-                deliveries[conn, default: Delivery()].unconfirmed += sent
             }
         case .reply(let id, let result):
             replies.removeValue(forKey: id)?.complete(result)
@@ -395,7 +362,7 @@ actor SessionDriver {
         case .stopped:
             stopped = true
             logger.info("session stopped")
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent:
             preconditionFailure("a store action: performStore")
         }
     }
@@ -437,17 +404,13 @@ actor SessionDriver {
             results.append(.outboxStored(uuid: entry.uuid, failure: failure))
         case .loadOutbox(let limit):
             var entries: [OutboxEntry] = []
-            // Messages written on a live connection and awaiting proof of receipt are still in the
-            // store but must not be sent again on it.
-            var inFlight: Set<String> = []
-            for delivery in deliveries.values { inFlight.formUnion(delivery.allUUIDs) }
             do throws(StoreError) {
-                let waiting = try await store.peek(limit: limit + inFlight.count, kind: .socket)
-                entries = waiting.lazy.filter { !inFlight.contains($0.uuid) }.prefix(limit).map {
+                let waiting = try await store.peek(limit: limit, kind: .socket)
+                entries = waiting.map {
                     OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
                 }
-                if waiting.count < limit + inFlight.count {
-                    entries += try await store.latestMessages().filter { !inFlight.contains($0.uuid) }.map {
+                if waiting.count < limit {
+                    entries += try await store.latestMessages().map {
                         OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
                     }
                 }
@@ -456,87 +419,13 @@ actor SessionDriver {
                 entries = []
             }
             results.append(.outboxLoaded(entries))
+        case .markSent(let uuids):
+            await storeWork("markSent") { _ = try await $0.markSent(uuids) }
         default:
             preconditionFailure("not a store action: performNow")
         }
     }
 
-    // MARK: Proof of receipt
-
-    /// The outbox messages of one connection that were written but not yet proven received.
-    ///
-    /// A written message can still be lost: when the daemon dies (kill -9) with unread server
-    /// data in its receive buffer, the kernel resets the connection and the server may drop
-    /// what it had not read yet. So a message leaves the outbox only when the server proved it
-    /// read it: it answered a PING written after the message (the server answers PINGs in
-    /// order, one PONG each), or it completed the close handshake we started after it. Until
-    /// then a crash or a dead connection sends it again, with the same uuid.
-    struct Delivery {
-        /// PINGs written on this connection (the machine's keepalive and our barriers).
-        var pingsSent = 0
-        /// PONGs received on it.
-        var pongsReceived = 0
-        /// Written since the last barrier PING.
-        var unconfirmed: [String] = []
-        /// Barrier PINGs in flight: the PING's number and the messages written before it.
-        var barriers: [(ping: Int, uuids: [String])] = []
-
-        var allUUIDs: [String] { unconfirmed + barriers.flatMap(\.uuids) }
-    }
-
-    /// After a batch: one barrier PING per connection at a time, after its unconfirmed messages.
-    private func sendBarrierIfNeeded(now: Int64) {
-        for (conn, delivery) in deliveries where !delivery.unconfirmed.isEmpty && delivery.barriers.isEmpty {
-            guard let connection = connections[conn] else { continue }
-            let uuid = UUIDv4.random().string
-            let ping: JSONObject = ["cid": 1, "ts": .number(now), "uuid": .string(uuid)]
-            do {
-                try connection.send(text: String(decoding: ping.serialized(), as: UTF8.self))
-            } catch {
-                continue
-            }
-            var d = delivery
-            d.pingsSent += 1
-            d.barriers.append((d.pingsSent, d.unconfirmed))
-            d.unconfirmed = []
-            deliveries[conn] = d
-        }
-    }
-
-    /// A PONG on `conn`: the barriers it answers are received; their messages leave the outbox.
-    private func pongReceived(on conn: ConnectionID, now: Int64) async {
-        guard var d = deliveries[conn] else { return }
-        d.pongsReceived += 1
-        var confirmed: [String] = []
-        while let first = d.barriers.first, first.ping <= d.pongsReceived {
-            confirmed += first.uuids
-            d.barriers.removeFirst()
-        }
-        deliveries[conn] = d
-        if !confirmed.isEmpty {
-            await storeWork("markSent") { _ = try await $0.markSent(confirmed) }
-            sendBarrierIfNeeded(now: now)
-        }
-    }
-
-    /// `conn` ended: a clean close we started proves receipt; otherwise its unconfirmed messages
-    /// stay in the outbox for the next connection.
-    private func settleDeliveries(of conn: ConnectionID, received: Bool) async {
-        guard let d = deliveries.removeValue(forKey: conn) else { return }
-        let uuids = d.allUUIDs
-        guard !uuids.isEmpty else { return }
-        if received {
-            await storeWork("markSent") { _ = try await $0.markSent(uuids) }
-        } else {
-            logger.info("\(uuids.count) message(s) written but not proven received stay in the outbox (sent again, same uuid)")
-        }
-    }
-
-    /// A PONG (cid 2)? PONGs are small; bigger messages are not parsed.
-    static func isPong(_ bytes: [UInt8]) -> Bool {
-        guard bytes.count <= 512, case .object(let o)? = try? JSONValue(parsing: bytes) else { return false }
-        return o["cid"]?.int64Value == 2
-    }
 
     private func emit(_ event: DaemonEvent, now: Int64) {
         if event.name == "session" || event.name == "error", logger.logLevel <= .info {
@@ -663,13 +552,6 @@ actor SessionDriver {
     }
 
     private func connect(_ conn: ConnectionID, url: String) {
-        // The machine has given up every other connection: what they wrote without proof goes
-        // back to the outbox now, so the new connection's flush sends it first, in order (a close
-        // handshake still running on an old one could otherwise hold it past that flush).
-        for (old, delivery) in deliveries where old != conn && !delivery.allUUIDs.isEmpty {
-            logger.info("\(delivery.allUUIDs.count) message(s) written on \(old) but not proven received stay in the outbox (sent again, same uuid)")
-        }
-        deliveries = [:]
         connecting.insert(conn)
         let options = connectOptions
         let loop = self.loop
@@ -767,7 +649,7 @@ extension SessionAction {
     /// every other one is performed at once.
     var awaitsStore: Bool {
         switch self {
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent:
             true
         default:
             false

@@ -6,15 +6,12 @@ import SmarticoProtocol
 /// (``EngagementJournal``).
 ///
 /// A class: an event's data is handed along the pipeline (the commit batch, the store's thread, the
-/// subscribers' lines) and every copy of a struct holding the 110's byte array, its member list and
-/// the popup URL retained and released all three (~21 reference-count operations an engagement);
-/// one immutable object costs one.
+/// subscribers' lines) as one immutable object.
 final class EngagementData: Sendable, Equatable {
     /// The 110 as received, or its compact serialization when the received bytes cannot go
     /// into a line as they are (``EngagementJournal/data(for:popupURLJSON:)``).
     let message: RawJSONObject
-    /// `popup_url`'s value as JSON: a string, or `null`. Serialized once per identity by the
-    /// machine, not once per engagement.
+    /// `popup_url`'s value as JSON: a string, or `null`.
     let popupURLJSON: [UInt8]
 
     init(message: RawJSONObject, popupURLJSON: [UInt8]) {
@@ -121,7 +118,7 @@ enum EngagementJournal {
     private static func line(journal: [UInt8], message: RawJSONObject) -> [UInt8] {
         var line: [UInt8] = []
         line.reserveCapacity(journal.count + message.objectRange.count + 24)
-        journal.withUnsafeBufferPointer { line.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<($0.count - 1)])) }
+        line.append(contentsOf: journal[..<(journal.count - 1)])
         line.appendLiteral(#","bridge":"#)
         BridgeMessage.appendShowEngagement(message, to: &line)
         line.append(UInt8(ascii: "}"))

@@ -31,7 +31,8 @@ extension SessionInput: CustomStringConvertible {
         case .connected(let c): "connected(\(c))"
         case .connectFailed(let c, let reason, let message): "connectFailed(\(c), \(reason): \(message))"
         case .received(let c, let bytes): "received(\(c), \(bytes.count) bytes)"
-        case .closed(let c, let code, let reason): "closed(\(c), code: \(code.map(String.init) ?? "none"), \(reason))"
+        case .closed(let c, let code, let reason, let clean):
+            "closed(\(c), code: \(code.map(String.init) ?? "none"), \(reason)\(clean ? ", clean" : ""))"
         case .timerFired(let t): "timerFired(\(t))"
         case .hashResult(let token, let outcome):
             switch outcome {

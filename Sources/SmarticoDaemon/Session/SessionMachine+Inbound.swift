@@ -20,12 +20,8 @@ extension SessionMachine {
         }
     }
 
-    /// The seen-set key: the identified user, or "" for an anonymous session. Static, given the
-    /// stored properties: as a getter on the machine the optimizer copied the whole machine before
-    /// reading them (~2 % of the loop thread in the saturation benchmark).
-    static func engagementUser(identified: Bool, _ user: UserState?) -> String {
-        identified ? (user?.extUserID ?? "") : ""
-    }
+    /// The seen-set key: the identified user, or "" for an anonymous session.
+    var engagementUser: String { identifiedOnConn ? (user?.extUserID ?? "") : "" }
 
     /// How late the server's PING may be, after the gap between its last two, before we PING.
     static let serverPingGraceMs: Int64 = 3_000
@@ -45,7 +41,7 @@ extension SessionMachine {
     mutating func restartSilenceTimer(now: Int64) {
         let keepaliveMs = Int64(sessionConfig.keepaliveS) * 1000
         var at = now + keepaliveMs
-        if let last = serverPingAtMs, let every = serverPingEveryMs {
+        if let c = connection, let last = c.serverPingAtMs, let every = c.serverPingEveryMs {
             let waitUntil = last + every + Self.serverPingGraceMs
             let latest = now + keepaliveMs + Int64(sessionConfig.deadAfterS) * 1000 - Self.deferredPingAnswerMs
             if waitUntil > at, waitUntil <= latest { at = waitUntil }
@@ -58,15 +54,15 @@ extension SessionMachine {
     /// (a deferred PING, see ``restartSilenceTimer(now:)``).
     func deadDeadline(pingAt: Int64) -> Int64 {
         let deadAfterMs = Int64(sessionConfig.deadAfterS) * 1000
-        guard let heard = heardAtMs else { return pingAt + deadAfterMs }
+        guard let heard = connection?.heardAtMs else { return pingAt + deadAfterMs }
         return min(pingAt + deadAfterMs, heard + Int64(sessionConfig.keepaliveS) * 1000 + deadAfterMs)
     }
 
     mutating func onReceived(_ c: ConnectionID, _ bytes: [UInt8], now: Int64) {
-        guard c == conn, isOpen else { return }
+        guard connection?.id == c else { return }
         counters.messagesIn += 1
         // Anything from the server shows the connection is alive.
-        heardAtMs = now
+        connection?.heardAtMs = now
         cancel(.dead)
         let msg: ServerMessage
         do {
@@ -89,8 +85,8 @@ extension SessionMachine {
         // Every message except PONG restarts the silence timer (Smartico's own clients do the same).
         if case .pong = msg {} else {
             if case .ping = msg {
-                if let last = serverPingAtMs { serverPingEveryMs = now - last }
-                serverPingAtMs = now
+                if let last = connection?.serverPingAtMs { connection?.serverPingEveryMs = now - last }
+                connection?.serverPingAtMs = now
             }
             restartSilenceTimer(now: now)
         }
@@ -109,6 +105,7 @@ extension SessionMachine {
         case .pong:
             counters.pongs += 1
             lastPingMs = now
+            pongReceived()
             return
         case .initSessionResponse(let r):
             onInitResponse(r, now: now)
@@ -128,18 +125,17 @@ extension SessionMachine {
         switch msg {
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
-            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURLJSON))
+            let popupURL = EngagementJournal.popupURLJSON(identity?.popupURL)
+            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
             if let uid = e.engagementUID {
-                let user = Self.engagementUser(identified: identifiedOnConn, self.user)
-                out.append(.journalOnce(user: user, uid: uid, event))
+                out.append(.journalOnce(user: engagementUser, uid: uid, event))
             } else {
                 out.append(.emit(event))
             }
         case .executeDeepLink(let d):
             let event = deepLinkEvent(source: "server", dp: d.dp, engagementUID: d.engagementUID)
             if let uid = d.engagementUID {
-                let user = Self.engagementUser(identified: identifiedOnConn, self.user)
-                out.append(.journalOnce(user: user, uid: uid, event))
+                out.append(.journalOnce(user: engagementUser, uid: uid, event))
             } else {
                 out.append(.emit(event))
             }
@@ -185,7 +181,7 @@ extension SessionMachine {
     /// A response to a pending `request`: by uuid first, else the oldest request sent on this
     /// connection that waits for this cid.
     mutating func matchPending(_ msg: ServerMessage, now: Int64) -> Bool {
-        guard let c = conn, !pending.isEmpty else { return false }
+        guard let c = connection?.id, !pending.isEmpty else { return false }
         let cid = msg.cid.rawValue
         var index: Int?
         if let u = msg.uuid { index = pending.firstIndex { $0.sentOn == c && $0.message.uuid == u } }

@@ -3,9 +3,10 @@ import SmarticoProtocol
 // The socket API ops that reach the session.
 extension SessionMachine {
     mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, now: Int64) {
-        guard !stopping, phase != .stopped, phase != .idle else {
-            reply(id, .failure(SessionReplyError(.notReady, stopping || phase == .stopped ? "the daemon is stopping" : "the session has not started")))
-            return
+        switch current {
+        case .stopped: return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping")))
+        case .idle: return reply(id, .failure(SessionReplyError(.notReady, "the session has not started")))
+        default: if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
         }
         switch request {
         case .identify(let ext, let hash): opIdentify(id, ext: ext, hash: hash, now: now)
@@ -88,12 +89,13 @@ extension SessionMachine {
             return
         }
         var queued = true
-        if gateOpen, !flushing, !stopping, let c = conn {
-            write(OutgoingMessage(bytes: w.entry.bytes, cid: Int64(w.entry.cid), uuid: uuid), on: c, now: now)
-            out.append(.markSent([uuid]))
-            queued = false
-        } else if gateOpen, flushing {
-            flushAgain = true
+        if gateOpen, let c = connection {
+            if c.flushing {
+                connection?.flushAgain = true
+            } else if !stopping {
+                write(OutgoingMessage(bytes: w.entry.bytes, cid: Int64(w.entry.cid), uuid: uuid), now: now, fromOutbox: true)
+                queued = false
+            }
         }
         if let id = w.id { reply(id, .success(.object(["uuid": .string(uuid), "queued": .bool(queued)]))) }
     }
@@ -126,10 +128,10 @@ extension SessionMachine {
             if phase == .hashing, hash != nil {
                 // A hash command is running for this user: the given hash wins.
                 beginIdentify(now: now)
-            } else if phase == .ready {
+            } else if let c = connection, c.phase == .ready {
                 // Anonymous on this connection: IDENTIFY now if this connection has not sent one,
                 // else (the server rejected it) reconnect for the new hash.
-                if !identifySentOnConn { beginIdentify(now: now) } else if hash != nil || hasCommand {
+                if !c.identifySent { beginIdentify(now: now) } else if hash != nil || hasCommand {
                     closeGracefully(then: .reconnect, reason: "identify", now: now)
                 }
             }
@@ -155,7 +157,7 @@ extension SessionMachine {
         case .ready where identifiedOnConn:
             logoutWaiters.append(id)
             send(Logout().json, now: now)
-            setPhase(.loggingOut, reason: "logout", now: now)
+            enter(.loggingOut, reason: "logout", now: now)
             schedule(.logoutWait, at: now + env.logoutWaitMs)
         case .loggingOut:
             logoutWaiters.append(id)
@@ -165,7 +167,7 @@ extension SessionMachine {
             hashToken &+= 1
             becomeReady(reason: "logout", now: now)
         default:
-            let reconnect = isOpen && identifySentOnConn
+            let reconnect = connection?.identifySent == true
             forgetUser()
             reply(id, .success(.object([:])))
             if reconnect {
@@ -220,9 +222,9 @@ extension SessionMachine {
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
         let m = stamp(message, now: now)
         pending.append(PendingRequest(id: id, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
-        if gateOpen, let c = conn {
-            pending[pending.count - 1].sentOn = c
-            write(m, on: c, now: now)
+        if gateOpen, let c = connection {
+            pending[pending.count - 1].sentOn = c.id
+            write(m, now: now)
         }
         rescheduleRequestTimer()
     }

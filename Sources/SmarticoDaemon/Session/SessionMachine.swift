@@ -34,13 +34,114 @@ public struct SessionEnvironment: Sendable {
 /// No I/O, no clock, no randomness of its own: the driver feeds inputs with the current time
 /// (`handle(_:now:)`, milliseconds since the epoch) and performs the returned actions in order.
 /// A value type: one owner (the driver's actor or loop) holds it and mutates it.
+///
+/// Where the session is lives in `current`, a ``State`` whose cases carry the data that exists only there:
+/// everything about one WebSocket (its session id, INIT answer, identify flags, keepalive and
+/// proof-of-receipt counts) is in a ``ConnectionState`` that ends with the connection, so none
+/// of it can reach the next one. What outlives connections (the user, push data, props,
+/// counters, waiting requests) is kept in stored properties.
 public struct SessionMachine: Sendable {
+    /// What a close we started leads to.
     enum AfterClose: Equatable { case reconnect, stop }
 
-    enum Phase: Equatable {
-        case idle, connecting, initializing, hashing, identifying, ready, loggingOut
-        case closing(AfterClose)
-        case backoff, stopped
+    /// Where the session is.
+    enum State {
+        /// Not started.
+        case idle
+        /// A WebSocket is being opened.
+        case connecting(ConnectingState)
+        /// A WebSocket is open.
+        case connected(ConnectionState)
+        /// We sent close 1000 and wait for the server's close.
+        case closing(ClosingState)
+        /// Waiting to reconnect.
+        case backoff(BackoffState)
+        /// Shut down; nothing more happens.
+        case stopped
+    }
+
+    struct ConnectingState {
+        let id: ConnectionID
+    }
+
+    /// One open WebSocket: everything here belongs to it and goes with it.
+    struct ConnectionState {
+        enum Phase: Equatable { case initializing, hashing, identifying, ready, loggingOut }
+
+        let id: ConnectionID
+        var phase: Phase = .initializing
+        let connectedAtMs: Int64
+        /// The `session_id` of this connection's INIT.
+        let sessionID: String
+        var initResponse: InitSessionResponse?
+        var identifySent = false
+        var identified = false
+        /// The hash of this connection's IDENTIFY.
+        var usedHash: String?
+        var languageSent = false
+        /// Rule 6: when the server was last heard from (any message, or the connection's start),
+        /// and its own PINGs — the last one and the gap before it.
+        var heardAtMs: Int64
+        var serverPingAtMs: Int64?
+        var serverPingEveryMs: Int64?
+        /// An outbox load is under way; `flushAgain`: load once more when it is done.
+        var flushing = false
+        var flushAgain = false
+        var receipts = Receipts()
+
+        init(id: ConnectionID, connectedAtMs: Int64, sessionID: String) {
+            self.id = id
+            self.connectedAtMs = connectedAtMs
+            self.sessionID = sessionID
+            heardAtMs = connectedAtMs
+        }
+    }
+
+    struct ClosingState {
+        /// The connection being closed (its data still shows in `status`).
+        var connection: ConnectionState
+        var after: AfterClose
+    }
+
+    struct BackoffState {
+        let retryAtMs: Int64
+    }
+
+    /// Proof of receipt for the outbox messages written on one connection.
+    ///
+    /// A written message can still be lost: when the daemon dies (kill -9) with unread server data
+    /// in its receive buffer, the kernel resets the connection and the server may drop what it had
+    /// not read yet. So a message leaves the outbox only when the server proved it read it: it
+    /// answered a PING written after the message (the server answers PINGs in order, one PONG
+    /// each), or it completed the close handshake we started. Until then a crash or a dead
+    /// connection sends it again on the next connection, with the same uuid.
+    struct Receipts {
+        /// PINGs written on the connection: keepalive and barriers, numbered from 1.
+        var pingsWritten = 0
+        var pongsReceived = 0
+        /// Outbox messages written since the last barrier PING.
+        var unconfirmed: [String] = []
+        /// The barrier PING in flight (at most one): its number and the messages written before it.
+        var barrier: (ping: Int, uuids: [String])?
+
+        /// Every outbox message written on the connection and not yet confirmed.
+        var written: [String] { (barrier?.uuids ?? []) + unconfirmed }
+
+        /// The PING just written is the barrier for the messages written before it.
+        mutating func barrierWritten() {
+            barrier = (pingsWritten, unconfirmed)
+            unconfirmed = []
+        }
+
+        /// Counts a PONG; returns the messages it confirms. A PONG when none of our PINGs waits
+        /// for one answers nothing and is not counted.
+        mutating func pongReceived() -> [String] {
+            guard pongsReceived < pingsWritten else { return [] }
+            pongsReceived += 1
+            guard let b = barrier, b.ping <= pongsReceived else { return [] }
+            barrier = nil
+            return b.uuids
+        }
     }
 
     enum UserSource: Equatable { case config, op }
@@ -56,6 +157,7 @@ public struct SessionMachine: Sendable {
         var message: OutgoingMessage
         var expectCid: Int64
         var deadlineMs: Int64
+        /// The connection it was written on (nil: not written on the current one).
         var sentOn: ConnectionID?
     }
 
@@ -70,7 +172,7 @@ public struct SessionMachine: Sendable {
         public var reconnects = 0
         public var messagesIn = 0
         public var messagesOut = 0
-        /// PINGs received from the server plus our own PINGs.
+        /// PINGs received from the server plus our own PINGs (keepalive and barrier).
         public var pings = 0
         /// PONGs sent plus PONGs received.
         public var pongs = 0
@@ -78,29 +180,24 @@ public struct SessionMachine: Sendable {
 
     // MARK: state
 
+    /// Where the session is (``state`` is its public name).
+    var current: State = .idle
+
     public private(set) var config: ResolvedConfig
     var env: SessionEnvironment
     var backoff: Backoff
     var out: [SessionAction] = []
 
-    var phase: Phase = .idle
+    /// The public state last announced.
     var publicState: SessionState = .disconnected
     var stateSinceMs: Int64 = 0
     var stopping = false
 
     var connectionCounter: UInt64 = 0
-    var conn: ConnectionID?
-    var connectedAtMs: Int64?
-    var sessionID: String?
-    var initResponse: InitSessionResponse?
     var attempt = 0
-    var deadlines = SessionTimerSlots<Int64>()
+    /// The deadline of each timer the driver has armed.
+    var deadlines: [SessionTimer: Int64] = [:]
     var lastPingMs: Int64?
-    /// Rule 6 on this connection: when the server was last heard from (any message, or the
-    /// connection's start), and its own PINGs — the last one and the gap before it.
-    var heardAtMs: Int64?
-    var serverPingAtMs: Int64?
-    var serverPingEveryMs: Int64?
     public internal(set) var counters = Counters()
 
     var deviceID = ""
@@ -113,29 +210,19 @@ public struct SessionMachine: Sendable {
     /// The hash the server rejected with a fatal errCode (`.some(nil)`: IDENTIFY without hash).
     var rejectedHash: String??
     var rejection: (errCode: Int64?, errMsg: String?)?
-    var identifySentOnConn = false
-    var identifiedOnConn = false
-    var usedHash: String?
+    /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
     var hashToken: UInt64 = 0
     var forceLogin = false
     var lastActivityMs: Int64?
     var activityPersistedMs: Int64?
-    var identity: IdentifyUserResponse? {
-        didSet { popupURLJSON = EngagementJournal.popupURLJSON(identity?.popupURL) }
-    }
-    /// `popup_url` of every engagement event as JSON (`identity`'s `native_app_popup_url`, or
-    /// `null`), serialized when the identity changes rather than for each engagement.
-    var popupURLJSON: [UInt8] = EngagementJournal.popupURLJSON(nil)
+    var identity: IdentifyUserResponse?
     var props: JSONObject = [:]
     var languageOverride: String?
-    var languageSentOnConn = false
 
     var pending: [PendingRequest] = []
     var identifyWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
     var logoutWaiters: [SessionRequestID] = []
     var awaitingStore: [String: StoreWaiter] = [:]
-    var flushing = false
-    var flushAgain = false
     /// `.loadOutbox` actions not yet answered; only the answer to the last one is used.
     var outstandingLoads = 0
 
@@ -156,10 +243,7 @@ public struct SessionMachine: Sendable {
         return actions
     }
 
-    /// `handle(_:now:)` with the actions put into `actions` (emptied first, its storage kept): the
-    /// driver hands the same array back for every input, so an engagement's actions (a timer, the
-    /// journal) cost no allocation — a new array for each, grown as they were appended, was two
-    /// allocations a server message.
+    /// `handle(_:now:)` with the actions put into `actions` (emptied first).
     public mutating func handle(_ input: SessionInput, now: Int64, into actions: inout [SessionAction]) {
         actions.removeAll(keepingCapacity: true)
         swap(&out, &actions)
@@ -169,7 +253,7 @@ public struct SessionMachine: Sendable {
         case .connected(let c): onConnected(c, now: now)
         case .connectFailed(let c, let reason, let message): onConnectFailed(c, reason: reason, message: message, now: now)
         case .received(let c, let bytes): onReceived(c, bytes, now: now)
-        case .closed(let c, let code, let reason): onClosed(c, code: code, reason: reason, now: now)
+        case .closed(let c, let code, let reason, let clean): onClosed(c, code: code, reason: reason, clean: clean, now: now)
         case .timerFired(let t): onTimer(t, now: now)
         case .hashResult(let token, let outcome): onHashResult(token, outcome, now: now)
         case .outboxStored(let uuid, let failure): onOutboxStored(uuid, failure, now: now)
@@ -178,6 +262,7 @@ public struct SessionMachine: Sendable {
         case .shutdown: onShutdown(now: now)
         case .reload(let newConfig): onReload(newConfig, now: now)
         }
+        sendBarrierIfNeeded(now: now)
     }
 
     // MARK: derived values
@@ -187,25 +272,47 @@ public struct SessionMachine: Sendable {
     /// The public state for the status object.
     public var state: SessionState { publicState }
 
-    static func publicState(of phase: Phase) -> SessionState {
-        switch phase {
+    static func publicState(of state: State) -> SessionState {
+        switch state {
         case .idle, .stopped: .disconnected
-        case .connecting, .closing(.reconnect): .connecting
-        case .initializing: .initializing
-        case .hashing, .identifying: .identifying
-        case .ready, .loggingOut: .ready
+        case .connecting: .connecting
+        case .connected(let c):
+            switch c.phase {
+            case .initializing: .initializing
+            case .hashing, .identifying: .identifying
+            case .ready, .loggingOut: .ready
+            }
+        case .closing(let s): s.after == .stop ? .stopping : .connecting
         case .backoff: .backoff
-        case .closing(.stop): .stopping
         }
     }
 
-    /// True while a WebSocket is open and usable.
-    var isOpen: Bool {
-        switch phase {
-        case .initializing, .hashing, .identifying, .ready, .loggingOut: true
-        default: false
+    /// The open connection; nil in any other state. Setting it changes an open connection only.
+    var connection: ConnectionState? {
+        get { if case .connected(let c) = current { c } else { nil } }
+        set { if let newValue, case .connected = current { current = .connected(newValue) } }
+    }
+
+    /// The open connection, also while we close it.
+    var lastConnection: ConnectionState? {
+        switch current {
+        case .connected(let c): c
+        case .closing(let s): s.connection
+        default: nil
         }
     }
+
+    /// The connection being opened, open or closing.
+    var connectionID: ConnectionID? {
+        if case .connecting(let s) = current { return s.id }
+        return lastConnection?.id
+    }
+
+    /// The phase of the open connection.
+    var phase: ConnectionState.Phase? { connection?.phase }
+
+    /// The user is identified on the connection (also while we close it).
+    var identifiedOnConn: Bool { lastConnection?.identified ?? false }
 
     /// Messages that act for the user may go: the session is ready and either the user is
     /// identified on this connection or there is no user at all (an anonymous session).
@@ -225,11 +332,22 @@ public struct SessionMachine: Sendable {
 
     mutating func makeUUID() -> String { UUIDv4.random(using: &env.random).string }
 
-    // MARK: phase and timers
+    // MARK: state changes and timers
 
-    mutating func setPhase(_ p: Phase, reason: String, now: Int64, extra: JSONObject = [:]) {
-        phase = p
-        let s = Self.publicState(of: p)
+    /// Enters `next`; tells the driver and subscribers when the public state changed.
+    mutating func enter(_ next: State, reason: String, now: Int64, extra: JSONObject = [:]) {
+        current = next
+        announce(reason: reason, now: now, extra: extra)
+    }
+
+    /// The open connection enters `phase`.
+    mutating func enter(_ phase: ConnectionState.Phase, reason: String, now: Int64) {
+        connection?.phase = phase
+        announce(reason: reason, now: now)
+    }
+
+    mutating func announce(reason: String, now: Int64, extra: JSONObject = [:]) {
+        let s = Self.publicState(of: current)
         guard s != publicState else { return }
         publicState = s
         stateSinceMs = now
@@ -270,7 +388,7 @@ public struct SessionMachine: Sendable {
     // MARK: start, connect
 
     mutating func start(_ snapshot: SessionSnapshot, now: Int64) {
-        guard phase == .idle else { return }
+        guard case .idle = current else { return }
         deviceID = config.config.client.deviceID ?? snapshot.deviceID
         fingerprint = snapshot.fingerprint
         if let stored = snapshot.user {
@@ -295,71 +413,57 @@ public struct SessionMachine: Sendable {
         if connectionCounter > 0 { counters.reconnects += 1 }
         connectionCounter += 1
         let c = ConnectionID(connectionCounter)
-        conn = c
-        resetConnectionState()
-        setPhase(.connecting, reason: reason, now: now)
+        connectionGone()
+        enter(.connecting(ConnectingState(id: c)), reason: reason, now: now)
         out.append(.connect(c, url: config.server.url))
         schedule(.connect, at: now + Int64(sessionConfig.connectTimeoutS) * 1000)
     }
 
-    mutating func resetConnectionState() {
-        identifySentOnConn = false
-        identifiedOnConn = false
-        usedHash = nil
-        sessionID = nil
-        initResponse = nil
-        connectedAtMs = nil
-        flushing = false
-        flushAgain = false
-        languageSentOnConn = false
-        heardAtMs = nil
-        serverPingAtMs = nil
-        serverPingEveryMs = nil
+    /// What outlives a connection but refers to it: a hash command run for it (its answer is
+    /// ignored) and the requests written on it (written again on the next one).
+    mutating func connectionGone() {
         hashToken &+= 1
         for k in pending.indices { pending[k].sentOn = nil }
     }
 
     mutating func onConnected(_ c: ConnectionID, now: Int64) {
-        guard c == conn, phase == .connecting else { return }
+        guard case .connecting(let s) = current, s.id == c else { return }
         cancel(.connect)
-        connectedAtMs = now
         let sid = makeUUID()
-        sessionID = sid
+        current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid))
         let cfg = config.config
         let initMessage = InitSessionRequest(
             labelKey: config.labelKey.key.exposedValue, brandKey: cfg.server.brandKey, deviceID: deviceID,
             page: page, trackerVersion: cfg.client.effectiveTrackerVersion, sessionID: sid, ua: userAgent(now: now))
         send(initMessage.json, now: now)
-        setPhase(.initializing, reason: "connected", now: now)
+        announce(reason: "connected", now: now)
         schedule(.response, at: now + Int64(sessionConfig.responseTimeoutS) * 1000)
-        heardAtMs = now
         restartSilenceTimer(now: now)
     }
 
     mutating func onConnectFailed(_ c: ConnectionID, reason: String, message: String, now: Int64) {
-        guard c == conn else { return }
-        if case .closing = phase {
-            afterClose(now: now, reason: phase == .closing(.stop) ? "shutdown" : "reconnect")
-        } else if phase == .connecting {
-            fail(reason: reason, message: message, now: now, transportGone: true)
-        }
+        guard case .connecting(let s) = current, s.id == c else { return }
+        fail(reason: reason, message: message, now: now, transportGone: true)
     }
 
-    /// Stamps (`ts`, `uuid` when absent) and writes a message on the current connection.
-    @discardableResult
-    mutating func send(_ json: JSONObject, now: Int64) -> OutgoingMessage? {
-        guard let c = conn else { return nil }
-        let m = stamp(json, now: now)
-        write(m, on: c, now: now)
-        return m
+    /// Stamps (`ts`, `uuid` when absent) and writes a message on the open connection.
+    mutating func send(_ json: JSONObject, now: Int64) {
+        guard connection != nil else { return }
+        write(stamp(json, now: now), now: now)
     }
 
-    mutating func write(_ m: OutgoingMessage, on c: ConnectionID, now: Int64) {
+    /// Writes `m` on the open connection. `fromOutbox`: it stays in the outbox until the server
+    /// proves it read it (``Receipts``).
+    mutating func write(_ m: OutgoingMessage, now: Int64, fromOutbox: Bool = false) {
+        guard var c = connection else { return }
         counters.messagesOut += 1
-        out.append(.send(c, m))
+        if m.cid == 1 { c.receipts.pingsWritten += 1 }
+        if fromOutbox { c.receipts.unconfirmed.append(m.uuid) }
+        connection = c
+        out.append(.send(c.id, m))
         // Keepalive is not activity: an idle but connected device still starts a new logical
         // session after login_after_inactivity_min.
-        if identifiedOnConn, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
+        if c.identified, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
     }
 
     mutating func stamp(_ json: JSONObject, now: Int64) -> OutgoingMessage {
@@ -376,17 +480,39 @@ public struct SessionMachine: Sendable {
         out.append(.recordActivity(atMs: now))
     }
 
+    // MARK: proof of receipt
+
+    /// After an input: outbox messages written since the last barrier get a PING behind them,
+    /// unless a barrier is still waiting for its PONG (one at a time per connection).
+    mutating func sendBarrierIfNeeded(now: Int64) {
+        guard let r = connection?.receipts, r.barrier == nil, !r.unconfirmed.isEmpty else { return }
+        counters.pings += 1
+        send(Ping().json, now: now)
+        connection?.receipts.barrierWritten()
+    }
+
+    /// A PONG on the open connection: what the PINGs it answers followed has been read.
+    mutating func pongReceived() {
+        guard let confirmed = connection?.receipts.pongReceived() else { return }
+        confirm(confirmed)
+    }
+
+    /// The server read these outbox messages: they leave the outbox.
+    mutating func confirm(_ uuids: [String]) {
+        if !uuids.isEmpty { out.append(.markSent(uuids)) }
+    }
+
     // MARK: failure, backoff, graceful close
 
-    /// Any failure: tell subscribers why, drop the connection, back off, reconnect.
+    /// Any failure: tell subscribers why, drop the connection, back off, reconnect. Outbox
+    /// messages written on it and not confirmed stay in the outbox.
     mutating func fail(reason: String, message: String, now: Int64, transportGone: Bool = false,
                        closeCode: Int? = nil) {
-        if let c = conn, !transportGone {
+        if let c = connectionID, !transportGone {
             if let code = closeCode { out.append(.close(c, code: code, reason: reason)) } else { out.append(.abort(c)) }
         }
-        conn = nil
         cancelConnectionTimers()
-        resetConnectionState()
+        connectionGone()
         if stopping {
             finish(now: now)
             return
@@ -394,56 +520,54 @@ public struct SessionMachine: Sendable {
         let delay = backoff.delayMs(attempt: attempt, using: &env.random)
         attempt += 1
         schedule(.backoff, at: now + delay)
-        setPhase(.backoff, reason: reason, now: now, extra: [
+        enter(.backoff(BackoffState(retryAtMs: now + delay)), reason: reason, now: now, extra: [
             "message": .string(message), "attempt": .number(attempt), "retry_in_ms": .number(delay),
         ])
     }
 
     /// Close 1000 and wait ≤ `closeWaitMs` for the server's close, then reconnect or stop.
     mutating func closeGracefully(then next: AfterClose, reason: String, now: Int64) {
-        guard let c = conn, phase != .connecting else {
+        guard case .connected(let c) = current else {
             // Nothing open yet: drop the attempt, no close handshake to wait for.
-            if let c = conn { out.append(.abort(c)) }
-            conn = nil
+            if case .connecting(let s) = current { out.append(.abort(s.id)) }
             cancelConnectionTimers()
             if next == .stop { finish(now: now) } else { connect(now: now, reason: reason) }
             return
         }
         cancelConnectionTimers()
-        out.append(.close(c, code: 1000, reason: reason))
-        setPhase(.closing(next), reason: reason, now: now)
+        out.append(.close(c.id, code: 1000, reason: reason))
+        enter(.closing(ClosingState(connection: c, after: next)), reason: reason, now: now)
         schedule(.closeWait, at: now + env.closeWaitMs)
     }
 
-    mutating func afterClose(now: Int64, reason: String) {
-        guard case .closing(let next) = phase else { return }
+    /// The connection we were closing is gone. `confirmed`: its close handshake completed, so
+    /// the server read everything written before our close.
+    mutating func afterClose(_ closing: ClosingState, confirmed: Bool, now: Int64) {
         cancel(.closeWait)
-        conn = nil
-        resetConnectionState()
-        if next == .stop || stopping { finish(now: now) } else { connect(now: now, reason: reason) }
+        if confirmed { confirm(closing.connection.receipts.written) }
+        connectionGone()
+        if closing.after == .stop || stopping { finish(now: now) } else { connect(now: now, reason: "reconnect") }
     }
 
-    mutating func onClosed(_ c: ConnectionID, code: Int?, reason: String, now: Int64) {
-        guard c == conn else { return }
-        if case .closing = phase {
-            afterClose(now: now, reason: phase == .closing(.stop) ? "shutdown" : "reconnect")
-            return
+    mutating func onClosed(_ c: ConnectionID, code: Int?, reason: String, clean: Bool, now: Int64) {
+        if case .closing(let s) = current, s.connection.id == c {
+            afterClose(s, confirmed: clean, now: now)
+        } else if connectionID == c {
+            let detail = code.map { "code \($0)" } ?? "no close code"
+            fail(reason: "server_closed", message: "the connection closed (\(detail)\(reason.isEmpty ? "" : ": \(reason)"))",
+                 now: now, transportGone: true)
         }
-        let detail = code.map { "code \($0)" } ?? "no close code"
-        fail(reason: "server_closed", message: "the connection closed (\(detail)\(reason.isEmpty ? "" : ": \(reason)"))",
-             now: now, transportGone: true)
     }
 
+    /// Stops: no connection is left (the callers dropped it).
     mutating func finish(now: Int64) {
         for t in SessionTimer.allCases { cancel(t) }
-        if let c = conn { out.append(.abort(c)) }
-        conn = nil
-        if identifiedOnConn || lastActivityMs != nil, let a = lastActivityMs, a != activityPersistedMs {
+        if let a = lastActivityMs, a != activityPersistedMs {
             activityPersistedMs = a
             out.append(.recordActivity(atMs: a))
         }
         failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
-        setPhase(.stopped, reason: "shutdown", now: now)
+        enter(.stopped, reason: "shutdown", now: now)
         out.append(.stopped)
     }
 
@@ -464,7 +588,7 @@ public struct SessionMachine: Sendable {
         deadlines[t] = nil
         switch t {
         case .connect:
-            if phase == .connecting {
+            if case .connecting = current {
                 fail(reason: "connect_timeout", message: "no WebSocket within \(sessionConfig.connectTimeoutS) s (session.connect_timeout_s)", now: now)
             }
         case .response:
@@ -474,25 +598,25 @@ public struct SessionMachine: Sendable {
                 fail(reason: "response_timeout", message: "no IDENTIFY_USER_RESPONSE (cid 6) within \(sessionConfig.responseTimeoutS) s (session.response_timeout_s)", now: now, closeCode: 1000)
             }
         case .keepalive:
-            guard isOpen else { return }
+            guard connection != nil else { return }
             counters.pings += 1
             send(Ping().json, now: now)
             if deadlines[.dead] == nil { schedule(.dead, at: deadDeadline(pingAt: now)) }
             schedule(.keepalive, at: now + Int64(sessionConfig.keepaliveS) * 1000)
         case .dead:
-            guard isOpen else { return }
-            let silentS = (now - (heardAtMs ?? now)) / 1000
+            guard let c = connection else { return }
+            let silentS = (now - c.heardAtMs) / 1000
             fail(reason: "heartbeat_timeout", message: "nothing from the server for \(silentS) s, and no answer to our PING (session.keepalive_s \(sessionConfig.keepaliveS) + session.dead_after_s \(sessionConfig.deadAfterS))", now: now)
         case .backoff:
-            if phase == .backoff { connect(now: now, reason: "retry") }
+            if case .backoff = current { connect(now: now, reason: "retry") }
         case .healthyReset:
             attempt = 0
         case .logoutWait:
             if phase == .loggingOut { finishLogout(now: now) }
         case .closeWait:
-            if case .closing = phase, let c = conn {
-                out.append(.abort(c))
-                afterClose(now: now, reason: phase == .closing(.stop) ? "shutdown" : "reconnect")
+            if case .closing(let s) = current {
+                out.append(.abort(s.connection.id))
+                afterClose(s, confirmed: false, now: now)
             }
         case .requests:
             expireRequests(now: now)
@@ -511,7 +635,7 @@ public struct SessionMachine: Sendable {
             fail(reason: "init_rejected", message: msg, now: now, closeCode: 1000)
             return
         }
-        initResponse = r
+        connection?.initResponse = r
         if user != nil { beginIdentify(now: now) } else { becomeReady(reason: "anonymous", now: now) }
     }
 
@@ -523,7 +647,7 @@ public struct SessionMachine: Sendable {
         } else if let argv = config.config.user.hashCommand, !argv.isEmpty {
             hashToken &+= 1
             cancel(.response)
-            setPhase(.hashing, reason: "hash_command", now: now)
+            enter(.hashing, reason: "hash_command", now: now)
             out.append(.runHashCommand(token: hashToken, argv: argv, user: u.extUserID))
         } else {
             sendIdentify(hash: u.hash, now: now)
@@ -559,18 +683,18 @@ public struct SessionMachine: Sendable {
             pushNotificationUserStatus: p.flatMap { PushNotificationUserStatus(rawValue: Int64($0.status)) },
             token: p?.token, trackerVersion: config.config.client.effectiveTrackerVersion,
             platform: p.flatMap { PushClientPlatform(rawValue: Int64($0.platform)) })
-        identifySentOnConn = true
-        usedHash = hash
+        connection?.identifySent = true
+        connection?.usedHash = hash
         send(request.json, now: now)
-        setPhase(.identifying, reason: "identify", now: now)
+        enter(.identifying, reason: "identify", now: now)
         schedule(.response, at: now + Int64(sessionConfig.responseTimeoutS) * 1000)
     }
 
     mutating func onIdentifyResponse(_ r: IdentifyUserResponse, now: Int64) {
-        guard phase == .identifying, let u = user else { return }
+        guard let c = connection, c.phase == .identifying, let u = user else { return }
         cancel(.response)
         if r.isSuccess {
-            identifiedOnConn = true
+            connection?.identified = true
             rejectedHash = nil
             rejection = nil
             props = r.props ?? props
@@ -589,7 +713,7 @@ public struct SessionMachine: Sendable {
             becomeReady(reason: "identified", now: now)
         } else if r.isFatalError {
             let code = r.errCode ?? 0
-            rejectedHash = .some(usedHash)
+            rejectedHash = .some(c.usedHash)
             rejection = (code, r.errMsg)
             let msg = "the server rejected IDENTIFY for \(u.extUserID): errCode \(code)\(r.errMsg.map { " (\($0))" } ?? ""); staying anonymous until a new hash arrives"
             emitError("identify_rejected", msg, errCode: code, errMsg: r.errMsg)
@@ -605,7 +729,7 @@ public struct SessionMachine: Sendable {
     }
 
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
-        var domain = initResponse?.dynamicImageDomain ?? config.imageDomain
+        var domain = lastConnection?.initResponse?.dynamicImageDomain ?? config.imageDomain
         if !domain.contains(bytes: "://") { domain = "https://" + domain }
         let avatar = r.avatarURL(imageDomain: domain)
         return .object([
@@ -620,44 +744,50 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func becomeReady(reason: String, now: Int64) {
-        setPhase(.ready, reason: reason, now: now)
+        enter(.ready, reason: reason, now: now)
         if deadlines[.healthyReset] == nil { schedule(.healthyReset, at: now + env.healthyResetMs) }
         if gateOpen { onGateOpen(now: now) }
     }
 
     /// The identify gate opened: send waiting requests, the configured language, the outbox.
     mutating func onGateOpen(now: Int64) {
-        guard let c = conn else { return }
-        for k in pending.indices where pending[k].sentOn != c {
-            pending[k].sentOn = c
-            write(pending[k].message, on: c, now: now)
+        guard let c = connection else { return }
+        for k in pending.indices where pending[k].sentOn != c.id {
+            pending[k].sentOn = c.id
+            write(pending[k].message, now: now)
         }
-        if !languageSentOnConn, languageOverride == nil, let lang = config.config.client.language {
-            languageSentOnConn = true
+        if !c.languageSent, languageOverride == nil, let lang = config.config.client.language {
+            connection?.languageSent = true
             send(ClientEvent.languageChanged(lang).json, now: now)
         }
         startFlush()
     }
 
+    /// Loads the outbox to send what waits in it. The load asks for more than a batch by the
+    /// messages already written on this connection and not yet confirmed (still in the store):
+    /// those are skipped, not sent twice on one connection.
     mutating func startFlush() {
-        if flushing { flushAgain = true; return }
-        flushing = true
-        flushAgain = false
+        guard var c = connection else { return }
+        if c.flushing { connection?.flushAgain = true; return }
+        c.flushing = true
+        c.flushAgain = false
+        connection = c
         outstandingLoads += 1
-        out.append(.loadOutbox(limit: env.outboxBatch))
+        out.append(.loadOutbox(limit: env.outboxBatch + c.receipts.written.count))
     }
 
     mutating func onOutboxLoaded(_ entries: [OutboxEntry], now: Int64) {
         outstandingLoads = max(0, outstandingLoads - 1)
         // A load asked for by an earlier connection: a newer one follows, use that.
-        guard flushing, outstandingLoads == 0 else { return }
-        guard gateOpen, let c = conn else { flushing = false; return }
-        for e in entries {
-            write(OutgoingMessage(bytes: e.bytes, cid: Int64(e.cid), uuid: e.uuid), on: c, now: now)
+        guard let c = connection, c.flushing, outstandingLoads == 0 else { return }
+        connection?.flushing = false
+        guard gateOpen else { return }
+        let written = Set(c.receipts.written)
+        let fresh = entries.filter { !written.contains($0.uuid) }
+        for e in fresh {
+            write(OutgoingMessage(bytes: e.bytes, cid: Int64(e.cid), uuid: e.uuid), now: now, fromOutbox: true)
         }
-        if !entries.isEmpty { out.append(.markSent(entries.map(\.uuid))) }
-        flushing = false
-        if entries.count >= env.outboxBatch || flushAgain { startFlush() }
+        if fresh.count >= env.outboxBatch || c.flushAgain { startFlush() }
     }
 
     // MARK: logout, shutdown, reload
@@ -686,16 +816,20 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func onShutdown(now: Int64) {
-        guard !stopping, phase != .stopped else { return }
+        if stopping { return }
+        if case .stopped = current { return }
         stopping = true
         failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
-        switch phase {
-        case .idle, .backoff, .stopped: finish(now: now)
-        case .connecting:
+        switch current {
+        case .idle, .backoff, .stopped:
             finish(now: now)
-        case .closing:
-            setPhase(.closing(.stop), reason: "shutdown", now: now)
-        default:
+        case .connecting(let s):
+            out.append(.abort(s.id))
+            finish(now: now)
+        case .closing(var s):
+            s.after = .stop
+            enter(.closing(s), reason: "shutdown", now: now)
+        case .connected:
             closeGracefully(then: .stop, reason: "shutdown", now: now)
         }
     }
@@ -720,8 +854,10 @@ public struct SessionMachine: Sendable {
             }
         }
         if push == Self.configPush(old), let p = Self.configPush(newConfig) { push = p }
-        if newConfig.requiresReconnect(from: old), isOpen || phase == .connecting {
-            closeGracefully(then: .reconnect, reason: "reload", now: now)
+        guard newConfig.requiresReconnect(from: old) else { return }
+        switch current {
+        case .connecting, .connected: closeGracefully(then: .reconnect, reason: "reload", now: now)
+        default: break
         }
     }
 
@@ -738,18 +874,15 @@ public struct SessionMachine: Sendable {
             forceLogin = true
         }
         if persist { out.append(.persistUser(StoredUser(extUserID: newUser.extUserID, hash: newUser.hash))) }
-        switch phase {
-        case .ready where !identifySentOnConn:
+        // Connecting, initializing, backoff, closing: the next INIT leads to IDENTIFY.
+        guard let c = connection, c.phase != .initializing else { return }
+        if c.phase == .ready && !c.identifySent {
             beginIdentify(now: now)
-        case .ready, .identifying, .hashing, .loggingOut:
-            if phase == .hashing && !identifySentOnConn {
-                hashToken &+= 1
-                beginIdentify(now: now)
-            } else {
-                closeGracefully(then: .reconnect, reason: "user_switch", now: now)
-            }
-        default:
-            break // connecting / initializing / backoff / closing: the next INIT leads to IDENTIFY
+        } else if c.phase == .hashing && !c.identifySent {
+            hashToken &+= 1
+            beginIdentify(now: now)
+        } else {
+            closeGracefully(then: .reconnect, reason: "user_switch", now: now)
         }
     }
 }

@@ -6,16 +6,17 @@ extension SessionMachine {
     public func status(outbox: OutboxStatus? = nil, journal: JournalBounds? = nil, subscribers: Int = 0) -> JSONValue {
         func opt(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
         func opt(_ n: Int64?) -> JSONValue { n.map { JSONValue.number($0) } ?? .null }
-        let r = initResponse
+        let c = lastConnection
+        let r = c?.initResponse
         return .object([
             "state": .string(publicState.rawValue),
             "since_ms": .number(stateSinceMs),
             "server": .object([
                 "url": .string(redactedURL(config.server.url)),
-                "connected_at_ms": opt(connectedAtMs),
+                "connected_at_ms": opt(c?.connectedAtMs),
             ]),
             "session": .object([
-                "session_id": opt(sessionID),
+                "session_id": opt(c?.sessionID),
                 "products": r.map { .array($0.products.map { JSONValue.number($0.rawValue) }) } ?? .array([]),
                 "settings": .object(r?.settings ?? [:]),
                 "payload": .object(r?.payload ?? [:]),
@@ -45,8 +46,14 @@ extension SessionMachine {
             "subscribers": .number(subscribers),
             "backoff": .object([
                 "attempt": .number(attempt),
-                "retry_at_ms": opt(phase == .backoff ? deadlines[.backoff] : nil),
+                "retry_at_ms": opt(retryAtMs),
             ]),
         ])
+    }
+
+    /// When the next connection attempt starts, while backing off.
+    var retryAtMs: Int64? {
+        if case .backoff(let b) = current { return b.retryAtMs }
+        return nil
     }
 }

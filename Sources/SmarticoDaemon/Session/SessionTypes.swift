@@ -42,49 +42,25 @@ public enum SessionTimer: String, Sendable, CaseIterable, CustomStringConvertibl
     case requests
 
     public var description: String { rawValue }
-
-    /// The timer's place in ``SessionTimerSlots``.
-    @inline(__always)
-    var slot: Int {
-        switch self {
-        case .connect: 0
-        case .response: 1
-        case .keepalive: 2
-        case .dead: 3
-        case .backoff: 4
-        case .healthyReset: 5
-        case .logoutWait: 6
-        case .closeWait: 7
-        case .requests: 8
-        }
-    }
 }
 
-/// A value for each ``SessionTimer``, kept by the timer's ``SessionTimer/slot`` instead of hashed.
-/// Every server message moves the keepalive deadline, which the machine and the driver each note:
-/// as dictionaries keyed by the timer (a `String` raw value, SipHashed at every access) that was
-/// ~1 % of the loop thread in the maximum-rate benchmark.
+/// A value for each ``SessionTimer`` (the driver's loop timers and their deadlines).
 struct SessionTimerSlots<Value> {
-    private var slots: [Value?] = Array(repeating: nil, count: SessionTimer.allCases.count)
+    private var slots: [SessionTimer: Value] = [:]
 
     subscript(timer: SessionTimer) -> Value? {
-        get { slots[timer.slot] }
-        set { slots[timer.slot] = newValue }
+        get { slots[timer] }
+        set { slots[timer] = newValue }
     }
 
     /// Removes the value of `timer`; returns what it was.
     @discardableResult
-    mutating func removeValue(forKey timer: SessionTimer) -> Value? {
-        defer { slots[timer.slot] = nil }
-        return slots[timer.slot]
-    }
+    mutating func removeValue(forKey timer: SessionTimer) -> Value? { slots.removeValue(forKey: timer) }
 
     /// The values set, in ``SessionTimer``'s order.
-    var values: [Value] { slots.compactMap { $0 } }
+    var values: [Value] { SessionTimer.allCases.compactMap { slots[$0] } }
 
-    mutating func removeAll() {
-        for i in slots.indices { slots[i] = nil }
-    }
+    mutating func removeAll() { slots.removeAll() }
 }
 
 /// The session state of the status object and of `session` events (socket-api.md).
@@ -278,8 +254,11 @@ public enum SessionInput: Sendable, Equatable {
     case connectFailed(ConnectionID, reason: String, message: String)
     /// One text (or binary) message from the server, undecoded.
     case received(ConnectionID, [UInt8])
-    /// The connection ended (close frame received, reset, EOF). `code` is the close code when known.
-    case closed(ConnectionID, code: Int?, reason: String)
+    /// The connection ended (close frame received, reset, EOF). `code` is the close code when
+    /// known; `clean`: the close handshake completed (a close frame each way, no transport error).
+    /// After a close the machine started (`.close`), a clean end proves the server read every
+    /// message written before it.
+    case closed(ConnectionID, code: Int?, reason: String, clean: Bool)
     /// A timer the machine scheduled is due. Late or cancelled-but-delivered timers are ignored.
     case timerFired(SessionTimer)
     /// The result of `.runHashCommand(token:…)`.
@@ -301,7 +280,8 @@ public enum SessionAction: Sendable, Equatable {
     /// Open a WebSocket to `url` (headers, TLS, proxy, compression from the configuration);
     /// report `.connected` or `.connectFailed` for `conn`.
     case connect(ConnectionID, url: String)
-    /// Write one text message on `conn`.
+    /// Write one text message on `conn`. A write that fails means the connection is going
+    /// away: its `.closed` follows (nothing else to report).
     case send(ConnectionID, OutgoingMessage)
     /// Send a close frame and let the transport finish closing. The machine reports nothing
     /// more for `conn` unless it waits for `.closed` (graceful paths schedule `closeWait`).
@@ -331,9 +311,13 @@ public enum SessionAction: Sendable, Equatable {
     /// `store.putLatest(slot:…)`; report `.outboxStored`.
     case storeLatest(slot: String, OutboxEntry)
     /// `store.peek(limit:kind: .socket)`, followed (when fewer than `limit`) by
-    /// `store.latestMessages()`; report `.outboxLoaded` with both, in that order.
+    /// `store.latestMessages()`; report `.outboxLoaded` with both, in that order. (The machine
+    /// skips the messages it already wrote on the connection.)
     case loadOutbox(limit: Int)
-    /// `store.markSent(uuids)`: these were written to the WebSocket.
+    /// `store.markSent(uuids)`: the server proved it read these outbox messages (a PONG to a
+    /// PING written after them, or the clean end of a close we started); they leave the outbox.
+    /// Outbox messages written but never confirmed stay and are sent again, same uuid, on the
+    /// next connection.
     case markSent([String])
     /// Publish `event`: journal it first when `event.journaled` (`store.appendEvents`), then
     /// hand it to subscribers with its seq.
