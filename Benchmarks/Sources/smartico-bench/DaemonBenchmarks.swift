@@ -309,7 +309,7 @@ final class DaemonBench {
         let d = try await loadDaemon()
         let peers = 10, rate = 100
         let events = quick ? 200 : 1_000
-        let rounds = quick ? 1 : 3
+        let rounds = quick ? 1 : 5
         print("  \(RowName.latency): \(rounds) round(s) of \(events) events, the C relay and the daemon alternated")
         // Warm-up: the first events pay for page faults and the store's first pages.
         _ = try await daemonLatency(d, peers: 1, rate: 1_000, events: quick ? 200 : 500)
@@ -325,7 +325,7 @@ final class DaemonBench {
         let (relay, ours, ratio) = measured.sorted { $0.ratio < $1.ratio }[measured.count / 2]
         let missing = measured.map(\.ours.missing).reduce(0, +)
         let all = rounds > 1 ? "; rounds " + measured.map { fmt($0.ratio, 2) + "×" }.joined(separator: ", ") : ""
-        report.add(RowName.latency + " (\(events) events\(rounds > 1 ? " × \(rounds) rounds" : ""))",
+        report.add(RowName.latency + " (\(thousands(Double(events))) events\(rounds > 1 ? " × \(rounds) rounds" : ""))",
                    figure: "smarticod \(ours.text), p99 \(fmt(ratio, 2))× the relay's\(all)"
                        + (missing > 0 ? "; \(missing) lines missing" : ""),
                    reference: "C relay journaling each event (pwrite + fdatasync) before forwarding: " + relay.text,
@@ -399,20 +399,20 @@ final class DaemonBench {
         var drains: [LoadRun] = []
         for _ in 0..<runs {
             let run = try await drain(d, events: backlog)
-            print("    drained in \(fmt(run.wall, 2)) s (\(fmt(Double(run.events) / run.wall, 0)) events/s), "
-                  + "daemon CPU \(fmt(run.daemonCPU, 2)) s: \(fmt(run.perCPUSecond, 0)) events per CPU-second")
+            print("    drained in \(fmt(run.wall, 2)) s (\(thousands(Double(run.events) / run.wall)) events/s), "
+                  + "daemon CPU \(fmt(run.daemonCPU, 2)) s: \(thousands(run.perCPUSecond)) events per CPU-second")
             drains.append(run)
         }
         let m = LoadRun.median(drains)
         let floor = try eventFloor(events: backlog)
-        report.add(RowName.throughput + " (\(messageBytes) B 110s; a backlog of \(backlog) queued while the daemon was stopped, drained"
+        report.add(RowName.throughput + " (\(thousands(Double(messageBytes))) B 110s; a backlog of \(thousands(Double(backlog))) queued while the daemon was stopped, drained"
                        + (runs > 1 ? "; median of \(runs)" : "") + ")",
-                   figure: "\(fmt(m.perCPUSecond, 0)) events per daemon CPU-second (\(fmt(1e6 / m.perCPUSecond, 1)) µs/event; "
-                       + "\(fmt(Double(m.events) / m.wall, 0)) events/s)"
-                       + (runs > 1 ? "; runs " + drains.map { fmt($0.perCPUSecond, 0) }.joined(separator: " / ") : ""),
+                   figure: "\(thousands(m.perCPUSecond)) events per daemon CPU-second (\(fmt(1e6 / m.perCPUSecond, 1)) µs/event; "
+                       + "\(thousands(Double(m.events) / m.wall)) events/s)"
+                       + (runs > 1 ? "; runs " + drains.map { thousands($0.perCPUSecond) }.joined(separator: " / ") : ""),
                    reference: "C floor (the same work plainly in C on one thread: read, inflate, journal record, "
-                       + "append + fdatasync every 64, line written): \(fmt(floor, 0)) events per CPU-second",
-                   goal: "≥ \(fmt(Goal.eventsPerCPUSecond, 0)) events per daemon CPU-second",
+                       + "append + fdatasync every 64, line written): \(thousands(floor)) events per CPU-second",
+                   goal: "≥ \(thousands(Goal.eventsPerCPUSecond)) events per daemon CPU-second",
                    met: m.perCPUSecond >= Goal.eventsPerCPUSecond)
     }
 
@@ -486,9 +486,9 @@ final class DaemonBench {
         let complete = sent == events && fastProblems.isEmpty && slowProblems.isEmpty
         let fastDone = fast.map(\.last_ns).max() ?? 0
         let delivery = complete
-            ? "every reading subscriber got all \(events) in order, no gap (the 8 by \(fastDone > t0 ? fmt(Double(fastDone - t0) / 1e9, 2) : "—") s, the slow one by \(seconds(slow)))"
+            ? "every reading subscriber got all \(thousands(Double(events))) in order, no gap (the 8 by \(fastDone > t0 ? fmt(Double(fastDone - t0) / 1e9, 2) : "—") s, the slow one by \(seconds(slow)))"
             : "NOT all delivered: " + ((sent != events ? ["the simulator sent \(sent)"] : []) + fastProblems + slowProblems).prefix(6).joined(separator: "; ")
-        report.add(RowName.burst + " (\(events) events)",
+        report.add(RowName.burst + " (\(thousands(Double(events))) events)",
                    figure: "peak RSS \(mb(Int(peakAll))) (\(mb(before)) before); \(recoveryText(recovery)); \(delivery)",
                    goal: "all delivered in order, no gap; peak ≤ \(mb(Goal.peakRSSKB)); < \(mb(Goal.settledRSSKB)) within \(fmt(Goal.settleSeconds, 0)) s",
                    met: complete && peakAll <= Goal.peakRSSKB && recovery.seconds != nil)
@@ -551,7 +551,7 @@ final class DaemonBench {
         let recovery = timeUnder(d, kb: Goal.settledRSSKB, within: Goal.settleSeconds)
         let peakAll = max(peak, cbench_rss_stop(sampler))
         sampling = false
-        report.add(RowName.replay + " (\(range.last - range.first + 1) events journaled)",
+        report.add(RowName.replay + " (\(thousands(Double(range.last - range.first + 1))) events journaled)",
                    figure: "peak RSS \(mb(Int(peakAll)))\(peakAll >= limitKB ? " (cut short)" : "") (\(mb(before)) before); "
                        + "\(recoveryText(recovery)); \(alive) of \(peers) still connected when they closed",
                    goal: "peak ≤ \(mb(Goal.peakRSSKB)); < \(mb(Goal.settledRSSKB)) within \(fmt(Goal.settleSeconds, 0)) s",

@@ -51,6 +51,18 @@ func fmt(_ v: Double, _ digits: Int) -> String {
     String(format: "%.\(digits)f", v)
 }
 
+/// A count with thousands separators: 12,345.
+func thousands(_ v: Double) -> String {
+    guard v.isFinite else { return "—" }
+    let digits = String(Int(v.rounded()))
+    var out = ""
+    for (i, c) in digits.reversed().enumerated() {
+        if i > 0, i % 3 == 0, c != "-" { out.append(",") }
+        out.append(c)
+    }
+    return String(out.reversed())
+}
+
 func mb(_ kb: Int) -> String { fmt(Double(kb) / 1024, 1) + " MB" }
 
 /// A row of the final table.
