@@ -10,7 +10,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <fcntl.h>
 #include <zlib.h>
@@ -62,197 +61,6 @@ static int write_full(int fd, const char *buf, size_t n) {
         put += (size_t)w;
     }
     return 0;
-}
-
-struct echo_args { int listen_fd; int size; int count; };
-
-static void *echo_thread(void *p) {
-    struct echo_args *a = p;
-    int fd = accept(a->listen_fd, NULL, NULL);
-    if (fd < 0) return NULL;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    char *buf = malloc((size_t)a->size);
-    for (int i = 0; i < a->count; i++) {
-        if (read_full(fd, buf, (size_t)a->size) != 0) break;
-        if (write_full(fd, buf, (size_t)a->size) != 0) break;
-    }
-    free(buf);
-    if (fd >= 0) close(fd);
-    return NULL;
-}
-
-int cbench_tcp_pingpong(int iterations, int warmup, int size, uint64_t *rtt_ns) {
-    struct sockaddr_in addr;
-    int lfd = listen_loopback(1, &addr);
-    if (lfd < 0) return -1;
-    struct echo_args args = { lfd, size, iterations + warmup };
-    pthread_t t;
-    if (pthread_create(&t, NULL, echo_thread, &args) != 0) { close(lfd); return -1; }
-    int fd = dial_nodelay(&addr);
-    int rc = fd < 0 ? -1 : 0;
-    char *buf = calloc(1, (size_t)size);
-    for (int i = 0; rc == 0 && i < iterations + warmup; i++) {
-        uint64_t t0 = now_ns();
-        if (write_full(fd, buf, (size_t)size) != 0 || read_full(fd, buf, (size_t)size) != 0) { rc = -1; break; }
-        if (i >= warmup) rtt_ns[i - warmup] = now_ns() - t0;
-    }
-    free(buf);
-    if (fd >= 0) close(fd);
-    pthread_join(t, NULL);
-    close(lfd);
-    return rc;
-}
-
-// MARK: one-way loopback stream (reference for the simulator's push rate)
-
-struct drain_args { int *fds; int conns; uint64_t total; int rc; };
-
-static void *drain_thread(void *p) {
-    struct drain_args *a = p;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0) { a->rc = -1; return NULL; }
-    for (int i = 0; i < a->conns; i++) {
-        fcntl(a->fds[i], F_SETFL, fcntl(a->fds[i], F_GETFL) | O_NONBLOCK);
-        struct epoll_event ev = { .events = EPOLLIN, .data.fd = a->fds[i] };
-        epoll_ctl(ep, EPOLL_CTL_ADD, a->fds[i], &ev);
-    }
-    char *buf = malloc(1 << 16);
-    uint64_t got = 0;
-    struct epoll_event evs[128];
-    while (got < a->total) {
-        int n = epoll_wait(ep, evs, 128, 10000);
-        if (n <= 0) { if (n < 0 && errno == EINTR) continue; a->rc = -1; break; }
-        for (int i = 0; i < n; i++) {
-            for (;;) {
-                ssize_t r = read(evs[i].data.fd, buf, 1 << 16);
-                if (r > 0) { got += (uint64_t)r; continue; }
-                if (r < 0 && errno == EINTR) continue;
-                if (r == 0) a->rc = -1;
-                break;  // EAGAIN: drained for now
-            }
-        }
-        if (a->rc) break;
-    }
-    free(buf);
-    close(ep);
-    return NULL;
-}
-
-int cbench_tcp_stream(int conns, int size, int msgs_per_conn, uint64_t *elapsed_ns) {
-    struct sockaddr_in addr;
-    int lfd = listen_loopback(conns, &addr);
-    if (lfd < 0) return -1;
-    int *readers = calloc((size_t)conns, sizeof(int));
-    int *writers = calloc((size_t)conns, sizeof(int));
-    int rc = 0, made = 0;
-    for (; made < conns; made++) {
-        readers[made] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (readers[made] < 0 || connect(readers[made], (struct sockaddr *)&addr, sizeof addr) != 0) { rc = -1; break; }
-        writers[made] = accept(lfd, NULL, NULL);
-        if (writers[made] < 0) { rc = -1; break; }
-        int one = 1;
-        setsockopt(writers[made], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    if (rc == 0) {
-        struct drain_args a = { readers, conns, (uint64_t)conns * (uint64_t)size * (uint64_t)msgs_per_conn, 0 };
-        char *msg = calloc(1, (size_t)size);
-        memset(msg, 'x', (size_t)size);
-        uint64_t t0 = now_ns();
-        pthread_t t;
-        if (pthread_create(&t, NULL, drain_thread, &a) != 0) rc = -1;
-        for (int m = 0; rc == 0 && m < msgs_per_conn; m++)
-            for (int i = 0; i < conns; i++)
-                if (write_full(writers[i], msg, (size_t)size) != 0) { rc = -1; break; }
-        if (rc == 0) {
-            pthread_join(t, NULL);
-            *elapsed_ns = now_ns() - t0;
-            if (a.rc) rc = -1;
-        } else {
-            for (int i = 0; i < made; i++) shutdown(readers[i], SHUT_RDWR);
-        }
-        free(msg);
-    }
-    for (int i = 0; i < made; i++) { close(readers[i]); close(writers[i]); }
-    free(readers);
-    free(writers);
-    close(lfd);
-    return rc;
-}
-
-// MARK: zlib, directly
-
-struct cbench_zlib { z_stream s; int deflating; };
-
-cbench_zlib *cbench_deflater_new(int level, int window_bits, int mem_level) {
-    cbench_zlib *z = calloc(1, sizeof *z);
-    z->deflating = 1;
-    if (deflateInit2(&z->s, level, Z_DEFLATED, -window_bits, mem_level, Z_DEFAULT_STRATEGY) != Z_OK) { free(z); return NULL; }
-    return z;
-}
-
-cbench_zlib *cbench_inflater_new(int window_bits) {
-    cbench_zlib *z = calloc(1, sizeof *z);
-    if (inflateInit2(&z->s, -window_bits) != Z_OK) { free(z); return NULL; }
-    return z;
-}
-
-void cbench_zlib_free(cbench_zlib *z) {
-    if (!z) return;
-    if (z->deflating) deflateEnd(&z->s); else inflateEnd(&z->s);
-    free(z);
-}
-
-long cbench_deflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap) {
-    z->s.next_in = (Bytef *)in;
-    z->s.avail_in = (uInt)len;
-    z->s.next_out = out;
-    z->s.avail_out = (uInt)cap;
-    int rc = deflate(&z->s, Z_SYNC_FLUSH);
-    if ((rc != Z_OK && rc != Z_BUF_ERROR) || z->s.avail_out == 0) return -1;
-    long n = (long)(cap - z->s.avail_out);
-    if (n >= 4 && out[n - 4] == 0 && out[n - 3] == 0 && out[n - 2] == 0xFF && out[n - 1] == 0xFF) n -= 4;
-    deflateReset(&z->s);
-    return n;
-}
-
-long cbench_inflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap) {
-    static const uint8_t tail[4] = { 0, 0, 0xFF, 0xFF };
-    z->s.next_out = out;
-    z->s.avail_out = (uInt)cap;
-    z->s.next_in = (Bytef *)in;
-    z->s.avail_in = (uInt)len;
-    int rc = inflate(&z->s, Z_SYNC_FLUSH);
-    if (rc != Z_OK && rc != Z_BUF_ERROR && rc != Z_STREAM_END) return -1;
-    z->s.next_in = (Bytef *)tail;
-    z->s.avail_in = 4;
-    rc = inflate(&z->s, Z_SYNC_FLUSH);
-    if (rc != Z_OK && rc != Z_BUF_ERROR && rc != Z_STREAM_END) return -1;
-    long n = (long)(cap - z->s.avail_out);
-    inflateReset(&z->s);
-    return n;
-}
-
-long cbench_inflate_stream(const uint8_t *in, const size_t *lens, int count, uint8_t *out, size_t cap) {
-    static const uint8_t tail[4] = { 0, 0, 0xFF, 0xFF };
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (inflateInit2(&z, -15) != Z_OK) return -1;
-    long total = 0;
-    for (int i = 0; i < count; i++) {
-        z.next_out = out;
-        z.avail_out = (uInt)cap;
-        for (int part = 0; part < 2; part++) {
-            z.next_in = part ? (Bytef *)tail : (Bytef *)in;
-            z.avail_in = part ? 4 : (uInt)lens[i];
-            int rc = inflate(&z, Z_SYNC_FLUSH);
-            if (rc != Z_OK && rc != Z_BUF_ERROR) { inflateEnd(&z); return -1; }
-        }
-        total += (long)(cap - z.avail_out);
-        in += lens[i];
-    }
-    inflateEnd(&z);
-    return total;
 }
 
 /* ---- end-to-end latency: line receiver and C relay ---- */
@@ -464,11 +272,6 @@ done:
     free(in); free(out);
     if (fd >= 0) close(fd);
     return NULL;
-}
-
-int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
-                 int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns) {
-    return cbench_journaled_relay(subscribers, events, rate, in_size, out_size, id_base, NULL, send_ns, recv_ns);
 }
 
 /* Opens `path` and writes the journal region once (then fsyncs), so the relay's syncs rewrite
@@ -693,39 +496,6 @@ static void *floor_feeder(void *p) {
     return NULL;
 }
 
-/* XXH64 (seed 0), the daemon's event log record checksum (Sources/SmarticoDaemon/Store/XXH64.swift),
-   written from xxHash's specification; cbench_xxh64 is checked against reference digests by the bench. */
-static const uint64_t XP1 = 0x9E3779B185EBCA87ULL, XP2 = 0xC2B2AE3D27D4EB4FULL, XP3 = 0x165667B19E3779F9ULL,
-                      XP4 = 0x85EBCA77C2B2AE63ULL, XP5 = 0x27D4EB2F165667C5ULL;
-static inline uint64_t xrotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static inline uint64_t xround(uint64_t acc, uint64_t lane) { return xrotl(acc + lane * XP2, 31) * XP1; }
-static inline uint64_t xmerge(uint64_t acc, uint64_t lane) { return (acc ^ xround(0, lane)) * XP1 + XP4; }
-static inline uint64_t xload64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
-
-uint64_t cbench_xxh64(const void *data, size_t len) {
-    const uint8_t *p = data, *end = p + len;
-    uint64_t acc;
-    if (len >= 32) {
-        uint64_t v1 = XP1 + XP2, v2 = XP2, v3 = 0, v4 = 0 - XP1;
-        const uint8_t *limit = end - 32;
-        do {
-            v1 = xround(v1, xload64(p)); v2 = xround(v2, xload64(p + 8));
-            v3 = xround(v3, xload64(p + 16)); v4 = xround(v4, xload64(p + 24));
-            p += 32;
-        } while (p <= limit);
-        acc = xrotl(v1, 1) + xrotl(v2, 7) + xrotl(v3, 12) + xrotl(v4, 18);
-        acc = xmerge(acc, v1); acc = xmerge(acc, v2); acc = xmerge(acc, v3); acc = xmerge(acc, v4);
-    } else {
-        acc = XP5;
-    }
-    acc += (uint64_t)len;
-    for (; end - p >= 8; p += 8) { acc ^= xround(0, xload64(p)); acc = xrotl(acc, 27) * XP1 + XP4; }
-    if (end - p >= 4) { uint32_t w; memcpy(&w, p, 4); acc ^= (uint64_t)w * XP1; acc = xrotl(acc, 23) * XP2 + XP3; p += 4; }
-    for (; p < end; p++) { acc ^= (uint64_t)*p * XP5; acc = xrotl(acc, 11) * XP1; }
-    acc ^= acc >> 33; acc *= XP2; acc ^= acc >> 29; acc *= XP3; acc ^= acc >> 32;
-    return acc;
-}
-
 static void *floor_drain(void *p) {
     int fd = *(int *)p;
     char *buf = malloc(1 << 16);
@@ -782,15 +552,14 @@ int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, i
             pos += 4 + n;
             done++;
             /* journal record: seq, ts, length, checksum, then {"message":…,"popup_url":null}; the
-               checksum (XXH64's low 32 bits, as the daemon's event log since 2026-11-26) covers the
-               record after its header */
+               checksum (zlib's crc32) covers the record after its header */
             size_t rec = jlen;
             int64_t hdr[4] = { done, (int64_t)t0, (int64_t)mlen, 0 };
             memcpy(jbuf + jlen, hdr, sizeof hdr); jlen += sizeof hdr;
             memcpy(jbuf + jlen, "{\"message\":", 11); jlen += 11;
             memcpy(jbuf + jlen, msg, mlen); jlen += mlen;
             memcpy(jbuf + jlen, ",\"popup_url\":null}", 18); jlen += 18;
-            uint32_t sum = (uint32_t)cbench_xxh64(jbuf + rec + sizeof hdr, jlen - rec - sizeof hdr);
+            uint32_t sum = (uint32_t)crc32(0, jbuf + rec + sizeof hdr, (uInt)(jlen - rec - sizeof hdr));
             memcpy(jbuf + rec + 3 * sizeof(int64_t), &sum, sizeof sum);
             /* the line: envelope, message, bridge ({"bcid":3, then the message's members) */
             llen += (size_t)snprintf((char *)lbuf + llen, 160, "{\"event\":\"engagement\",\"seq\":%lld,\"ts\":%llu,\"data\":{\"message\":",
@@ -846,4 +615,224 @@ uint64_t cbench_take_send_stamp(void) {
     uint64_t t = first_send_ns;
     first_send_ns = 0;
     return t;
+}
+
+/* ---- subscribers on threads of their own, for the burst and replay rows ---- */
+
+struct sub {
+    pthread_t thread;
+    int fd, mode, started;
+    struct cbench_subs *all;
+    struct cbench_sub_result r;
+};
+
+struct cbench_subs {
+    struct sub *subs;
+    int n;
+    int64_t expect, id_base;
+    uint64_t deadline_ns;
+    int idle_timeout_ms;
+    /* the fast readers' progress, for the slow reader's pace */
+    _Atomic int64_t fast_min;  /* recomputed by each fast reader from `progress` */
+    _Atomic int64_t *progress; /* per subscriber */
+    _Atomic uint64_t first_ns, fast_done_ns;
+    _Atomic int fast_running;
+};
+
+static int64_t fast_min(struct cbench_subs *s) {
+    int64_t m = INT64_MAX;
+    for (int i = 0; i < s->n; i++)
+        if (s->subs[i].mode == CBENCH_SUB_FAST) {
+            int64_t p = atomic_load(&s->progress[i]);
+            if (p < m) m = p;
+        }
+    return m == INT64_MAX ? 0 : m;
+}
+
+/* How many lines the slow reader may have read by `now`: a tenth of the fast readers' count while
+   they run; once they are done, a tenth of their average pace extrapolated. */
+static int64_t slow_allowance(struct cbench_subs *s, uint64_t now) {
+    uint64_t first = atomic_load(&s->first_ns);
+    if (first == 0) return 1;
+    if (atomic_load(&s->fast_running) > 0) return atomic_load(&s->fast_min) / 10 + 1;
+    uint64_t done = atomic_load(&s->fast_done_ns);
+    if (done <= first) done = first + 1;
+    double pace = (double)s->expect / (double)(done - first); /* lines per ns */
+    return (int64_t)(pace * (double)(now - first) / 10.0) + 1;
+}
+
+/* Checks one line: an engagement with a seq above the last and the next engagement_id. */
+static void sub_line(struct sub *b, const char *line, size_t len) {
+    static const char EV[] = "{\"event\":\"";
+    static const char SEQ[] = "\"seq\":";
+    struct cbench_sub_result *r = &b->r;
+    if (len < sizeof EV || memcmp(line, EV, sizeof EV - 1) != 0) { r->other++; return; }
+    const char *name = line + sizeof EV - 1;
+    if (len - (sizeof EV - 1) >= 5 && memcmp(name, "gap\"", 4) == 0) { r->gaps++; return; }
+    if (len - (sizeof EV - 1) < 12 || memcmp(name, "engagement\"", 11) != 0) { r->other++; return; }
+    const char *k = memmem(line, len, SEQ, sizeof SEQ - 1);
+    int64_t seq = k ? strtoll(k + sizeof SEQ - 1, NULL, 10) : -1;
+    const char *i = memmem(line, len, ID_KEY, sizeof ID_KEY - 1);
+    int64_t id = i ? strtoll(i + sizeof ID_KEY - 1, NULL, 10) : -1;
+    if (id < b->all->id_base || id >= b->all->id_base + b->all->expect) { r->other++; return; }
+    if (seq <= r->last_seq) r->seq_errors++;
+    if (id != b->all->id_base + r->got) r->id_errors++;
+    r->last_seq = seq;
+    r->got++;
+    r->last_ns = now_ns();
+    if (r->first_ns == 0) r->first_ns = r->last_ns;
+}
+
+static void *sub_thread(void *p) {
+    struct sub *b = p;
+    struct cbench_subs *s = b->all;
+    int idx = (int)(b - s->subs);
+    size_t cap = 1 << 20, len = 0;
+    /* the slow reader takes small reads, so it holds no more than a line or two beyond its pace */
+    size_t chunk = b->mode == CBENCH_SUB_SLOW ? 4096 : (size_t)1 << 16;
+    char *buf = malloc(cap);
+    b->r.status = 1;
+    while (b->r.got < s->expect) {
+        uint64_t now = now_ns();
+        if (now >= s->deadline_ns) { b->r.status = 1; break; }
+        if (b->mode == CBENCH_SUB_SLOW && b->r.got >= slow_allowance(s, now)) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pfd = { b->fd, POLLIN, 0 };
+        int n = poll(&pfd, 1, b->mode == CBENCH_SUB_SLOW ? 10 : s->idle_timeout_ms);
+        if (n < 0) { if (errno == EINTR) continue; b->r.status = 2; break; }
+        if (n == 0) { if (b->mode == CBENCH_SUB_SLOW) continue; b->r.status = 1; break; }
+        if (cap - len < chunk) { b->r.status = 3; break; }  /* a line over 1 MiB */
+        ssize_t r = read(b->fd, buf + len, chunk);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) { b->r.status = 2; break; }
+        len += (size_t)r;
+        size_t start = 0;
+        for (;;) {
+            char *nl = memchr(buf + start, '\n', len - start);
+            if (!nl) break;
+            sub_line(b, buf + start, (size_t)(nl - (buf + start)));
+            start = (size_t)(nl - buf) + 1;
+        }
+        if (start) { memmove(buf, buf + start, len - start); len -= start; }
+        atomic_store(&s->progress[idx], b->r.got);
+        if (b->r.got > 0) {
+            uint64_t zero = 0;
+            atomic_compare_exchange_strong(&s->first_ns, &zero, b->r.first_ns);
+        }
+        if (b->mode == CBENCH_SUB_FAST) atomic_store(&s->fast_min, fast_min(s));
+    }
+    if (b->r.got >= s->expect) b->r.status = 0;
+    if (b->mode == CBENCH_SUB_FAST) {
+        atomic_store(&s->progress[idx], s->expect);  /* done (or failed): no longer holds the slow one back */
+        atomic_store(&s->fast_min, fast_min(s));
+        if (atomic_fetch_sub(&s->fast_running, 1) == 1) atomic_store(&s->fast_done_ns, now_ns());
+    }
+    free(buf);
+    return NULL;
+}
+
+cbench_subs *cbench_subs_start(const int *fds, const int *modes, int n, int64_t expect, int64_t id_base,
+                               int idle_timeout_ms, int deadline_ms) {
+    struct cbench_subs *s = calloc(1, sizeof *s);
+    s->subs = calloc((size_t)n, sizeof *s->subs);
+    s->progress = calloc((size_t)n, sizeof *s->progress);
+    s->n = n;
+    s->expect = expect;
+    s->id_base = id_base;
+    s->idle_timeout_ms = idle_timeout_ms;
+    s->deadline_ns = now_ns() + (uint64_t)deadline_ms * 1000000ull;
+    int fast = 0;
+    for (int i = 0; i < n; i++) {
+        s->subs[i].fd = fds[i];
+        s->subs[i].mode = modes[i];
+        s->subs[i].all = s;
+        s->subs[i].r.last_seq = -1;
+        s->subs[i].r.status = modes[i] == CBENCH_SUB_NEVER ? 0 : 1;
+        if (modes[i] == CBENCH_SUB_FAST) fast++;
+    }
+    atomic_store(&s->fast_running, fast);
+    for (int i = 0; i < n; i++) {
+        if (modes[i] == CBENCH_SUB_NEVER) continue;
+        if (pthread_create(&s->subs[i].thread, NULL, sub_thread, &s->subs[i]) != 0) {
+            s->subs[i].r.status = 2;
+            if (modes[i] == CBENCH_SUB_FAST && atomic_fetch_sub(&s->fast_running, 1) == 1)
+                atomic_store(&s->fast_done_ns, now_ns());
+            continue;
+        }
+        s->subs[i].started = 1;
+    }
+    return s;
+}
+
+int64_t cbench_subs_fast_min(cbench_subs *s) { return atomic_load(&s->fast_min); }
+
+void cbench_subs_join(cbench_subs *s, struct cbench_sub_result *results) {
+    for (int i = 0; i < s->n; i++) {
+        if (s->subs[i].started) pthread_join(s->subs[i].thread, NULL);
+        results[i] = s->subs[i].r;
+    }
+    free(s->progress);
+    free(s->subs);
+    free(s);
+}
+
+/* ---- resident memory of a process, sampled ---- */
+
+struct cbench_rss {
+    pthread_t thread;
+    int fd, period_ms;
+    _Atomic int stop;
+    _Atomic int64_t peak_kb, last_kb;
+};
+
+static int64_t read_vmrss_kb(int fd) {
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *k = strstr(buf, "VmRSS:");
+    return k ? strtoll(k + 6, NULL, 10) : -1;
+}
+
+static void *rss_thread(void *p) {
+    struct cbench_rss *s = p;
+    while (!atomic_load(&s->stop)) {
+        int64_t kb = read_vmrss_kb(s->fd);
+        if (kb < 0) break;  /* the process is gone */
+        atomic_store(&s->last_kb, kb);
+        if (kb > atomic_load(&s->peak_kb)) atomic_store(&s->peak_kb, kb);
+        struct timespec ts = { 0, (long)s->period_ms * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+cbench_rss *cbench_rss_start(int pid, int period_ms) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct cbench_rss *s = calloc(1, sizeof *s);
+    s->fd = fd;
+    s->period_ms = period_ms;
+    int64_t kb = read_vmrss_kb(fd);
+    atomic_store(&s->peak_kb, kb);
+    atomic_store(&s->last_kb, kb);
+    if (pthread_create(&s->thread, NULL, rss_thread, s) != 0) { close(fd); free(s); return NULL; }
+    return s;
+}
+
+int64_t cbench_rss_peak_kb(cbench_rss *s) { return atomic_load(&s->peak_kb); }
+int64_t cbench_rss_last_kb(cbench_rss *s) { return atomic_load(&s->last_kb); }
+
+int64_t cbench_rss_stop(cbench_rss *s) {
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+    int64_t peak = atomic_load(&s->peak_kb);
+    close(s->fd);
+    free(s);
+    return peak;
 }

@@ -4,33 +4,6 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/// A TCP ping-pong over 127.0.0.1 with TCP_NODELAY: a thread echoes, the caller
-/// writes `size` bytes and reads them back `iterations` times (after `warmup`
-/// unrecorded ones), storing each round trip in nanoseconds in `rtt_ns`.
-/// Returns 0, or -1 with errno set.
-int cbench_tcp_pingpong(int iterations, int warmup, int size, uint64_t *rtt_ns);
-
-/// A one-way stream over 127.0.0.1: `conns` TCP connections, the caller's thread writes
-/// `msgs_per_conn` messages of `size` bytes to each (one write(2) per message, round robin),
-/// a reader thread drains them all with epoll. Stores the time from the first write to the
-/// last byte read in `elapsed_ns`. The reference for the simulator's push rate.
-/// Returns 0, or -1 with errno set.
-int cbench_tcp_stream(int conns, int size, int msgs_per_conn, uint64_t *elapsed_ns);
-
-/// zlib called directly, the way permessage-deflate uses it (raw deflate, sync flush,
-/// trailing 00 00 FF FF stripped / re-added, context reset after every message).
-typedef struct cbench_zlib cbench_zlib;
-cbench_zlib *cbench_deflater_new(int level, int window_bits, int mem_level);
-cbench_zlib *cbench_inflater_new(int window_bits);
-void cbench_zlib_free(cbench_zlib *z);
-/// Compresses one message into `out`; returns its length, or -1 if `cap` is too small.
-long cbench_deflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
-/// Inflates one message (without its stripped tail) into `out`; returns its length, or -1.
-long cbench_inflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
-/// Inflates `count` messages of one context-takeover stream (`lens[i]` bytes each, back to back in
-/// `in`, tails stripped) with a fresh inflater, as a client does with a server that keeps its
-/// context; returns the bytes produced, or -1.
-long cbench_inflate_stream(const uint8_t *in, const size_t *lens, int count, uint8_t *out, size_t cap);
 /// A line receiver on its own thread, for the end-to-end latency rows: it reads
 /// newline-terminated lines from `nfds` stream sockets (poll), finds
 /// `"engagement_id":N` in each, and stores the CLOCK_MONOTONIC time the line was
@@ -48,24 +21,18 @@ int64_t cbench_rx_count(cbench_rx *rx);
 /// usable id. Frees `rx` (the fds stay open).
 int cbench_rx_join(cbench_rx *rx, int64_t *stray);
 
-/// The baseline of the end-to-end rows: the same two loopback hops done by a
-/// plain C relay. A sender thread writes `in_size`-byte messages (carrying
-/// `"engagement_id":N`, N from `id_base`) to the relay over TCP 127.0.0.1 with
-/// TCP_NODELAY, paced at `rate` per second (0: as fast as the relay takes them);
-/// the relay thread reads each one (blocking) and writes an `out_size`-byte line to
-/// each of `subscribers` Unix stream sockets; a `cbench_rx` reads them. Stores the
-/// send time of message i in `send_ns[i]` and the receive times like
-/// `cbench_rx_start` (`events` per subscriber). Returns 0, or -1 with errno set,
-/// or the `cbench_rx_join` status.
-int cbench_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
-                 int64_t id_base, uint64_t *send_ns, uint64_t *recv_ns);
-
-/// The same relay made durable: it journals each message before forwarding it, as the daemon
-/// must. Group commit on one thread: it waits for a message, takes every complete message already
-/// received, appends them with one `pwrite` and one `fdatasync` to `journal_path` (a 4 MiB region
-/// written once at the start and then rewritten, like SQLite's WAL between checkpoints), and then
-/// writes their lines. No parsing beyond the id, no index, no checkpoint: the physical floor of a
-/// journaled relay on this file system. Removes the file afterwards.
+/// The baseline of the latency row: the same two loopback hops done by a plain C relay that
+/// journals each message before forwarding it, as the daemon must. A sender thread writes
+/// `in_size`-byte messages (carrying `"engagement_id":N`, N from `id_base`) to the relay over TCP
+/// 127.0.0.1 with TCP_NODELAY, paced at `rate` per second (0: as fast as the relay takes them).
+/// The relay thread, group commit on one thread: it waits for a message, takes every complete
+/// message already received, appends them with one `pwrite` and one `fdatasync` to `journal_path`
+/// (a 4 MiB region written once at the start and then rewritten, like SQLite's WAL between
+/// checkpoints; NULL: no journal), and then writes an `out_size`-byte line for each to each of
+/// `subscribers` Unix stream sockets, read by a `cbench_rx`. No parsing beyond the id, no index,
+/// no checkpoint: the physical floor of a journaled relay on this file system. Stores the send
+/// time of message i in `send_ns[i]` and the receive times like `cbench_rx_start` (`events` per
+/// subscriber). Returns 0, or -1 with errno set, or the `cbench_rx_join` status. Removes the file.
 int cbench_journaled_relay(int subscribers, int64_t events, int rate, int in_size, int out_size,
                            int64_t id_base, const char *journal_path, uint64_t *send_ns, uint64_t *recv_ns);
 
@@ -105,7 +72,7 @@ int cbench_wait_exit(int pid, int timeout_ms);
 /// the messages (`nmsgs` back to back in `msgs`, cycled for `events` events) with one
 /// raw-deflate context (context takeover, as the simulator does) and streams them over a
 /// socketpair; the measured thread reads them in large reads, inflates each, appends a
-/// journal record (`{"message":…,"popup_url":null}`, checksummed with XXH64) to `journal_path` and builds the
+/// journal record (`{"message":…,"popup_url":null}`, checksummed with zlib's crc32) to `journal_path` and builds the
 /// subscriber line (envelope, message, bridge) by copying; every `batch` events it writes
 /// the records with one pwrite, `fdatasync`s, and writes the lines with one write to a
 /// socket drained by another thread. No JSON parsing or validation at all. Stores the
@@ -114,7 +81,38 @@ int cbench_wait_exit(int pid, int timeout_ms);
 int cbench_event_floor(const uint8_t *msgs, const size_t *msg_lens, int nmsgs, int64_t events, int batch,
                        const char *journal_path, double *user_us, double *sys_us, double *wall_s);
 
-/// XXH64 with seed 0: the checksum the floor puts in its journal records, as the daemon's event log.
-uint64_t cbench_xxh64(const void *data, size_t len);
+/// Subscribers on threads of their own, for the burst and replay rows: a slow or stopped one
+/// cannot slow the others. Each reads newline-terminated lines from its socket and checks them.
+enum { CBENCH_SUB_FAST = 0, CBENCH_SUB_SLOW = 1, CBENCH_SUB_NEVER = 2 };
+struct cbench_sub_result {
+    int64_t got;         /// engagement lines with an engagement_id in the window
+    int64_t seq_errors;  /// engagement lines whose seq was not above the one before
+    int64_t id_errors;   /// engagement lines out of order (engagement_id not the next one)
+    int64_t gaps;        /// `gap` events
+    int64_t other;       /// any other line (`overflow`, `error`, ids outside the window)
+    int64_t last_seq;
+    uint64_t first_ns, last_ns;
+    int status;          /// 0: all `expect` lines; 1: timeout; 2: end of stream or error; 3: a line over 1 MiB
+};
+typedef struct cbench_subs cbench_subs;
+/// Starts one thread per subscriber whose `modes[i]` is FAST (reads as fast as lines come) or SLOW
+/// (reads at a tenth of the FAST ones' pace: a tenth of their count while they run, then a tenth
+/// of their average pace); NEVER gets no thread (its socket is never read). Each stops once it has
+/// `expect` engagement lines (ids from `id_base`), at end of stream, after `idle_timeout_ms`
+/// without data, or at `deadline_ms` from now. The fds stay open.
+cbench_subs *cbench_subs_start(const int *fds, const int *modes, int n, int64_t expect, int64_t id_base,
+                               int idle_timeout_ms, int deadline_ms);
+/// The least count among the FAST readers so far.
+int64_t cbench_subs_fast_min(cbench_subs *s);
+/// Waits for every thread and stores each subscriber's result (`n` of them); frees `s`.
+void cbench_subs_join(cbench_subs *s, struct cbench_sub_result *results);
+
+/// VmRSS of `pid` (/proc/PID/status) sampled every `period_ms` on a thread of its own.
+typedef struct cbench_rss cbench_rss;
+cbench_rss *cbench_rss_start(int pid, int period_ms);
+int64_t cbench_rss_peak_kb(cbench_rss *s);
+int64_t cbench_rss_last_kb(cbench_rss *s);
+/// Stops sampling; returns the peak (kB) and frees `s`.
+int64_t cbench_rss_stop(cbench_rss *s);
 
 #endif
