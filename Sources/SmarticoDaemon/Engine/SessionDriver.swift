@@ -386,7 +386,7 @@ actor SessionDriver {
     /// spin: under load (a backlog read in 64 KiB reads of hundreds of messages, commits back to
     /// back) that spinning was ~3 % of the daemon's CPU.
     private func anticipateCommit(_ messageBytes: Int) {
-        if messageBytes >= Self.anticipatedMessageBytes && commits.inFlight == 0 { store.executor.anticipateJob() }
+        _ = messageBytes  // the store's executor no longer anticipates jobs
     }
 
     private func handleReceivedInPlace(_ conn: ConnectionID, _ bytes: [UInt8]) -> Bool {
@@ -819,7 +819,7 @@ actor SessionDriver {
             // emitted while the commit before it ran (CommitPipeline).
             let outcome: CommitOutcome = store.assumeIsolated { store in
                 do throws(StoreError) {
-                    return (try store.journal(sealing: { batch.seal { Outgoing.takeWrites(&$0) } }), nil)
+                    return (try store.journal(batch.seal { Outgoing.takeWrites(&$0) }), nil)
                 } catch {
                     return ([], error)
                 }
