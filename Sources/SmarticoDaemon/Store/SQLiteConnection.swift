@@ -104,8 +104,6 @@ final class SQLiteConnection {
         handle = nil
     }
 
-    var isOpen: Bool { handle != nil }
-
     /// The heap memory held by this connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).
     var cacheBytes: Int {
         guard let db = handle else { return 0 }
@@ -224,9 +222,6 @@ final class SQLiteConnection {
 
     /// The number of rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
-
-    /// The rowid of the last successful INSERT on this connection (0 when none).
-    var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
     /// Runs `body` inside `BEGIN IMMEDIATE` … `COMMIT`; any error thrown rolls the transaction back.
     /// With `synchronous=FULL` the commit has reached the disk when this returns.

@@ -74,7 +74,7 @@ public actor SmarticoStore {
 
     private func openDatabase() throws(StoreError) {
         try Self.makeDirectory(directory)
-        try Self.refuseDevelopmentFiles(directory, databasePath: path)
+        try Self.refuseDevelopmentFiles(directory)
         try Self.createFile(path)
         let connection: SQLiteConnection
         do {
@@ -412,14 +412,13 @@ public actor SmarticoStore {
             try Self.setCounter("last_seq", state.lastSeq, db)
             try Self.setCounter("journal_bytes", state.bytes, db)
             try self.retain(&state, nowMs: newest, db)
-            if self.seenSincePrune + seenAdded >= Self.seenPruneEvery(self.options.seenPerUser) {
+            if self.seenPruneDue(adding: seenAdded) {
                 for user in users { try self.pruneSeen(user: user, db) }
-                seenAdded = -self.seenSincePrune
             }
             return results
         }
         journalState = state
-        seenSincePrune += seenAdded
+        noteSeenAdded(seenAdded)
         return results
     }
 
@@ -428,12 +427,10 @@ public actor SmarticoStore {
         let added = try inTransaction { db -> Bool in
             try db.run("INSERT OR IGNORE INTO seen(user, uid) VALUES (?, ?)", [.text(user), .text(uid)])
             guard db.changes == 1 else { return false }
-            if self.seenSincePrune + 1 >= Self.seenPruneEvery(self.options.seenPerUser) {
-                try self.pruneSeen(user: user, db)
-            }
+            if self.seenPruneDue(adding: 1) { try self.pruneSeen(user: user, db) }
             return true
         }
-        if added { seenSincePrune = seenSincePrune + 1 >= Self.seenPruneEvery(options.seenPerUser) ? 0 : seenSincePrune + 1 }
+        if added { noteSeenAdded(1) }
         return added
     }
 
@@ -445,6 +442,16 @@ public actor SmarticoStore {
     /// The seen-set is pruned once this many uids were added since the last pruning: it holds between
     /// `limit` and `limit + seenPruneEvery(limit) - 1` uids per user.
     static func seenPruneEvery(_ limit: Int) -> Int { max(1, min(64, limit / 16)) }
+
+    /// Whether the seen-set is pruned in a transaction that adds `added` uids.
+    private func seenPruneDue(adding added: Int) -> Bool {
+        added > 0 && seenSincePrune + added >= Self.seenPruneEvery(options.seenPerUser)
+    }
+
+    /// Counts `added` uids after their transaction committed (pruned in it when that was due).
+    private func noteSeenAdded(_ added: Int) {
+        seenSincePrune = seenPruneDue(adding: added) ? 0 : seenSincePrune + added
+    }
 
     /// Deletes `user`'s oldest uids beyond `seenPerUser`, in the caller's transaction.
     private func pruneSeen(user: String, _ db: SQLiteConnection) throws {
@@ -649,22 +656,12 @@ public actor SmarticoStore {
         try db.run("UPDATE counters SET value = ? WHERE name = ?", [.integer(value), .text(name)])
     }
 
-    /// Throws `.developmentFormat` when the state directory holds the event-log files of a development
-    /// build of smarticod (an `events/` folder, `*.seg` files): this store would not see those events.
-    private static func refuseDevelopmentFiles(_ directory: String, databasePath: String) throws(StoreError) {
+    /// Throws `.developmentFormat` when the state directory holds the event log of a development build
+    /// of smarticod (`events/`, its segment and index files): this store would not see those events.
+    private static func refuseDevelopmentFiles(_ directory: String) throws(StoreError) {
         let events = directory + (directory.hasSuffix("/") ? "" : "/") + developmentEventsFolder
         var info = stat()
         if stat(events, &info) == 0 { throw .developmentFormat(path: events, found: nil) }
-        guard let dir = opendir(directory) else { return }
-        defer { closedir(dir) }
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name.hasSuffix(".seg") || name.hasSuffix(".idx") {
-                throw .developmentFormat(path: directory + "/" + name, found: nil)
-            }
-        }
     }
 
     private static func makeDirectory(_ directory: String) throws(StoreError) {
