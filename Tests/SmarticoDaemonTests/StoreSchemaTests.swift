@@ -64,6 +64,8 @@ private func openFails(_ directory: String) async throws -> StoreError {
         #expect(error == .developmentFormat(path: path, found: 8))
         #expect(error.description.contains("development version of smarticod (schema 8)"))
         #expect(error.description.contains("-wal/-shm") && error.description.contains("events/"))
+        // Untouched: not even put in WAL mode.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
         // Untouched: still schema 8, its row still there.
         try await rawSQL(path, "SELECT 1 FROM seen_chunk")
         #expect(try await onDedicatedThread {
@@ -104,5 +106,6 @@ private func openFails(_ directory: String) async throws -> StoreError {
         let error = try await openFails(dir.path)
         #expect(error == .notAStore(path: path))
         #expect(error.description.contains("not a smarticod store"))
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
     }
 }

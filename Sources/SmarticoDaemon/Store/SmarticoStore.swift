@@ -84,6 +84,8 @@ public actor SmarticoStore {
         }
         do {
             try connection.execute("PRAGMA busy_timeout = \(max(0, options.busyTimeoutMs))")
+            // Before anything is written (the journal mode is): a refused file stays as it was.
+            let empty = try StoreSchema.check(connection)
             let mode = try connection.queryFirst("PRAGMA journal_mode = WAL") { $0.text(0) } ?? ""
             guard mode.lowercased() == "wal" else {
                 throw StoreError.walUnavailable(path: path, journalMode: mode)
@@ -92,7 +94,7 @@ public actor SmarticoStore {
             try connection.execute("PRAGMA synchronous = FULL")
             // Bound the WAL file left after checkpoints.
             try connection.execute("PRAGMA journal_size_limit = 4194304")
-            try StoreSchema.prepare(connection)
+            if empty { try StoreSchema.create(connection) }
         } catch {
             connection.close()
             throw Self.storeError(error)

@@ -9,7 +9,7 @@ enum StoreSchema {
     /// The schema version this code writes.
     static let version = 1
 
-    static let create = """
+    static let createSQL = """
         CREATE TABLE meta(
             key TEXT PRIMARY KEY NOT NULL,
             value BLOB NOT NULL
@@ -78,38 +78,37 @@ enum StoreSchema {
         Int(try db.queryFirst("PRAGMA user_version") { $0.int64(0) } ?? 0)
     }
 
-    /// Creates the schema in an empty database, or checks that the database is of this format.
-    /// Throws `.developmentFormat` for a store of a development build of smarticod,
-    /// `.databaseTooNew` for one of a newer smarticod, `.notAStore` for another SQLite database.
-    static func prepare(_ db: SQLiteConnection) throws(StoreError) {
-        do {
-            try db.execute("BEGIN IMMEDIATE")
-        } catch {
-            throw .sqlite(error)
+    /// Checks that the database is empty or of this format; true when it is empty. Throws
+    /// `.developmentFormat` for a store of a development build of smarticod, `.databaseTooNew` for one
+    /// of a newer smarticod, `.notAStore` for another SQLite database. Reads only: a refused file is
+    /// left as it was.
+    static func check(_ db: SQLiteConnection) throws -> Bool {
+        let found = try userVersion(db)
+        let application = Int32(truncatingIfNeeded: try db.queryFirst("PRAGMA application_id") { $0.int64(0) } ?? 0)
+        let tables = try db.queryFirst("SELECT count(*) FROM sqlite_master") { $0.int64(0) } ?? 0
+        if found == 0 && application == 0 && tables == 0 { return true }
+        if application == applicationID {
+            guard found <= version else { throw StoreError.databaseTooNew(path: db.path, found: found, known: version) }
+            return false
         }
+        if application == 0 && found >= 1 && found <= 8 { throw StoreError.developmentFormat(path: db.path, found: found) }
+        throw StoreError.notAStore(path: db.path)
+    }
+
+    /// Creates the schema in an empty database (`check` first, in the same transaction: another
+    /// process may have created it meanwhile).
+    static func create(_ db: SQLiteConnection) throws {
+        try db.execute("BEGIN IMMEDIATE")
         do {
-            let found = try userVersion(db)
-            let application = Int32(truncatingIfNeeded: try db.queryFirst("PRAGMA application_id") { $0.int64(0) } ?? 0)
-            let tables = try db.queryFirst("SELECT count(*) FROM sqlite_master") { $0.int64(0) } ?? 0
-            if found == 0 && application == 0 && tables == 0 {
-                try db.execute(create)
+            if try check(db) {
+                try db.execute(createSQL)
                 try db.execute("PRAGMA application_id = \(applicationID)")
                 try db.execute("PRAGMA user_version = \(version)")
-            } else if application == applicationID {
-                if found > version { throw StoreError.databaseTooNew(path: db.path, found: found, known: version) }
-            } else if application == 0 && found >= 1 && found <= 8 {
-                throw StoreError.developmentFormat(path: db.path, found: found)
-            } else {
-                throw StoreError.notAStore(path: db.path)
             }
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
-            switch error {
-            case let error as StoreError: throw error
-            case let error as SQLiteError: throw .sqlite(error)
-            default: throw .other(String(describing: error))
-            }
+            throw error
         }
     }
 }
