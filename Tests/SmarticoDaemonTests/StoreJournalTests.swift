@@ -394,6 +394,18 @@ import Testing
         await store.close()
     }
 
+    /// Uids are compared whole: one with a NUL inside is not its prefix.
+    @Test func uidsWithANulInsideAreKeptWhole() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.markSeen(user: "alice", uid: "a\u{0}b"))
+        #expect(try await store.markSeen(user: "alice", uid: "a"))
+        #expect(try await !store.markSeen(user: "alice", uid: "a\u{0}b"))
+        #expect(try await store.seenUIDs(user: "alice") == ["a\u{0}b", "a"])
+        await store.close()
+    }
+
     /// The bound holds across restarts: the store prunes every user's set as it opens.
     @Test func theBoundHoldsAfterARestart() async throws {
         let dir = try StoreTempDir()

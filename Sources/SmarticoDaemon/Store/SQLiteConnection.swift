@@ -156,7 +156,8 @@ final class SQLiteConnection {
             case .integer(let v):
                 rc = sqlite3_bind_int64(stmt, index, v)
             case .text(let v):
-                rc = sqlite3_bind_text(stmt, index, v, -1, transient)
+                // With its length: a NUL inside the text is kept.
+                rc = sqlite3_bind_text(stmt, index, v, Int32(clamping: v.utf8.count), transient)
             case .blob(let v):
                 rc = v.withUnsafeBytes { bytes in
                     // A zero-length blob with a nil pointer would bind NULL; bind an empty blob instead.
