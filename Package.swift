@@ -33,8 +33,6 @@ let package = Package(
         ),
         // SQLite's C API for the daemon's durable store.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // A VFS over SQLite's default one that gathers each commit's WAL writes into few write calls.
-        .target(name: "CSmarticoVFS", dependencies: ["CSQLite"]),
         // RFC 6455 + RFC 7692 over raw sockets, TLS through COpenSSL. Knows nothing of Smartico.
         .target(name: "Transport", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The cid-tagged messages, bridge messages, deep links, HTTP API bodies. Knows nothing of sockets.
@@ -43,7 +41,7 @@ let package = Package(
         .target(
             name: "SmarticoDaemon",
             dependencies: [
-                "Transport", "SmarticoProtocol", "CSQLite", "CSmarticoVFS", "COpenSSL",
+                "Transport", "SmarticoProtocol", "CSQLite", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

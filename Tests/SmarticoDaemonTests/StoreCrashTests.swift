@@ -1,7 +1,8 @@
 // Crash safety for real: a writer in a child process appends events and enqueues outbox messages and
 // prints each seq/uuid only after the call returned (that is, after the commit was fsync'd); the parent
 // kill -9s it at seeded random moments, reopens the database and checks that everything acknowledged is
-// there, that seq never went backwards and that the database is sound.
+// there, that nothing was journaled twice, that seq never went backwards, that the newest event
+// is last_seq, and that the database is sound.
 //
 // The child is this test binary itself (/proc/self/exe), run with Swift Testing's own arguments
 // (`--testing-library swift-testing --filter crashWriterProcess`) and an environment variable that
@@ -12,6 +13,10 @@ import Testing
 @testable import SmarticoDaemon
 
 private let writerDirectoryVariable = "SMARTICO_STORE_CRASH_WRITER_DIR"
+
+/// Limits no run reaches, so every acknowledged write must still be there.
+private let keepEverything = StoreOptions(
+    maxOutboxMessages: 1_000_000, retentionEvents: 1_000_000, retentionHours: 1_000_000, seenPerUser: 1_000_000)
 
 /// Writes one line to stdout with a single write(2): unbuffered, so a line the parent reads is a
 /// promise the writer made after the store call returned.
@@ -160,9 +165,7 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
         let environment = ProcessInfo.processInfo.environment
         let directory = try #require(environment[writerDirectoryVariable])
         var random = SeededGenerator(seed: UInt64(environment["SMARTICO_STORE_CRASH_WRITER_SEED"] ?? "") ?? 1)
-        let store = try await SmarticoStore.open(
-            directory: directory,
-            options: StoreOptions(maxOutboxMessages: 1_000_000, retentionEvents: 1_000_000, retentionHours: 1_000_000))
+        let store = try await SmarticoStore.open(directory: directory, options: keepEverything)
         emit("READY \(await store.lastSeq())")
         var k = 0
         // Bounded: the parent normally kills it long before the end.
@@ -240,15 +243,19 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             highestSeen = max(highestSeen, previous)
 
             // Reopen after the crash: sound, and everything acknowledged is there.
-            let store = try await SmarticoStore.open(directory: stateDir)
+            let store = try await SmarticoStore.open(directory: stateDir, options: keepEverything)
             #expect(try await store.integrityCheck() == [], "\(context)")
             let last = await store.lastSeq()
             #expect(last >= highestSeen, "\(context): lastSeq \(last) < acknowledged \(highestSeen)")
             highestSeen = max(highestSeen, last)
             let events = try await store.events(after: 0, limit: Int.max)
-            let journaled = Set(events.filter { $0.name == "engagement" }.map {
+            // The counter and the journal moved together: the newest readable event is last_seq.
+            #expect((events.last?.seq ?? 0) == last, "\(context): lastSeq \(last), newest event \(events.last?.seq ?? 0)")
+            let journaledList = events.filter { $0.name == "engagement" }.map {
                 String(decoding: $0.data, as: UTF8.self).dropFirst(8).dropLast(2).description
-            })
+            }
+            let journaled = Set(journaledList)
+            #expect(journaled.count == journaledList.count, "\(context): an engagement was journaled twice")
             var stored: [Int64: [UInt8]] = [:]
             for event in events { stored[event.seq] = event.data }
             let missing = ackedSeqs.filter { stored[$0.key] != bytes($0.value) }
@@ -258,16 +265,10 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
             #expect(lost.isEmpty, "\(context): acknowledged outbox messages missing: \(lost.sorted().prefix(5))")
             let cursor = try await store.cursor("crash") ?? 0
             #expect(cursor >= ackedCursor, "\(context): cursor \(cursor) behind acknowledged \(ackedCursor)")
-            await store.close()
-
-            // Seen-set and journal moved together: every uid seen has its engagement event and back
-            // (the seen table as the reopened store left it: brought up to date from the event log).
-            let seen = try await onDedicatedThread {
-                let db = try SQLiteConnection(path: stateDir + "/" + SmarticoStore.fileName)
-                defer { db.close() }
-                return Set(try SmarticoStore.seenUIDs(user: "crash-user", db))
-            }
+            // Seen-set and journal moved together: every uid seen has its engagement event and back.
+            let seen = Set(try await store.seenUIDs(user: "crash-user"))
             #expect(seen == journaled, "\(context): seen-set and journal differ by \(Array(seen.symmetricDifference(journaled).prefix(5)))")
+            await store.close()
         }
         // The kills really happened, and most of them while the writer was writing.
         #expect(kills >= runs - 1, "only \(kills) of \(runs) writers were killed")

@@ -264,134 +264,186 @@ import Testing
     }
 }
 
-@Suite struct StoreSeenSetMemoryTests {
-    /// The seen-set is answered in memory; a uid another connection (another process) marked seen
-    /// or forgot is noticed (`PRAGMA data_version`), not missed.
-    @Test func writesOfAnotherConnectionAreSeen() async throws {
+@Suite struct StoreRetentionTests {
+    /// `journal.max_bytes`: the oldest events go until the data of those left fits, the newest is
+    /// kept whatever its size, and the byte count survives a restart.
+    @Test func retentionByBytes() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        let event = journalEvent("engagement", ts: 1, "{}")
-        #expect(try await store.appendEngagement(user: "alice", uid: "a", event: event) == 1)
-        let path = dir.sub(SmarticoStore.fileName)
-        func other(_ sql: String) async throws {
-            try await onDedicatedThread {
-                let db = try SQLiteConnection(path: path)
-                defer { db.close() }
-                try db.execute(sql)
-            }
-        }
-        // The engagements journaled reach the seen table with the next transaction (or this call):
-        // only then can another connection forget one.
-        try await store.foldSeen()
-        // A chunk of one uid (length 1, "b"), and the deletion of the chunk that holds only "a".
-        try await other("INSERT INTO seen_chunk(user, uids) VALUES ('alice', X'0162')")
-        #expect(try await store.appendEngagement(user: "alice", uid: "b", event: event) == nil)
-        try await other("DELETE FROM seen_chunk WHERE uids = X'0161'")
-        #expect(try await store.appendEngagement(user: "alice", uid: "a", event: event) == 2)
-        #expect(try await store.integrityCheck().isEmpty)
-        await store.close()
-    }
-
-    /// Once `foldAfter` engagements wait, the seen table catches up: as the store's next job, after
-    /// the batch's results went back (the fold is an SQLite commit of milliseconds that the batch's
-    /// lines must not wait for), and before any later call runs.
-    @Test func theSeenTableCatchesUpRightAfterTheBatch() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        let path = dir.sub(SmarticoStore.fileName)
-        /// The uids in the seen table, and its rows (chunks).
-        func seenRows() async throws -> Int64 {
-            try await onDedicatedThread {
-                let db = try SQLiteConnection(path: path)
-                defer { db.close() }
-                return Int64(try SmarticoStore.seenUIDs(user: "alice", db).count)
-            }
-        }
-        func chunks() async throws -> Int64 {
-            try await onDedicatedThread {
-                let db = try SQLiteConnection(path: path)
-                defer { db.close() }
-                return try db.queryFirst("SELECT count(*) FROM seen_chunk") { $0.int64(0) } ?? -1
-            }
-        }
-        let event = journalEvent("engagement", ts: 1, "{}")
-        let few = (0..<10).map { JournalWrite(event, once: "few-\($0)", user: "alice") }
-        #expect(try await store.journal(few).compactMap { $0 }.count == 10)
-        _ = await store.lastSeq()
-        #expect(try await seenRows() == 0, "10 uids are folded with a later transaction, not at once")
-        let many = (0..<SmarticoStore.foldAfter).map { JournalWrite(event, once: "many-\($0)", user: "alice") }
-        #expect(try await store.journal(many).compactMap { $0 }.count == SmarticoStore.foldAfter)
-        _ = await store.lastSeq()  // runs after the upkeep job
-        #expect(try await seenRows() == Int64(10 + SmarticoStore.foldAfter))
-        #expect(try await chunks() == 1, "one fold of one user's uids is one row")
-        await store.close()
-    }
-
-    /// The fold writes a chunk (one row) for each run of one user's waiting uids: after one fold of
-    /// a long run, then two users interleaved (a chunk of one uid each), under a small bound, the
-    /// answers are exact — each user's newest are refused, their older ones forgotten — and stay so
-    /// after a reopen (the index is then loaded from the rows the fold wrote).
-    @Test func aFoldOfManyChunksKeepsExactAnswers() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        // 300 per user: alice's first chunk (a0…a299) is partly among her newest 300, so pruning
-        // starts her uids inside it.
-        let options = StoreOptions(seenPerUser: 300)  // kept: between 300 and 317 per user
+        let tenBytes = "{\"k\":\"12\"}"  // 10 bytes
+        let options = StoreOptions(maxJournalBytes: 35)
         var store = try await SmarticoStore.open(directory: dir.path, options: options)
-        let event = journalEvent("engagement", ts: 1, "{}")
-        let run = (0..<300).map { JournalWrite(event, once: "a\($0)", user: "alice") }
-        #expect(try await store.journal(run).allSatisfy { $0 != nil })
-        var interleaved: [JournalWrite] = []
-        for i in 0..<100 {
-            interleaved.append(JournalWrite(event, once: "n\(i)", user: ""))
-            interleaved.append(JournalWrite(event, once: "a\(300 + i)", user: "alice"))
-        }
-        #expect(try await store.journal(interleaved).allSatisfy { $0 != nil })
-        try await store.foldSeen()  // 300 + 200 uids in one fold: a chunk of 300, then 200 of one
-        #expect(try await store.integrityCheck().isEmpty)
+        _ = try await store.appendEvents((0..<3).map { journalEvent("message", ts: Int64($0), tenBytes) })
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 1, lastSeq: 3))
+        // 40 bytes: the oldest goes in the same transaction.
+        _ = try await store.appendEvents([journalEvent("message", ts: 3, tenBytes)])
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [2, 3, 4])
         await store.close()
+
+        // The running total was kept: one more event after a restart again drops exactly one.
         store = try await SmarticoStore.open(directory: dir.path, options: options)
-        for i in 100..<400 { #expect(try await !store.markSeen(user: "alice", uid: "a\(i)"), "a\(i) forgotten") }
-        for i in 0..<100 { #expect(try await !store.markSeen(user: "", uid: "n\(i)"), "n\(i) forgotten") }
-        for i in 0..<80 { #expect(try await store.markSeen(user: "alice", uid: "a\(i)"), "a\(i) still remembered") }
+        _ = try await store.appendEvents([journalEvent("message", ts: 4, tenBytes)])
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [3, 4, 5])
+        // An event bigger than the whole limit: everything older goes, it stays.
+        let big = "{\"k\":\"" + String(repeating: "x", count: 100) + "\"}"
+        _ = try await store.appendEvents([journalEvent("message", ts: 5, big)])
+        #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [6])
+        // A lower limit applies at the next retention: the newest still stays.
+        await store.updateOptions(StoreOptions(maxJournalBytes: 1))
+        #expect(try await store.applyRetention(nowMs: 5) == 0)
+        _ = try await store.appendEvents([journalEvent("message", ts: 6, tenBytes)])
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 7, lastSeq: 7))
         await store.close()
     }
 
-    /// The in-memory index holds hashes of uids; with a hash under which every uid collides, the
-    /// answers are still exact (a hit is confirmed by the row, then by the table).
-    @Test func collidingHashesStillGiveExactAnswers() async throws {
+    /// All three limits together: the one reached first decides.
+    @Test func whicheverLimitIsReachedFirstDeletes() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 3),
-                                                 seenKey: { _ in 42 })
-        for uid in ["a", "b", "c"] { #expect(try await store.markSeen(user: "alice", uid: uid), "\(uid) is new") }
-        for uid in ["a", "b", "c"] { #expect(try await !store.markSeen(user: "alice", uid: uid), "\(uid) was seen") }
-        // Limit 3: d pushes out a (the oldest); b and c are still refused, a is new again.
-        #expect(try await store.markSeen(user: "alice", uid: "d"))
-        for uid in ["b", "c", "d"] { #expect(try await !store.markSeen(user: "alice", uid: uid), "\(uid) was seen") }
-        #expect(try await store.markSeen(user: "alice", uid: "a"))
+        let store = try await SmarticoStore.open(
+            directory: dir.path, options: StoreOptions(retentionEvents: 4, retentionHours: 1, maxJournalBytes: 1_000))
+        _ = try await store.appendEvents((0..<6).map { journalEvent("message", ts: Int64($0), "{}") })
+        #expect(try await store.journalBounds().firstSeq == 3)  // by count
+        _ = try await store.appendEvents([journalEvent("message", ts: hour + 6, "{}")])
+        #expect(try await store.journalBounds().firstSeq == 7)  // by age: seqs 3…6 are over an hour old
+        _ = try await store.appendEvents([journalEvent("message", ts: hour + 7, "{\"k\":\"" + String(repeating: "y", count: 995) + "\"}")])
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 8, lastSeq: 8))  // by bytes
         await store.close()
     }
 
-    /// A batch that fails is rolled back whole, and its uids are not left in the in-memory set:
-    /// the same engagement journals when it comes again.
+    /// Retention never moves the seq counter back, through deletion of every event and reopen.
+    @Test func seqNeverGoesBackwardsAcrossRetentionAndReopen() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var last: JournalSeq = 0
+        for round in 0..<4 {
+            let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 2))
+            #expect(await store.lastSeq() == last)
+            let seqs = try await store.appendEvents((0..<3).map { journalEvent("message", ts: Int64(round * 3 + $0), "{}") })
+            #expect(seqs == [last + 1, last + 2, last + 3])
+            last += 3
+            #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [last - 1, last])
+            if round % 2 == 1 {
+                await store.updateOptions(StoreOptions(retentionEvents: 0))
+                #expect(try await store.applyRetention(nowMs: 0) == 2)
+                #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: last))
+            }
+            await store.close()
+        }
+    }
+}
+
+@Suite struct StoreJournalPagingTests {
+    /// `events(after:limit:maxBytes:)` pages by bytes as well as by count, and always returns at least
+    /// one event when there is one.
+    @Test func eventsPageByBytes() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        // Sizes 10, 20, 30, 40, 50.
+        let sizes = [10, 20, 30, 40, 50]
+        _ = try await store.appendEvents(sizes.enumerated().map { index, size in
+            NewJournalEvent(name: index == 2 ? "deeplink" : "message", tsMs: Int64(index),
+                            data: [UInt8](repeating: UInt8(ascii: "a"), count: size))
+        })
+        #expect(try await store.events(after: 0, limit: 10, maxBytes: 60).map(\.seq) == [1, 2, 3])
+        #expect(try await store.events(after: 0, limit: 2, maxBytes: 60).map(\.seq) == [1, 2])
+        #expect(try await store.events(after: 0, limit: 10, maxBytes: 59).map(\.seq) == [1, 2])
+        // One event bigger than the page still comes, alone.
+        #expect(try await store.events(after: 3, limit: 10, maxBytes: 5).map(\.seq) == [4])
+        // Only the events of the types asked for count.
+        #expect(try await store.events(after: 0, limit: 10, types: ["message"], maxBytes: 70).map(\.seq) == [1, 2, 4])
+        // Paging through everything: every event once, in order.
+        var after: JournalSeq = 0
+        var pages: [[JournalSeq]] = []
+        while true {
+            let page = try await store.events(after: after, limit: 10, maxBytes: 45)
+            guard let last = page.last else { break }
+            pages.append(page.map(\.seq))
+            after = last.seq
+        }
+        #expect(pages == [[1, 2], [3], [4], [5]])
+        await store.close()
+    }
+}
+
+@Suite struct StoreSeenSetTests {
+    /// A batch that fails (here: another connection holds the write lock) is rolled back whole: none
+    /// of its engagements counts as seen, and the same engagement journals when it comes again.
     @Test func aFailedBatchLeavesNoUidBehind() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        // The event log's next write fails as a full disk would make it.
-        await store.failNextEventLogAppend(errno: ENOSPC)
+        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(busyTimeoutMs: 0))
+        let path = dir.sub(SmarticoStore.fileName)
+        let locker = try await onDedicatedThread { () -> LockedDatabase in
+            let db = try SQLiteConnection(path: path)
+            try db.execute("BEGIN IMMEDIATE")
+            return LockedDatabase(db)
+        }
         let batch = [
             JournalWrite(journalEvent("engagement", ts: 1, "{}"), once: "x", user: "alice"),
-            JournalWrite(journalEvent("refused", ts: 1, "{}")),
+            JournalWrite(journalEvent("message", ts: 1, "{}")),
         ]
         await #expect(throws: StoreError.self) { try await store.journal(batch) }
+        try await onDedicatedThread { try locker.db.execute("ROLLBACK"); locker.db.close() }
         #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 0))
         let again = JournalWrite(journalEvent("engagement", ts: 2, "{}"), once: "x", user: "alice")
         #expect(try await store.journal([again]) == [1])
         #expect(try await store.journal([again]) == [nil])
+        #expect(try await store.seenUIDs(user: "alice") == ["x"])
+        await store.close()
+    }
+
+    /// Uids are compared whole: one with a NUL inside is not its prefix.
+    @Test func uidsWithANulInsideAreKeptWhole() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.markSeen(user: "alice", uid: "a\u{0}b"))
+        #expect(try await store.markSeen(user: "alice", uid: "a"))
+        #expect(try await !store.markSeen(user: "alice", uid: "a\u{0}b"))
+        #expect(try await store.seenUIDs(user: "alice") == ["a\u{0}b", "a"])
+        await store.close()
+    }
+
+    /// The bound holds across restarts: the store prunes every user's set as it opens.
+    @Test func theBoundHoldsAfterARestart() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 64))
+        for i in 0..<66 { _ = try await store.markSeen(user: "alice", uid: "u\(i)") }
+        // Pruned every 4 uids: 64 was the last pruning, 2 more since.
+        #expect(try await store.seenUIDs(user: "alice").count == 66)
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(seenPerUser: 64))
+        #expect(try await store.seenUIDs(user: "alice") == (2..<66).map { "u\($0)" })
+        await store.close()
+    }
+}
+
+/// A connection holding a write transaction open, handed between threads by the test (used by one
+/// thread at a time, each hand-over through an `await`).
+private final class LockedDatabase: @unchecked Sendable {
+    let db: SQLiteConnection
+    init(_ db: SQLiteConnection) { self.db = db }
+}
+
+@Suite struct StoreCacheTests {
+    /// `releaseCacheMemory()` gives the page cache back after a burst without losing anything.
+    @Test func pageCacheIsGivenBack() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let store = try await SmarticoStore.open(directory: dir.path)
+        let long = String(repeating: "u", count: 2_000)
+        for i in 0..<300 { #expect(try await store.markSeen(user: "alice", uid: "\(i)-" + long)) }
+        let held = await store.cacheBytes()
+        #expect(held > 256 << 10, "the cache held only \(held) bytes")
+        let freed = await store.releaseCacheMemory()
+        let after = await store.cacheBytes()
+        #expect(freed > 0 && after < held, "freed \(freed) of \(held) bytes, \(after) left")
+        for i in stride(from: 0, to: 300, by: 30) {
+            #expect(try await !store.markSeen(user: "alice", uid: "\(i)-" + long))
+        }
         await store.close()
     }
 }
@@ -401,168 +453,4 @@ private let hour: Int64 = 3_600_000
 /// One `message` event with data `{}` at each of `timestamps` (ms).
 private func messages(at timestamps: Int64...) -> [NewJournalEvent] {
     timestamps.map { journalEvent("message", ts: $0, "{}") }
-}
-
-/// A ~2 KB JSON payload, the size of the benchmark's engagement.
-private let twoKBPayload = "{\"t\":\"" + String(repeating: "x", count: 2_000) + "\"}"
-
-@Suite struct StoreCacheTests {
-    /// Under load the page cache may grow past SQLite's 2 MB default (so commits and checkpoints
-    /// stop re-reading the pages they just wrote), and `releaseCacheMemory()` gives it back after
-    /// the burst without losing anything. The event journal no longer goes through SQLite; the
-    /// seen table does (~2 KB uids here, so 3,000 of them fill ~6 MB of pages).
-    @Test func pageCacheGrowsUnderLoadAndIsGivenBack() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        let long = String(repeating: "u", count: 2_000)
-        for i in 0..<3_000 {
-            #expect(try await store.markSeen(user: "alice", uid: "\(i)-" + long))
-        }
-        let held = await store.cacheBytes()
-        #expect(held > 4 << 20, "the cache held only \(held) bytes: the cache_size pragma did not take effect")
-        #expect(held <= (SmarticoStore.cacheKiB + 1_024) << 10, "the cache grew past its limit: \(held) bytes")
-        let freed = await store.releaseCacheMemory()
-        #expect(freed > 4 << 20, "released only \(freed) of \(held) bytes")
-        #expect(await store.cacheBytes() < 1 << 20)
-        // Nothing was lost: the uids are still seen (read through a cache that fills again).
-        for i in stride(from: 0, to: 3_000, by: 30) {
-            #expect(try await !store.markSeen(user: "alice", uid: "\(i)-" + long))
-        }
-        await store.close()
-    }
-}
-
-@Suite struct StoreCommitPagesTests {
-    /// Retention by count waits for 1/64 of the limit before deleting (then deletes down to the limit),
-    /// and seq stays the high-water mark though appends no longer write it to `meta`.
-    @Test func retentionByCountDeletesInBatchesAndSeqHolds() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 640))
-        #expect(await store.retentionSlack == 10)
-        for i in 1...650 {
-            _ = try await store.appendEvents([journalEvent("message", ts: Int64(i), "{}")])
-        }
-        // 10 over the limit: not yet.
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 1, lastSeq: 650))
-        _ = try await store.appendEvents([journalEvent("message", ts: 651, "{}")])
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 12, lastSeq: 651))
-        // The hourly maintenance is exact.
-        _ = try await store.appendEvents([journalEvent("message", ts: 652, "{}")])
-        #expect(try await store.applyRetention(nowMs: 652) == 1)
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 13, lastSeq: 652))
-        // Retention that empties the journal keeps the high-water mark (it is written to meta).
-        await store.updateOptions(StoreOptions(retentionEvents: 0))
-        #expect(try await store.applyRetention(nowMs: 652) == 640)
-        await store.close()
-        store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 0))
-        #expect(await store.lastSeq() == 652)
-        #expect(try await store.appendEvents([journalEvent("message", ts: 653, "{}")]) == [653])
-        await store.close()
-    }
-
-    /// What one engagement costs the disk at low rates. Through SQLite (schemas 2–5) its commit
-    /// wrote 10.1, then 6.7, 5.5 and 4.5 WAL pages, each written again by the checkpoint
-    /// (docs/store.md, "Pages per commit"). In the event log it is one record appended: no SQLite
-    /// page at all until the seen table is brought up to date, which then costs a few pages for
-    /// many engagements.
-    @Test func oneEngagementCommitWritesNoDatabasePage() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionEvents: 500))
-        var uid = 0
-        func engagement() -> JournalWrite {
-            uid += 1
-            return JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload), once: "uid-\(uid * 7_919 % 100_003)", user: "alice")
-        }
-        for _ in 0..<700 { _ = try await store.journal([engagement()]) }  // past the limit: retention runs
-        try await store.foldSeen()
-        let path = dir.sub(SmarticoStore.fileName)
-        func walFrames(_ mode: String) async throws -> Int64 {
-            try await onDedicatedThread {
-                let db = try SQLiteConnection(path: path)
-                defer { db.close() }
-                return try db.queryFirst("PRAGMA wal_checkpoint(\(mode))") { $0.int64(1) } ?? -1
-            }
-        }
-        _ = try await walFrames("TRUNCATE")
-        #expect(try await walFrames("PASSIVE") == 0)
-        let commits = 50
-        for _ in 0..<commits { _ = try await store.journal([engagement()]) }
-        #expect(try await walFrames("PASSIVE") == 0, "journaling wrote to the database")
-        try await store.foldSeen()
-        let frames = try await walFrames("PASSIVE")
-        #expect(frames >= 1, "the seen table was not brought up to date")
-        #expect(frames <= 6, "bringing 50 uids into the seen table wrote \(frames) pages")
-        // And the events are there, in the log.
-        #expect(try await store.events(after: 0, limit: 1_000).count >= 500)
-        await store.close()
-    }
-
-    /// The WAL's writes are gathered (the store's VFS, docs/store.md "Gathered WAL writes"): SQLite
-    /// writes each frame as two calls, so a one-engagement commit (~4.5 frames) made ~9 `write`s;
-    /// now its frames reach the file as one. Counted by the kernel for the store thread
-    /// (`/proc/self/task/TID/io`, `syscw`).
-    @Test func oneEngagementCommitIsOneWriteCall() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        var uid = 0
-        func engagement() -> JournalWrite {
-            uid += 1
-            return JournalWrite(journalEvent("engagement", ts: 1, twoKBPayload), once: "uid-\(uid)", user: "alice")
-        }
-        for _ in 0..<20 { _ = try await store.journal([engagement()]) }
-        let tid = try #require(await store.currentThreadID())
-        let before = try writeCalls(thread: tid)
-        let commits = 50  // ~225 frames: no checkpoint runs in between
-        for _ in 0..<commits { _ = try await store.journal([engagement()]) }
-        let perCommit = Double(try writeCalls(thread: tid) - before) / Double(commits)
-        #expect(perCommit >= 1, "\(perCommit) write calls per commit: the measurement is broken")
-        #expect(perCommit <= 1.5, "one engagement's commit made \(perCommit) write calls")
-        await store.close()
-    }
-
-    /// A checkpoint's writes to the database file are gathered too: SQLite copies each page with
-    /// one `pwrite`, in page order, and a table's new pages are consecutive. Over a run with a
-    /// few autocheckpoints (1,000 frames each), the write calls beyond one per commit are counted
-    /// against the pages the database file grew by: one call per page without gathering (the
-    /// test fails: 1.0 per page), one per 16 consecutive pages with it.
-    @Test func checkpointWritesAreGathered() async throws {
-        let dir = try StoreTempDir()
-        defer { dir.remove() }
-        let store = try await SmarticoStore.open(directory: dir.path)
-        var uid = 0
-        // Ten ~2 KB uids a commit into the seen table (the event log no longer goes through SQLite).
-        let long = String(repeating: "u", count: 2_000)
-        func batch() async throws {
-            for _ in 0..<10 {
-                uid += 1
-                _ = try await store.markSeen(user: "alice", uid: "\(uid)-" + long)
-            }
-        }
-        try await batch()
-        let tid = try #require(await store.currentThreadID())
-        let path = dir.sub(SmarticoStore.fileName)
-        func fileSize() -> Int64 {
-            var info = stat()
-            return stat(path, &info) == 0 ? Int64(info.st_size) : -1
-        }
-        let (sizeBefore, writesBefore) = (fileSize(), try writeCalls(thread: tid))
-        let commits = 2_500  // one ~2 KB uid each (two a page): ~1,250 new pages, a few checkpoints
-        for _ in 0..<commits / 10 { try await batch() }
-        let grownPages = (fileSize() - sizeBefore) / 4096
-        let extraWrites = try writeCalls(thread: tid) - writesBefore - commits
-        #expect(grownPages >= 1_000, "the database grew by \(grownPages) pages: no checkpoint ran, the measurement is broken")
-        #expect(extraWrites * 8 <= grownPages, "\(extraWrites) write calls beyond one per commit for \(grownPages) pages copied")
-        await store.close()
-    }
-
-    /// The write calls the kernel counted for thread `tid` of this process (`/proc/self/task/TID/io`, `syscw`).
-    private func writeCalls(thread tid: Int32) throws -> Int {
-        let text = try String(contentsOfFile: "/proc/self/task/\(tid)/io", encoding: .utf8)
-        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("syscw:") })
-        return try #require(Int(line.dropFirst("syscw:".count).trimmingCharacters(in: .whitespaces)))
-    }
 }

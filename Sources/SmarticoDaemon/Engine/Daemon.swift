@@ -119,9 +119,6 @@ public enum Daemon {
             logger.critical("cannot open the store in state_dir \(config.config.stateDir): \(error)")
             return startFailureExitCode
         }
-        for note in await store.eventLogRecovery() {
-            logger.warning("event log repaired at open: \(note)")
-        }
         let server = SocketAPIServer(loop: loop, configuration: .init(config.config.socket), store: store)
         let driver = SessionDriver(
             config: config, configPath: configPath, environment: environment, loop: loop, store: store,

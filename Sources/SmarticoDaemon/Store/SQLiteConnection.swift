@@ -2,7 +2,6 @@
 // typed binds and columns, `BEGIN IMMEDIATE` transactions, errors that carry the code, the extended
 // code, the message and the SQL that failed. Used only by `SmarticoStore` on its own thread.
 import CSQLite
-import CSmarticoVFS
 
 #if canImport(Glibc)
 import Glibc
@@ -78,24 +77,13 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
     private var inTransaction = false
 
-    /// Opens (creating if needed) the database at `path` for reading and writing. `gatherWAL`:
-    /// through the VFS that gathers each commit's WAL writes into few `write` calls (only for a
-    /// connection that syncs every commit, `synchronous = FULL`; docs/store.md, "Gathered WAL writes").
-    init(path: String, gatherWAL: Bool = false) throws(SQLiteError) {
+    /// Opens (creating if needed) the database at `path` for reading and writing.
+    init(path: String) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?
         // NOMUTEX: the connection is confined to one thread. EXRESCODE: extended result codes everywhere.
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
-        var vfs: String?
-        if gatherWAL {
-            let registered = smartico_vfs_register()
-            guard registered == SQLITE_OK else {
-                throw SQLiteError(code: registered & 0xff, extendedCode: registered,
-                                  message: "cannot register the \(SMARTICO_VFS_NAME) VFS", sql: nil, path: path)
-            }
-            vfs = SMARTICO_VFS_NAME
-        }
-        let rc = sqlite3_open_v2(path, &db, flags, vfs)
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_close_v2(db)
@@ -114,17 +102,6 @@ final class SQLiteConnection {
         statements.removeAll()
         sqlite3_close_v2(db)
         handle = nil
-    }
-
-    var isOpen: Bool { handle != nil }
-
-    /// Frees the page cache's unused pages (`sqlite3_db_release_memory`); returns the bytes freed.
-    @discardableResult
-    func releaseCacheMemory() -> Int {
-        guard let db = handle else { return 0 }
-        let before = cacheBytes
-        sqlite3_db_release_memory(db)
-        return max(0, before - cacheBytes)
     }
 
     /// The heap memory held by this connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).
@@ -169,9 +146,6 @@ final class SQLiteConnection {
         return stmt
     }
 
-    /// A pointer for the empty text (a nil pointer would bind NULL).
-    private static let empty: StaticString = ""
-
     private func bind(_ values: [SQLiteValue], to stmt: OpaquePointer, sql: String) throws(SQLiteError) {
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
@@ -181,14 +155,9 @@ final class SQLiteConnection {
                 rc = sqlite3_bind_null(stmt, index)
             case .integer(let v):
                 rc = sqlite3_bind_int64(stmt, index, v)
-            case .text(var v):
-                // Through `withUTF8`: passing the String itself converted it to a new C string (an
-                // allocation and a copy per value) before SQLite copied it again.
-                rc = v.withUTF8 { bytes in
-                    sqlite3_bind_text64(stmt, index, UnsafeRawPointer(bytes.baseAddress ?? Self.empty.utf8Start)
-                                            .assumingMemoryBound(to: CChar.self),
-                                        UInt64(bytes.count), transient, UInt8(SQLITE_UTF8))
-                }
+            case .text(let v):
+                // With its length: a NUL inside the text is kept.
+                rc = sqlite3_bind_text(stmt, index, v, Int32(clamping: v.utf8.count), transient)
             case .blob(let v):
                 rc = v.withUnsafeBytes { bytes in
                     // A zero-length blob with a nil pointer would bind NULL; bind an empty blob instead.
@@ -254,9 +223,6 @@ final class SQLiteConnection {
 
     /// The number of rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { handle.map { Int(sqlite3_changes64($0)) } ?? 0 }
-
-    /// The rowid of the last successful INSERT on this connection (0 when none).
-    var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 
     /// Runs `body` inside `BEGIN IMMEDIATE` … `COMMIT`; any error thrown rolls the transaction back.
     /// With `synchronous=FULL` the commit has reached the disk when this returns.

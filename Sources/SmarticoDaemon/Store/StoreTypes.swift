@@ -8,51 +8,43 @@ public typealias JournalSeq = Int64
 public struct StoreOptions: Sendable, Equatable {
     /// `outbox.max_messages`: beyond it `enqueue` throws `StoreError.queueFull`.
     public var maxOutboxMessages: Int
-    /// `journal.retention_events`: this many journaled events are kept; appends delete older ones
-    /// in batches (``SmarticoStore/retentionSlack``: up to 1/64 more are kept between two deletions).
+    /// `journal.retention_events`: at most this many journaled events are kept.
     public var retentionEvents: Int
-    /// `journal.retention_hours`: events older than this are deleted.
+    /// `journal.retention_hours`: events received longer ago than this are deleted.
     public var retentionHours: Int
+    /// `journal.max_bytes`: the journaled events' data (the sum of their sizes) is kept under this
+    /// many bytes; the newest event is kept whatever its size.
+    public var maxJournalBytes: Int
     /// How many engagement uids are remembered per user, at least (the oldest are forgotten first;
-    /// up to `min(256, seenPerUser / 16) - 1` more are kept between two prunings).
+    /// up to `SmarticoStore.seenPruneEvery(_:)` − 1 more are kept between two prunings).
     public var seenPerUser: Int
     /// How many durable subscription names are remembered; a new name beyond it throws
     /// `StoreError.tooManyCursors` (local peers choose the names, so the table must be bounded).
     public var maxCursors: Int
     /// `busy_timeout` in milliseconds (another process, such as `sqlite3`, holding the write lock).
     public var busyTimeoutMs: Int
-    /// The event log starts a new segment file once the newest holds this many bytes; retention
-    /// deletes whole segments (docs/store.md, "The event log").
-    public var segmentBytes: Int
-    /// The next segment is written full of zeros ahead of time, on a thread of its own, so appends
-    /// sync data blocks only (docs/store.md, "Preallocated segments"). Tests turn it off to see
-    /// segment files grow record by record.
-    public var preallocateSegments: Bool
 
     public init(
         maxOutboxMessages: Int = 10_000,
         retentionEvents: Int = 10_000,
         retentionHours: Int = 168,
+        maxJournalBytes: Int = 67_108_864,
         seenPerUser: Int = 10_000,
         maxCursors: Int = 1_000,
-        busyTimeoutMs: Int = 5_000,
-        segmentBytes: Int = 4 << 20,
-        preallocateSegments: Bool = true
+        busyTimeoutMs: Int = 5_000
     ) {
         self.maxOutboxMessages = maxOutboxMessages
         self.retentionEvents = retentionEvents
         self.retentionHours = retentionHours
+        self.maxJournalBytes = maxJournalBytes
         self.seenPerUser = seenPerUser
         self.maxCursors = maxCursors
         self.busyTimeoutMs = busyTimeoutMs
-        self.segmentBytes = segmentBytes
-        self.preallocateSegments = preallocateSegments
     }
 }
 
-/// An event to journal.
-/// One write of a group commit (`SmarticoStore.journal(_:)`): an event to journal, and for an
-/// engagement the (user, uid) that must not have been seen before (else nothing is journaled).
+/// One write of a batch (`SmarticoStore.journal(_:)`): an event to journal, and for an engagement the
+/// (user, uid) that must not have been seen before (else nothing is journaled).
 public struct JournalWrite: Sendable, Equatable {
     public var event: NewJournalEvent
     public var seen: (user: String, uid: String)?
@@ -74,43 +66,30 @@ public struct JournalWrite: Sendable, Equatable {
     }
 }
 
+/// An event to journal.
 public struct NewJournalEvent: Sendable, Equatable {
     /// The event name of socket-api.md (`engagement`, `minigame`, `deeplink`, `message`).
     public var name: String
     /// When the daemon received it, ms since the epoch.
     public var tsMs: Int64
-    /// The row's bytes, or the pieces they are copied from into the event log's batch.
-    var body: EventBody
+    /// The event's `data` object as journaled, JSON bytes.
+    public var data: [UInt8]
 
     public init(name: String, tsMs: Int64, data: [UInt8]) {
         self.name = name
         self.tsMs = tsMs
-        self.body = .bytes(data)
+        self.data = data
     }
 
+    /// The event whose journaled bytes are `body`'s.
     init(name: String, tsMs: Int64, body: EventBody) {
-        self.name = name
-        self.tsMs = tsMs
-        self.body = body
-    }
-
-    /// The event's `data` object as journaled, as JSON bytes (assembled when it is an engagement's).
-    public var data: [UInt8] {
-        get { body.journalBytes }
-        set { body = .bytes(newValue) }
-    }
-
-    /// Same name, time and journaled bytes, however they are kept.
-    public static func == (a: NewJournalEvent, b: NewJournalEvent) -> Bool {
-        a.name == b.name && a.tsMs == b.tsMs && (a.body == b.body || a.data == b.data)
+        self.init(name: name, tsMs: tsMs, data: body.journalBytes)
     }
 }
 
-/// An event's `data` on its way to the journal and the subscribers: bytes as they are, or an
-/// engagement's, which is journaled without its `bridge` and shown with it (``EngagementJournal``).
-/// An engagement's row and line are never assembled as arrays of their own on the live path: each
-/// is appended from the 110's bytes where it is written (the event log's batch, a subscriber's
-/// output), two copies of the 110 fewer per event than assembling both first.
+/// An event's `data` on its way to the journal and the subscribers (the session driver and the socket
+/// server use it; the store only takes its `journalBytes`): bytes as they are, or an engagement's,
+/// which is journaled without its `bridge` and shown with it (``EngagementJournal``).
 enum EventBody: Sendable, Equatable {
     /// The same bytes journaled and shown.
     case bytes([UInt8])
@@ -280,8 +259,11 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileSystem(path: String, operation: String, errno: Int32)
     /// The database was written by a newer smarticod.
     case databaseTooNew(path: String, found: Int, known: Int)
-    /// A migration step failed; the database stays at `fromVersion`.
-    case migrationFailed(path: String, fromVersion: Int, toVersion: Int, underlying: SQLiteError)
+    /// The database (schema `found`), or event-log files beside it, were written by a development
+    /// build of smarticod, whose format this one does not read.
+    case developmentFormat(path: String, found: Int?)
+    /// The file is an SQLite database, but not a smarticod store.
+    case notAStore(path: String)
     /// The database is not in WAL mode after asking for it (e.g. a read-only or network file system).
     case walUnavailable(path: String, journalMode: String)
     /// The outbox holds `outbox.max_messages` messages.
@@ -296,9 +278,6 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidArgument(String)
     /// The store was closed.
     case closed
-    /// A chunk of the seen-set (`seen_chunk`, row `id`) cannot be read from byte `offset` on: the
-    /// file was damaged or written by something other than smarticod.
-    case damagedSeenChunk(path: String, id: Int64, offset: Int)
     /// Anything else, described.
     case other(String)
 
@@ -313,9 +292,14 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the database \(path) has schema version \(found), but this smarticod knows versions "
                 + "up to \(known): it was written by a newer smarticod; run that version, or move the file "
                 + "away to start with an empty store"
-        case .migrationFailed(let path, let from, let to, let underlying):
-            return "migrating \(path) from schema version \(from) to \(to) failed, nothing was changed: "
-                + underlying.description
+        case .developmentFormat(let path, let found):
+            let what = found.map { "the store at \(path) was written by a development version of smarticod (schema \($0))" }
+                ?? "\(path) holds event-log files of a development version of smarticod"
+            return what + "; this smarticod cannot read it. Stop the daemon and move the database, its "
+                + "-wal/-shm files and the events/ folder out of the state directory to start with an empty store"
+        case .notAStore(let path):
+            return "\(path) is an SQLite database but not a smarticod store; point state_dir elsewhere "
+                + "or move the file away"
         case .walUnavailable(let path, let mode):
             return "the database \(path) could not be put in WAL mode (journal_mode is \(mode)); "
                 + "state_dir must be on a local file system that supports shared memory"
@@ -333,9 +317,6 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return text
         case .closed:
             return "the store is closed"
-        case .damagedSeenChunk(let path, let id, let offset):
-            return "\(path): the seen-set's chunk \(id) (table seen_chunk) is damaged at byte \(offset); "
-                + "its user's seen uids cannot be read (clearing that user's seen-set, or the state directory, repairs it)"
         case .other(let text):
             return text
         }

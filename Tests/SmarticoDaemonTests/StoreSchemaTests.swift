@@ -1,0 +1,111 @@
+// The schema: version 1 created in an empty directory; a store of a development build of smarticod,
+// of a newer smarticod, or another SQLite database is refused with an error that says what to do.
+import CSQLite
+import Foundation
+import Testing
+@testable import SmarticoDaemon
+
+/// Runs raw SQL on a database file with SQLite's C API, outside the store, on a dedicated thread
+/// (it fsyncs).
+private func rawSQL(_ path: String, _ sql: String) async throws {
+    try await onDedicatedThread {
+        var db: OpaquePointer?
+        guard sqlite3_open(path, &db) == SQLITE_OK else { throw StoreTestFailure("cannot open \(path)") }
+        defer { sqlite3_close(db) }
+        var message: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &message) == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? "?"
+            sqlite3_free(message)
+            throw StoreTestFailure("SQL failed: \(text)")
+        }
+    }
+}
+
+/// Opening `directory` fails; returns the error.
+private func openFails(_ directory: String) async throws -> StoreError {
+    do {
+        let store = try await SmarticoStore.open(directory: directory)
+        await store.close()
+    } catch {
+        return error
+    }
+    throw StoreTestFailure("opening \(directory) succeeded")
+}
+
+@Suite struct StoreSchemaTests {
+    @Test func createsVersion1InAnEmptyDirectoryAndReopensIt() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == 1)
+        let durability = try await store.durabilitySettings()
+        #expect(durability.journalMode == "wal" && durability.synchronous == 2)
+        _ = try await store.appendEvents([journalEvent("message", ts: 1, "{}")])
+        await store.close()
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == 1)
+        #expect(await store.lastSeq() == 1)
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    /// A database of a development build (schema 2 to 8, tables of its own): a clear error naming the
+    /// file, the schema and what to move away; the file is left as it was.
+    @Test func refusesADevelopmentStore() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await rawSQL(path, """
+            CREATE TABLE seen_chunk(id INTEGER PRIMARY KEY, user TEXT NOT NULL, uids BLOB NOT NULL);
+            INSERT INTO seen_chunk(user, uids) VALUES ('alice', X'0161');
+            PRAGMA user_version = 8;
+            """)
+        let error = try await openFails(dir.path)
+        #expect(error == .developmentFormat(path: path, found: 8))
+        #expect(error.description.contains("development version of smarticod (schema 8)"))
+        #expect(error.description.contains("-wal/-shm") && error.description.contains("events/"))
+        // Untouched: not even put in WAL mode.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        // Untouched: still schema 8, its row still there.
+        try await rawSQL(path, "SELECT 1 FROM seen_chunk")
+        #expect(try await onDedicatedThread {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            return try StoreSchema.userVersion(db)
+        } == 8)
+    }
+
+    /// The event-log folder of a development build beside an otherwise empty state directory.
+    @Test func refusesTheEventLogFilesOfADevelopmentStore() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        try FileManager.default.createDirectory(atPath: dir.sub("events"), withIntermediateDirectories: false)
+        let error = try await openFails(dir.path)
+        #expect(error == .developmentFormat(path: dir.sub("events"), found: nil))
+        #expect(error.description.contains("event-log files"))
+        #expect(!FileManager.default.fileExists(atPath: dir.sub(SmarticoStore.fileName)))
+    }
+
+    @Test func refusesADatabaseOfANewerVersion() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        let store = try await SmarticoStore.open(directory: dir.path)
+        await store.close()
+        try await rawSQL(path, "PRAGMA user_version = 2")
+        let error = try await openFails(dir.path)
+        #expect(error == .databaseTooNew(path: path, found: 2, known: 1))
+        #expect(error.description.contains("newer smarticod"))
+    }
+
+    @Test func refusesAnotherSQLiteDatabase() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        try await rawSQL(path, "CREATE TABLE notes(text TEXT)")
+        let error = try await openFails(dir.path)
+        #expect(error == .notAStore(path: path))
+        #expect(error.description.contains("not a smarticod store"))
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+    }
+}
