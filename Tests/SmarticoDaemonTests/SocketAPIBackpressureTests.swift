@@ -172,7 +172,7 @@ struct SocketAPIBackpressureTests {
         try await waitUntil("the slow reader's close to be seen") { rig.server.connectionCount == 3 }
         #expect(rig.server.subscriberCount == 3)
         #expect(!never.isClosed)
-        let stats = await rig.server.queueStatistics()
+        let stats = try await rig.server.queueStatistics()
         #expect(stats.peakQueuedBytes.values.allSatisfy { $0 <= maxQueue }, "\(stats.peakQueuedBytes)")
         #expect(stats.queuedBytes.values.allSatisfy { $0 <= maxQueue }, "\(stats.queuedBytes)")
         // It did fill its queue (the bound was reached, not merely never approached).
@@ -203,7 +203,7 @@ struct SocketAPIBackpressureTests {
             #expect(reader.eventSeqs == Array(1...2000))
             #expect(reader.state.withLock { $0.eventHashes } == expected)
         }
-        let stats = await rig.server.queueStatistics()
+        let stats = try await rig.server.queueStatistics()
         // One line over at most: a peer with an empty queue always gets its next line.
         #expect(stats.peakTotalQueuedBytes <= maxTotal + 8192, "\(stats.peakTotalQueuedBytes)")
         #expect(!never.isClosed)

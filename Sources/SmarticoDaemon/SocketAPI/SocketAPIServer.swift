@@ -153,16 +153,12 @@ public final class SocketAPIServer: CustomStringConvertible,
     }
 
     /// The queued output of every connection. Any context.
-    func queueStatistics() async -> QueueStatistics {
-        (try? await loop.submit { () -> QueueStatistics in
-            var queued: [UInt64: Int] = [:]
-            var peaks: [UInt64: Int] = [:]
-            for (number, peer) in self.peers {
-                queued[number] = self.queuedBytes(peer)
-                peaks[number] = peer.peakQueuedBytes
-            }
-            return QueueStatistics(queuedBytes: queued, peakQueuedBytes: peaks, peakTotalQueuedBytes: self.peakTotalQueuedBytes)
-        }) ?? QueueStatistics(queuedBytes: [:], peakQueuedBytes: [:], peakTotalQueuedBytes: 0)
+    func queueStatistics() async throws -> QueueStatistics {
+        try await loop.submit {
+            QueueStatistics(queuedBytes: self.peers.mapValues { self.queuedBytes($0) },
+                            peakQueuedBytes: self.peers.mapValues { $0.peakQueuedBytes },
+                            peakTotalQueuedBytes: self.peakTotalQueuedBytes)
+        }
     }
 
     // MARK: Starting and stopping
@@ -264,27 +260,22 @@ public final class SocketAPIServer: CustomStringConvertible,
     public func publish(_ event: DaemonEvent, seq: JournalSeq?, tsMs: Int64) {
         var data: [UInt8] = []
         event.data.serialize(into: &data)
-        publish(PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data))
+        publish([PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data)])
     }
 
     /// ``publish(_:seq:tsMs:)`` for an event whose `data` is already serialized (the bytes that were
     /// journaled).
     public func publish(name: String, serializedData data: [UInt8], seq: JournalSeq?, tsMs: Int64) {
-        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data))
+        publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data)])
     }
 
     /// ``publish(name:serializedData:seq:tsMs:)`` for an event's data as the driver keeps it.
     func publish(name: String, body: EventBody, seq: JournalSeq?, tsMs: Int64) {
-        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body))
+        publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body)])
     }
 
-    /// On the loop's thread (the driver always is) the event goes out now; from elsewhere, as a
-    /// task on the loop.
-    private func publish(_ prepared: PreparedEvent) {
-        publish([prepared])
-    }
-
-    /// Publishes several events, in order (a group commit's batch), as ``publish(_:)`` does.
+    /// Publishes several events, in order (a group commit's batch). On the loop's thread (the
+    /// driver always is) they go out now; from elsewhere, as a task on the loop.
     func publish(_ events: [PreparedEvent]) {
         guard !events.isEmpty else { return }
         if loop.inEventLoop {
