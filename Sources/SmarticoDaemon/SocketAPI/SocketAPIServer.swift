@@ -508,30 +508,30 @@ public final class SocketAPIServer: CustomStringConvertible,
             respond(peer, id: id, .failure(SocketAPIError(.internal, "this server has no journal: since and durable are unavailable")))
             return
         }
-        // A replay is a catch-up from the start point, once it is known (`reading` until then: no
-        // page is read before it).
+        // A replay is a catch-up from its start point.
         subscription.phase = .catchingUp
-        subscription.reading = true
         peer.subscription = subscription
         subscribers.add(1, ordering: .relaxed)
+        guard let durable = options.durable else {
+            subscription.lastSeqSent = options.since ?? lastSeq
+            respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
+            catchUpIfRoom(peer)
+            return
+        }
+        // The durable name's cursor first (`reading` until then: no page is read before it).
+        subscription.reading = true
         let since = options.since
-        let durable = options.durable
         let number = peer.info.connectionNumber
         let subscriptionNumber = subscription.number
         Task(executorPreference: loop) {  // never the global executor (docs/transport.md)
             let start: Result<JournalSeq, SocketAPIError>
             do {
-                if let durable {
-                    if let cursor = try await store.cursor(durable) {
-                        start = .success(cursor)
-                    } else {
-                        // A new name starts at `since`, or now; remember it so a reconnect before the
-                        // first ack resumes from here.
-                        let from = min(since ?? lastSeq, await store.lastSeq())
-                        start = .success(try await store.setCursor(durable, from))
-                    }
+                if let cursor = try await store.cursor(durable) {
+                    start = .success(cursor)
                 } else {
-                    start = .success(since!)
+                    // A new name starts at `since`, or now; remember it so a reconnect before the
+                    // first ack resumes from here.
+                    start = .success(try await store.setCursor(durable, min(since ?? lastSeq, await store.lastSeq())))
                 }
             } catch {
                 start = .failure(Self.storeFailure(error, field: "durable"))
