@@ -147,12 +147,12 @@ struct SocketAPIBackpressureTests {
         let never = try await rig.connect(read: false, keepLines: false)
         try await never.send(#"{"id":1,"op":"subscribe"}"# + "\n")
         let slow = SlowReader(path: rig.path, subscribe: #"{"id":1,"op":"subscribe"}"#, chunk: 16_384, pauseMs: 2,
-                              until: total, timeout: .seconds(120))
+                              until: total, timeout: .seconds(180))
         try await waitUntil("four subscribers") { rig.server.subscriberCount == 4 }
 
         let expected = try await journalAndPublishEngagements(total, store: store, server: rig.server)
         let seqs = Array(Int64(1)...Int64(total))
-        try await waitUntil("every event at the fast readers", timeout: .seconds(60)) { fast.allSatisfy { $0.eventCount == total } }
+        try await waitUntil("every event at the fast readers", timeout: .seconds(120)) { fast.allSatisfy { $0.eventCount == total } }
         for reader in fast {
             #expect(reader.eventSeqs == seqs)
             // Whether sent live or read back from the journal, each line is its event's own.
@@ -160,7 +160,7 @@ struct SocketAPIBackpressureTests {
             #expect(reader.state.withLock { $0.gapLines.isEmpty })
             #expect(!reader.isClosed)
         }
-        try await waitUntil("the slow reader to finish", timeout: .seconds(150)) { slow.state.withLock { $0.finished } }
+        try await waitUntil("the slow reader to finish", timeout: .seconds(200)) { slow.state.withLock { $0.finished } }
         let slowState = slow.state.withLock { $0 }
         #expect(slowState.failure == nil)
         #expect(slowState.seqs == seqs)
@@ -198,7 +198,7 @@ struct SocketAPIBackpressureTests {
             let answer = try await reader.call(#"{"id":1,"op":"subscribe","since":0}"#, id: 1)
             #expect(answer["result"] == ["last_seq": 2000])
         }
-        try await waitUntil("every replayed event", timeout: .seconds(60)) { readers.allSatisfy { $0.eventCount == 2_000 } }
+        try await waitUntil("every replayed event", timeout: .seconds(120)) { readers.allSatisfy { $0.eventCount == 2_000 } }
         for reader in readers {
             #expect(reader.eventSeqs == Array(1...2000))
             #expect(reader.state.withLock { $0.eventHashes } == expected)
