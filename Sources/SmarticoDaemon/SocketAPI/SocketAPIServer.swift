@@ -617,10 +617,7 @@ public final class SocketAPIServer: CustomStringConvertible,
     private var lowWater: Int { configuration.maxQueueBytes / 2 }
 
     /// What one catch-up round read: the journal's bounds, then a page of events after the cursor.
-    private struct Page: Sendable {
-        var bounds: JournalBounds
-        var events: [JournalEvent]
-    }
+    private typealias Page = (bounds: JournalBounds, events: [JournalEvent])
 
     /// Reads the next page for a catching-up peer whose queue has room (one read at a time). Called
     /// whenever its queue may have gone down: after a flush, when its socket drained, after a page.
@@ -642,13 +639,13 @@ public final class SocketAPIServer: CustomStringConvertible,
             if let store {
                 do throws(StoreError) {
                     let bounds = try await store.journalBounds()
-                    page = .success(Page(bounds: bounds, events: try await store.events(after: after, limit: limit, types: types)))
+                    page = .success((bounds, try await store.events(after: after, limit: limit, types: types)))
                 } catch {
                     page = .failure(error)
                 }
             } else {
                 // No journal: what was published meanwhile is gone.
-                page = .success(Page(bounds: JournalBounds(firstSeq: nil, lastSeq: published), events: []))
+                page = .success((JournalBounds(firstSeq: nil, lastSeq: published), []))
             }
             _ = self.loop.execute {
                 guard case let (peer, subscription)? = self.subscription(number, subscriptionNumber) else { return }
