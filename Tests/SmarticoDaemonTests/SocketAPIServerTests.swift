@@ -187,9 +187,8 @@ struct SocketAPIServerTests {
     }
 
     @Test func everySubscriberGetsEachEngagementsOwnLineByteForByte() async throws {
-        // Published to several peers, an engagement's data is built once and copied to each: every
-        // peer must still get that event's line, never the one before it, whatever peers are
-        // subscribed, filtered out or replaying.
+        // Published to several peers, every peer gets that event's own line, never the one before
+        // it, whatever peers are subscribed or filtered out.
         let rig = try await SocketTestRig.start()
         defer { Task { await rig.stop() } }
         let readers = [try await rig.connect(), try await rig.connect(), try await rig.connect()]
@@ -229,74 +228,10 @@ struct SocketAPIServerTests {
         }
         #expect(filtered.eventSeqs.isEmpty)
     }
-
-    @Test func aPeerThatNeverReadsIsDroppedWithOverflowWhileOthersGetEverything() async throws {
-        let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 10_000))
-        defer { Task { await rig.stop() } }
-        let stuck = try await rig.connect(read: false, keepLines: false)
-        try await stuck.send(#"{"id":1,"op":"subscribe"}"# + "\n")
-        let readers = [try await rig.connect(keepLines: false), try await rig.connect(keepLines: false)]
-        for reader in readers { _ = try await reader.call(#"{"id":1,"op":"subscribe"}"#, id: 1) }
-        try await waitUntil("three subscribers") { rig.server.subscriberCount == 3 }
-        let total = 100_000
-        let batch = 1000
-        var seq: Int64 = 0
-        for _ in 0..<(total / batch) {
-            for _ in 0..<batch {
-                seq += 1
-                rig.server.publish(DaemonEvent(name: "message", data: ["n": .number(seq), "pad": "0123456789abcdef"], journaled: true), seq: seq, tsMs: 5)
-            }
-            let target = Int(seq)
-            try await waitUntil("readers at \(target)", timeout: .seconds(60)) { readers.allSatisfy { $0.eventCount >= target } }
-        }
-        try await waitUntil("the stuck peer dropped") { rig.server.subscriberCount == 2 && rig.server.connectionCount == 2 }
-        for reader in readers {
-            let seqs = reader.eventSeqs
-            #expect(seqs.count == total)
-            #expect(seqs == Array(1...Int64(total)))
-            #expect(!reader.isClosed)
-        }
-        // What the stuck peer had queued ends with the overflow notice: read it now.
-        try await rig.clientLoop.submit { stuck.connection.start() }
-        try await waitUntil("the stuck peer to see its end") { stuck.isClosed }
-        let overflow = stuck.state.withLock { $0.overflowLines }
-        let received = stuck.eventSeqs
-        #expect(received.count < total)
-        if let notice = overflow.first {
-            // The kernel delivered everything up to the notice: it names the last event sent.
-            let json = try JSONValue(parsing: notice)
-            #expect(json["data"]?["dropped_after_seq"]?.int64Value == received.last)
-            #expect(received == Array(1...Int64(received.count)))
-        }
-    }
 }
 
-@Suite("Socket API overflow notice and replay")
+@Suite("Socket API replay")
 struct SocketAPIReplayTests {
-    @Test func theOverflowNoticeArrivesAfterTheLastEventSent() async throws {
-        let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 100, lingerMs: 20_000))
-        defer { Task { await rig.stop() } }
-        let stuck = try await rig.connect(read: false)
-        try await stuck.send(#"{"id":1,"op":"subscribe"}"# + "\n")
-        try await waitUntil("the subscriber") { rig.server.subscriberCount == 1 }
-        let pad = String(repeating: "p", count: 1000)
-        for seq in 1...3000 {
-            rig.server.publish(DaemonEvent(name: "message", data: ["pad": .string(pad)], journaled: true), seq: Int64(seq), tsMs: 7)
-        }
-        try await waitUntil("the overflow") { rig.server.subscriberCount == 0 }
-        try await rig.clientLoop.submit { stuck.connection.start() }
-        try await waitUntil("EOF after the notice") { stuck.isClosed }
-        let seqs = stuck.eventSeqs
-        #expect(seqs.count > 0 && seqs.count < 3000)
-        #expect(seqs == Array(1...Int64(seqs.count)))
-        let notices = stuck.state.withLock { $0.overflowLines }
-        #expect(notices.count == 1)
-        let notice = try JSONValue(parsing: try #require(notices.first))
-        #expect(notice["data"]?["dropped_after_seq"]?.int64Value == seqs.last)
-        #expect(notice["seq"]?.int64Value == seqs.last)
-        #expect(try stuck.json().last?["event"] == "overflow")
-    }
-
     /// The race behind an intermittent duplicate in the test below, made deterministic: the
     /// driver journals, then publishes; a replay that reads the journal in between sends events
     /// that are published after the subscription went live. Each goes out once.
@@ -446,7 +381,7 @@ struct SocketAPILongReplayTests {
     @Test func aReplayLongerThanTheQueueIsPacedNotDropped() async throws {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
-        let rig = try await SocketTestRig.start(configuration: .init(maxQueueEvents: 200), store: store, dir: dir)
+        let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: 16_384), store: store, dir: dir)
         defer { Task { await rig.stop(); await store.close() } }
         try await journalAndPublish(3000, store: store, server: rig.server)
         let client = try await rig.connect(keepLines: false)
@@ -454,6 +389,6 @@ struct SocketAPILongReplayTests {
         try await waitUntil("3000 replayed events") { client.eventCount == 3000 }
         #expect(client.eventSeqs == Array(1...3000))
         #expect(!client.isClosed)
-        #expect(client.state.withLock { $0.overflowLines.isEmpty })
+        #expect(client.state.withLock { $0.gapLines.isEmpty })
     }
 }

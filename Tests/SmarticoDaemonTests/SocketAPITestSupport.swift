@@ -33,7 +33,7 @@ func waitUntil(
 }
 
 private let eventPrefix = Array("{\"event\":".utf8)
-private let overflowPrefix = Array("{\"event\":\"overflow\"".utf8)
+private let gapPrefix = Array("{\"event\":\"gap\"".utf8)
 private let seqKey = Array("\"seq\":".utf8)
 
 /// The seq of an event line (`{"event":…,"seq":N,…`), found without a full parse or allocation.
@@ -56,6 +56,15 @@ func seqOfEventLine<C: Collection<UInt8>>(_ line: C) -> Int64? where C.Index == 
     return nil
 }
 
+/// A hash of a line's bytes (stable within the test process).
+func lineHash(_ line: UnsafeRawBufferPointer) -> Int {
+    var hasher = Hasher()
+    hasher.combine(bytes: line)
+    return hasher.finalize()
+}
+
+func lineHash(_ line: [UInt8]) -> Int { line.withUnsafeBytes { lineHash($0) } }
+
 /// A client of the socket API over a real Unix socket, driven by a test event loop.
 final class SocketTestClient: Sendable {
     struct State {
@@ -63,9 +72,11 @@ final class SocketTestClient: Sendable {
         /// Every complete line (only the first 16 without `keepLines`).
         var lines: [[UInt8]] = []
         var lineCount = 0
-        /// Seqs of the event lines, in arrival order (not `overflow`).
+        /// Seqs of the event lines, in arrival order (not `gap`).
         var eventSeqs: [Int64] = []
-        var overflowLines: [[UInt8]] = []
+        /// A hash of each of those lines (to compare lines without keeping them).
+        var eventHashes: [Int] = []
+        var gapLines: [[UInt8]] = []
         var closed = false
     }
 
@@ -125,10 +136,11 @@ final class SocketTestClient: Sendable {
 
     private func account(_ line: UnsafeRawBufferPointer, _ s: inout State) {
         s.lineCount += 1
-        if line.starts(with: overflowPrefix) {
-            s.overflowLines.append(Array(line))
+        if line.starts(with: gapPrefix) {
+            s.gapLines.append(Array(line))
         } else if let seq = seqOfEventLine(line) {
             s.eventSeqs.append(seq)
+            s.eventHashes.append(lineHash(line))
         }
         if keepLines || s.lines.count < 16 { s.lines.append(Array(line)) }
     }

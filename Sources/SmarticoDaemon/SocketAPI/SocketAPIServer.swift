@@ -30,59 +30,59 @@ public enum SocketAPIServerError: Error, Sendable, Equatable, CustomStringConver
 /// The local socket API server (socket-api.md): NDJSON requests and events over a Unix stream
 /// socket, every connection on one ``EventLoop``.
 ///
-/// - Requests are answered **as they complete** (each response carries the request's `id`): a slow
-///   `request` op does not hold up a `status` sent after it. Requests are handed to the
-///   ``SocketAPIHandler`` in arrival order. At most ``Configuration/maxInFlightPerConnection``
-///   unanswered requests per connection: beyond that the server stops reading from it until answers
-///   go out.
-/// - Events: ``publish(_:seq:tsMs:)`` from any thread, journaled events (with their seq) in seq order.
-///   Lines written in one loop iteration go out in one write per connection.
-/// - Each connection's unsent events are bounded by ``Configuration/maxQueueEvents`` (and
-///   ``Configuration/maxQueueBytes``): past that the peer gets one `overflow` event and is dropped.
+/// - Requests are answered **as they complete** (each response carries the request's `id`), handed
+///   to the ``SocketAPIHandler`` in arrival order. At most
+///   ``Configuration/maxInFlightPerConnection`` unanswered requests per connection: beyond that the
+///   server stops reading from it until answers go out.
+/// - Subscribers are cursors over the journal. A subscriber is `live` (published events are queued
+///   for it as they come) or `catchingUp` (its queue was full, or it asked for a replay: it is fed
+///   pages read from the journal as it drains its socket, then rejoins live delivery). A peer's
+///   queued output is held under ``Configuration/maxQueueBytes``, all peers' together under
+///   ``Configuration/maxTotalQueueBytes``: nothing blocks, nobody who reads is dropped, and a
+///   replay of any size costs one page of memory. docs/socket-api.md, "Slow peers".
 ///
 /// All state is confined to the loop thread; the public methods hop onto it.
 public final class SocketAPIServer: CustomStringConvertible,
     // Mutable state is only touched on `loop`'s thread (every entry point hops there with
-    // `loop.execute`/`loop.submit` or is called by the loop's handlers); `subscriberCount` is atomic.
+    // `loop.execute`/`loop.submit` or is called by the loop's handlers); the counters are atomic.
     @unchecked Sendable
 {
     /// Limits and permissions (from `DaemonConfig.Socket`).
     public struct Configuration: Sendable, Equatable {
         /// `socket.max_line_bytes`.
         public var maxLineBytes: Int
-        /// `socket.max_queue_events`.
-        public var maxQueueEvents: Int
         /// `socket.control_uids`, `socket.control_gids`: when either is set, other peers may only use
         /// `hello`, `status`, `subscribe`, `unsubscribe`, `ack`.
         public var controlUIDs: [UInt32]?
         public var controlGIDs: [UInt32]?
-        /// Bytes of unsent output per connection before it counts as overflowing (a safety net for
-        /// large events; the event count is the main bound).
+        /// `socket.max_queue_bytes`: output queued for one peer (not yet taken by its socket) beyond
+        /// which it gets no more live events and catches up from the journal instead.
         public var maxQueueBytes: Int
+        /// `socket.max_total_queue_bytes`: the same bound for all peers together.
+        public var maxTotalQueueBytes: Int
         /// Unanswered requests per connection before the server stops reading from it.
         public var maxInFlightPerConnection: Int
-        /// How long a connection being dropped (overflow, line too long) may take to take its last
-        /// line before it is closed anyway.
+        /// How long a connection being dropped (line too long, journal unreadable) may take to take
+        /// its last line before it is closed anyway.
         public var lingerMs: Int
 
         public init(
-            maxLineBytes: Int = 1_048_576, maxQueueEvents: Int = 10_000, controlUIDs: [UInt32]? = nil,
-            controlGIDs: [UInt32]? = nil, maxQueueBytes: Int = 64 << 20, maxInFlightPerConnection: Int = 256,
-            lingerMs: Int = 2000
+            maxLineBytes: Int = 1_048_576, controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
+            maxQueueBytes: Int = 256 << 10, maxTotalQueueBytes: Int = 16 << 20,
+            maxInFlightPerConnection: Int = 256, lingerMs: Int = 2000
         ) {
             self.maxLineBytes = max(1, maxLineBytes)
-            self.maxQueueEvents = max(1, maxQueueEvents)
             self.controlUIDs = controlUIDs
             self.controlGIDs = controlGIDs
-            self.maxQueueBytes = max(4096, maxQueueBytes)
+            self.maxQueueBytes = max(1024, maxQueueBytes)
+            self.maxTotalQueueBytes = max(1024, maxTotalQueueBytes)
             self.maxInFlightPerConnection = max(1, maxInFlightPerConnection)
             self.lingerMs = max(0, lingerMs)
         }
 
         /// The configuration's `socket` section.
         public init(_ socket: DaemonConfig.Socket) {
-            self.init(maxLineBytes: socket.maxLineBytes, maxQueueEvents: socket.maxQueueEvents,
-                      controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs)
+            self.init(maxLineBytes: socket.maxLineBytes, controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs)
         }
     }
 
@@ -95,6 +95,16 @@ public final class SocketAPIServer: CustomStringConvertible,
         case adopted(fd: Int32)
     }
 
+    /// Queued output, as the server accounts it (tests, diagnostics).
+    struct QueueStatistics: Sendable, Equatable {
+        /// Bytes not yet taken by each connection's socket, by connection number.
+        var queuedBytes: [UInt64: Int]
+        /// The most each connection ever had queued right after an event line was queued for it.
+        var peakQueuedBytes: [UInt64: Int]
+        /// The most all connections together had queued right after an event line was queued.
+        var peakTotalQueuedBytes: Int
+    }
+
     public let loop: EventLoop
     public let configuration: Configuration
     private let store: SmarticoStore?
@@ -103,26 +113,26 @@ public final class SocketAPIServer: CustomStringConvertible,
     private var handler: (any SocketAPIHandler)?
     private var peers: [UInt64: Peer] = [:]
     private var nextPeerNumber: UInt64 = 1
-    // Loop-confined; never held across a call that could reach the server again: not checked for
-    // exclusive access at run time (see `SessionDriver.machine`). `peers` stays checked: a delivery
-    // can end in dropping a peer while they are iterated.
-    @exclusivity(unchecked) private var dirty: [Peer] = []
-    @exclusivity(unchecked) private var flushScheduled = false
-    @exclusivity(unchecked) private var lastPublishedSeq: JournalSeq = 0
-    /// An engagement's line `data`, built once while one event is published to several peers and
-    /// copied into each peer's output (`sharedFor` is the engagement it was built for, nil between
-    /// publishes). Built per peer, the `bridge`'s member-by-member copy was repeated for every
-    /// subscriber, on the latency path of every line after the first (docs/benchmarks.md).
-    @exclusivity(unchecked) private var sharedData: [UInt8] = []
-    @exclusivity(unchecked) private var sharedFor: EngagementData?
+    private var nextSubscriptionNumber: UInt64 = 1
+    private var dirty: [Peer] = []
+    private var flushScheduled = false
+    /// The seq of the last journaled event published: a catching-up peer whose cursor reached it
+    /// rejoins live delivery.
+    private var lastPublishedSeq: JournalSeq = 0
+    /// The last `session` and `props` events published: what a peer that missed some while catching
+    /// up gets when it rejoins.
+    private var lastSession: PreparedEvent?
+    private var lastProps: PreparedEvent?
+    private var peakTotalQueuedBytes = 0
     private var state: RunState = .idle
     private let subscribers = Atomic<Int>(0)
     private let connections = Atomic<Int>(0)
 
     private enum RunState { case idle, running, closed }
 
-    /// A server that is not listening yet. `store` serves `since`, `durable` and `ack`; without it
-    /// those answer `internal`.
+    /// A server that is not listening yet. `store` serves `since`, `durable`, `ack` and catch-up;
+    /// without it `since` and `durable` answer `internal` and a peer whose queue was full misses
+    /// what was published meanwhile (it gets a `gap`).
     public init(loop: EventLoop, configuration: Configuration, store: SmarticoStore?) {
         self.loop = loop
         self.configuration = configuration
@@ -140,6 +150,15 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// The `hello` result: `{"api": 1, "version", "state"}`.
     public static func helloResult(version: String, state: SessionState) -> JSONValue {
         ["api": 1, "version": .string(version), "state": .string(state.rawValue)]
+    }
+
+    /// The queued output of every connection. Any context.
+    func queueStatistics() async throws -> QueueStatistics {
+        try await loop.submit {
+            QueueStatistics(queuedBytes: self.peers.mapValues { self.queuedBytes($0) },
+                            peakQueuedBytes: self.peers.mapValues { $0.peakQueuedBytes },
+                            peakTotalQueuedBytes: self.peakTotalQueuedBytes)
+        }
     }
 
     // MARK: Starting and stopping
@@ -235,40 +254,28 @@ public final class SocketAPIServer: CustomStringConvertible,
     // MARK: Publishing
 
     /// Sends an event to the subscribed peers. Any thread. `seq`: the journal seq of a journaled event
-    /// (publish those in seq order; one at or below the last published seq is ignored as a repeat);
-    /// nil for a live-only event, which carries the seq of the last journaled event sent before it on
-    /// each connection. `tsMs`: when the daemon received it.
+    /// (journal it first, publish those in seq order; one at or below the last published seq is
+    /// ignored as a repeat); nil for a live-only event, which carries the seq of the last journaled
+    /// event sent before it on each connection. `tsMs`: when the daemon received it.
     public func publish(_ event: DaemonEvent, seq: JournalSeq?, tsMs: Int64) {
         var data: [UInt8] = []
-        data.reserveCapacity(256)
         event.data.serialize(into: &data)
-        publish(PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data))
+        publish([PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data)])
     }
 
     /// ``publish(_:seq:tsMs:)`` for an event whose `data` is already serialized (the bytes that were
-    /// journaled): they are copied into the line as they are, not serialized again.
+    /// journaled).
     public func publish(name: String, serializedData data: [UInt8], seq: JournalSeq?, tsMs: Int64) {
-        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data))
+        publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data)])
     }
 
-    /// ``publish(name:serializedData:seq:tsMs:)`` for an event's data as the driver keeps it (an
-    /// engagement's appended to each peer's output from the 110's bytes).
+    /// ``publish(name:serializedData:seq:tsMs:)`` for an event's data as the driver keeps it.
     func publish(name: String, body: EventBody, seq: JournalSeq?, tsMs: Int64) {
-        publish(PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body))
+        publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body)])
     }
 
-    /// On the loop's thread (the driver always is) the event goes out now; from elsewhere, as a
-    /// task on the loop. (A task made on the loop itself cost a closure per event, for nothing:
-    /// every publisher is there, so the order is the same either way.)
-    private func publish(_ prepared: PreparedEvent) {
-        if loop.inEventLoop {
-            publishOnLoop(prepared)
-        } else {
-            _ = loop.execute { self.publishOnLoop(prepared) }
-        }
-    }
-
-    /// Publishes several events, in order (a group commit's batch), as ``publish(_:)`` does.
+    /// Publishes several events, in order (a group commit's batch). On the loop's thread (the
+    /// driver always is) they go out now; from elsewhere, as a task on the loop.
     func publish(_ events: [PreparedEvent]) {
         guard !events.isEmpty else { return }
         if loop.inEventLoop {
@@ -285,22 +292,49 @@ public final class SocketAPIServer: CustomStringConvertible,
         if let seq = event.seq {
             guard seq > lastPublishedSeq else { return }
             lastPublishedSeq = seq
+        } else if event.name == "session" {
+            lastSession = event
+        } else if event.name == "props" {
+            lastProps = event
         }
-        let share = subscribers.load(ordering: .relaxed) > 1
+        var total = totalQueuedBytes()
+        // A journaled event's line is the same for every peer; a live-only one carries each
+        // peer's own last seq.
+        var journaledLine: [UInt8]? = nil
         for peer in peers.values {
-            guard let subscription = peer.subscription, subscription.accepts(event.name) else { continue }
-            if subscription.replaying {
-                subscription.buffered.append(event)
-                if subscription.buffered.count > configuration.maxQueueEvents { overflow(peer) }
+            guard peer.isOpen, !peer.dropping, let subscription = peer.subscription,
+                  subscription.accepts(event.name) else { continue }
+            guard subscription.phase == .live else {
+                subscription.missed(event.name)
+                continue
+            }
+            let line: [UInt8]
+            if let seq = event.seq {
+                guard seq > subscription.lastSeqSent else { continue }  // sent by a catch-up page already
+                line = journaledLine ?? Self.line(event, seq: seq)
+                journaledLine = line
             } else {
-                deliver(event, to: peer, share: share)
+                line = Self.line(event, seq: subscription.lastSeqSent)
+            }
+            if enqueue(line, to: peer, total: &total) {
+                if let seq = event.seq { subscription.lastSeqSent = seq }
+            } else {
+                // Full: the journal has this event and what follows; the peer reads it from there.
+                subscription.phase = .catchingUp
+                subscription.missed(event.name)
             }
         }
-        if sharedFor != nil {
-            sharedFor = nil
-            // Kept for the next event, unless a large one grew it.
-            if sharedData.capacity > 4 * Self.writeAtBytes { sharedData = [] }
-        }
+    }
+
+    /// One event line: `{"event":…,"seq":…,"ts":…,"data":…}\n`.
+    private static func line(_ event: PreparedEvent, seq: JournalSeq) -> [UInt8] {
+        var line: [UInt8] = []
+        line.appendLiteral("{\"event\":")
+        JSONValue.serializeString(event.name, into: &line)
+        line.append(contentsOf: ",\"seq\":\(seq),\"ts\":\(event.tsMs),\"data\":".utf8)
+        event.body.appendLine(to: &line)
+        line.appendLiteral("}\n")
+        return line
     }
 
     // MARK: Connections
@@ -327,8 +361,9 @@ public final class SocketAPIServer: CustomStringConvertible,
         let peer = Peer(connection: connection, info: info, maxLineBytes: configuration.maxLineBytes)
         peers[number] = peer
         connections.add(1, ordering: .relaxed)
-        // Hard net: our own byte check triggers `overflow` first and leaves room for its notice.
-        connection.writeQueueLimit = configuration.maxQueueBytes + 2 * configuration.maxLineBytes + 65_536
+        // A safety net against a peer that sends requests without reading their answers (events
+        // never come near it: they stop at `maxQueueBytes`).
+        connection.writeQueueLimit = configuration.maxQueueBytes + 4 * configuration.maxLineBytes
         connection.onRead = { [unowned self, unowned peer] bytes in self.received(bytes, from: peer) }
         connection.onWritable = { [unowned self, unowned peer] in self.drained(peer) }
         connection.onClose = { [unowned self, unowned peer] _ in self.closed(peer) }
@@ -339,10 +374,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.isOpen = false
         peer.lingerTimer?.invalidate()
         peer.lingerTimer = nil
-        if peer.subscription != nil {
-            peer.subscription = nil
-            subscribers.subtract(1, ordering: .relaxed)
-        }
+        endSubscription(peer)
         peer.out = []
         if peers.removeValue(forKey: peer.info.connectionNumber) != nil {
             connections.subtract(1, ordering: .relaxed)
@@ -362,22 +394,23 @@ public final class SocketAPIServer: CustomStringConvertible,
             drop(peer)
             return
         }
-        if peer.isOpen, peer.connection.queuedByteCount > configuration.maxQueueBytes / 4 {
-            // The peer sends requests but does not read the answers: stop reading until it does.
-            peer.pausedForOutput = true
-            peer.updateReading()
-        }
+        updateOutputPause(peer)
     }
 
+    /// The connection's write queue is empty again.
     private func drained(_ peer: Peer) {
-        peer.queuedEvents = 0
-        if peer.pausedForOutput {
-            peer.pausedForOutput = false
+        updateOutputPause(peer)
+        catchUpIfRoom(peer)
+    }
+
+    /// A peer that sends requests but does not read the answers (more than its queue's bound waits)
+    /// is not read until it does: the answers are never dropped, so this is what bounds them.
+    private func updateOutputPause(_ peer: Peer) {
+        guard peer.isOpen else { return }
+        let full = queuedBytes(peer) > configuration.maxQueueBytes
+        if full != peer.pausedForOutput {
+            peer.pausedForOutput = full
             peer.updateReading()
-        }
-        if let subscription = peer.subscription, subscription.replayWaitingForDrain {
-            subscription.replayWaitingForDrain = false
-            fetchReplayPage(peer, subscription)
         }
     }
 
@@ -404,10 +437,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         switch request {
         case .subscribe(let options): subscribe(peer, id: id, options)
         case .unsubscribe:
-            if peer.subscription != nil {
-                peer.subscription = nil
-                subscribers.subtract(1, ordering: .relaxed)
-            }
+            endSubscription(peer)
             respond(peer, id: id, .success(.object([:])))
         case .ack(let seq): ack(peer, id: id, seq: seq)
         case .hello: dispatch(.hello, peer: peer, id: id)
@@ -438,7 +468,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.updateReading(maxInFlight: configuration.maxInFlightPerConnection)
     }
 
-    /// Queues one response line (sent at the end of this loop iteration, in order with events).
+    /// Queues one response line (sent at the end of this loop iteration, in order with events). A
+    /// response counts against the peer's queue but is never held back.
     private func respond(_ peer: Peer, id: JSONValue?, _ result: Result<JSONValue, SocketAPIError>) {
         guard peer.isOpen, !peer.dropping else { return }
         var line: [UInt8] = []
@@ -453,8 +484,7 @@ public final class SocketAPIServer: CustomStringConvertible,
             error.json.serialize(into: &line)
         }
         line.appendLiteral("}\n")
-        peer.out.append(contentsOf: line)
-        markDirty(peer)
+        append(line, to: peer)
     }
 
     // MARK: Subscriptions
@@ -464,10 +494,11 @@ public final class SocketAPIServer: CustomStringConvertible,
             respond(peer, id: id, .failure(.badRequest("this connection is already subscribed; send unsubscribe first to change types, since or durable")))
             return
         }
-        let subscription = Subscription(types: options.types, durable: options.durable)
         let lastSeq = lastPublishedSeq
+        let subscription = Subscription(number: nextSubscriptionNumber, types: options.types,
+                                        durable: options.durable, after: lastSeq)
+        nextSubscriptionNumber += 1
         if options.since == nil && options.durable == nil {
-            subscription.lastSeqSent = lastSeq
             peer.subscription = subscription
             subscribers.add(1, ordering: .relaxed)
             respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
@@ -477,109 +508,62 @@ public final class SocketAPIServer: CustomStringConvertible,
             respond(peer, id: id, .failure(SocketAPIError(.internal, "this server has no journal: since and durable are unavailable")))
             return
         }
-        // Buffer live events from now on, so nothing published during the replay is lost.
-        subscription.replaying = true
+        // A replay is a catch-up from its start point.
+        subscription.phase = .catchingUp
         peer.subscription = subscription
         subscribers.add(1, ordering: .relaxed)
+        guard let durable = options.durable else {
+            subscription.lastSeqSent = options.since ?? lastSeq
+            respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
+            catchUpIfRoom(peer)
+            return
+        }
+        // The durable name's cursor first (`reading` until then: no page is read before it).
+        subscription.reading = true
         let since = options.since
-        let durable = options.durable
+        let number = peer.info.connectionNumber
+        let subscriptionNumber = subscription.number
         Task(executorPreference: loop) {  // never the global executor (docs/transport.md)
             let start: Result<JournalSeq, SocketAPIError>
             do {
-                if let durable {
-                    if let cursor = try await store.cursor(durable) {
-                        start = .success(cursor)
-                    } else {
-                        // A new name starts at `since`, or now; remember it so a reconnect before the
-                        // first ack resumes from here.
-                        let from = min(since ?? lastSeq, await store.lastSeq())
-                        start = .success(try await store.setCursor(durable, from))
-                    }
+                if let cursor = try await store.cursor(durable) {
+                    start = .success(cursor)
                 } else {
-                    start = .success(since!)
+                    // A new name starts at `since`, or now; remember it so a reconnect before the
+                    // first ack resumes from here.
+                    start = .success(try await store.setCursor(durable, min(since ?? lastSeq, await store.lastSeq())))
                 }
             } catch {
                 start = .failure(Self.storeFailure(error, field: "durable"))
             }
             _ = self.loop.execute {
-                guard peer.isOpen, peer.subscription === subscription else { return }
+                guard case let (peer, subscription)? = self.subscription(number, subscriptionNumber) else { return }
+                subscription.reading = false
                 switch start {
                 case .failure(let error):
-                    peer.subscription = nil
-                    self.subscribers.subtract(1, ordering: .relaxed)
+                    self.endSubscription(peer)
                     self.respond(peer, id: id, .failure(error))
                 case .success(let from):
                     subscription.lastSeqSent = from
-                    subscription.replayedThrough = from
                     self.respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
-                    self.fetchReplayPage(peer, subscription)
+                    self.catchUpIfRoom(peer)
                 }
             }
         }
     }
 
-    private var replayPageSize: Int { max(1, min(256, configuration.maxQueueEvents / 4)) }
-
-    private func fetchReplayPage(_ peer: Peer, _ subscription: Subscription) {
-        guard let store, peer.isOpen, peer.subscription === subscription, subscription.replaying else { return }
-        let after = subscription.replayedThrough
-        let limit = replayPageSize
-        let types = subscription.types
-        Task(executorPreference: loop) {
-            let page: Result<[JournalEvent], StoreError>
-            do throws(StoreError) { page = .success(try await store.events(after: after, limit: limit, types: types)) } catch {
-                page = .failure(error)
-            }
-            _ = self.loop.execute { self.replayPage(page, limit: limit, peer: peer, subscription: subscription) }
-        }
+    /// The peer `number` and its subscription, if it is still subscription `subscriptionNumber`
+    /// (what a store read checks when it comes back to the loop).
+    private func subscription(_ number: UInt64, _ subscriptionNumber: UInt64) -> (Peer, Subscription)? {
+        guard let peer = peers[number], peer.isOpen, !peer.dropping, let subscription = peer.subscription,
+              subscription.number == subscriptionNumber else { return nil }
+        return (peer, subscription)
     }
 
-    private func replayPage(
-        _ page: Result<[JournalEvent], StoreError>, limit: Int, peer: Peer, subscription: Subscription
-    ) {
-        guard peer.isOpen, !peer.dropping, peer.subscription === subscription, subscription.replaying else { return }
-        let events: [JournalEvent]
-        switch page {
-        case .success(let e): events = e
-        case .failure(let error):
-            // Tell the peer and drop it: going live with a gap would break the contract.
-            let notice = DaemonEvent(name: "error", data: .object([
-                "code": "journal_read_failed", "message": .string("replay failed: \(error)"),
-            ]), journaled: false)
-            var data: [UInt8] = []
-            notice.data.serialize(into: &data)
-            deliver(PreparedEvent(name: "error", seq: nil, tsMs: Self.nowMs(), data: data), to: peer, force: true)
-            drop(peer)
-            return
-        }
-        for event in events {
-            // An engagement row was journaled without its `bridge` member: put it back.
-            let data = EngagementJournal.lineData(name: event.name, journaled: event.data)
-            deliver(PreparedEvent(name: event.name, seq: event.seq, tsMs: event.tsMs, data: data), to: peer)
-            guard peer.isOpen, !peer.dropping else { return }
-            subscription.replayedThrough = max(subscription.replayedThrough, event.seq)
-        }
-        if events.count >= limit {
-            // More to come: keep the peer's queue at most half full. Write the page now, so the
-            // decision sees what the kernel took (an empty queue never reports `onWritable`).
-            flush(peer)
-            guard peer.isOpen else { return }
-            if peer.connection.queuedByteCount > 0 && peer.queuedEvents > configuration.maxQueueEvents / 2 {
-                subscription.replayWaitingForDrain = true
-            } else {
-                fetchReplayPage(peer, subscription)
-            }
-            return
-        }
-        // Caught up: go live with what was published meanwhile, minus what the replay already sent.
-        subscription.replaying = false
-        let buffered = subscription.buffered
-        subscription.buffered = []
-        for event in buffered {
-            if let seq = event.seq, seq <= subscription.replayedThrough { continue }
-            deliver(event, to: peer)
-            guard peer.isOpen, !peer.dropping else { return }
-        }
+    private func endSubscription(_ peer: Peer) {
+        guard peer.subscription != nil else { return }
+        peer.subscription = nil
+        subscribers.subtract(1, ordering: .relaxed)
     }
 
     private func ack(_ peer: Peer, id: JSONValue?, seq: JournalSeq) {
@@ -623,97 +607,149 @@ public final class SocketAPIServer: CustomStringConvertible,
         return SocketAPIError(.internal, "journal: \(error)")
     }
 
-    // MARK: Delivery and overflow
+    // MARK: Catch-up
 
-    /// Appends one event line to the peer's output, or drops the peer when its queue is full.
-    /// `share`: an engagement's line data is built once into `sharedData` and copied from there
-    /// (the event is being published to several peers).
-    private func deliver(_ event: PreparedEvent, to peer: Peer, force: Bool = false, share: Bool = false) {
-        guard peer.isOpen, !peer.dropping, let subscription = peer.subscription else { return }
-        // Sent already: a replay page reads what the driver journaled, which can be an event it
-        // has not published yet; published a moment later, when this subscription is live, it
-        // would go out twice. Journaled events reach a peer in seq order, so anything at or below
-        // the last one sent was sent (or came before the subscription started). Checked before
-        // the queue bound: a repeat is not one more event for the peer.
-        if let eventSeq = event.seq, eventSeq <= subscription.lastSeqSent { return }
-        if !force {
-            let events = peer.queuedEvents + peer.outEvents
-            let bytes = peer.out.count + peer.connection.queuedByteCount
-            if events >= configuration.maxQueueEvents || bytes >= configuration.maxQueueBytes {
-                overflow(peer)
-                return
-            }
-        }
-        let seq = event.seq ?? subscription.lastSeqSent
-        subscription.lastSeqSent = seq
-        peer.out.appendLiteral("{\"event\":")
-        JSONValue.serializeString(event.name, into: &peer.out)
-        peer.out.appendLiteral(",\"seq\":")
-        appendDecimal(seq, to: &peer.out)
-        peer.out.appendLiteral(",\"ts\":")
-        appendDecimal(event.tsMs, to: &peer.out)
-        peer.out.appendLiteral(",\"data\":")
-        if share, case .engagement(let engagement) = event.body {
-            if sharedFor !== engagement {
-                sharedData.removeAll(keepingCapacity: true)
-                engagement.appendLine(to: &sharedData)
-                sharedFor = engagement
-            }
-            peer.out.append(contentsOf: sharedData)
-        } else {
-            event.body.appendLine(to: &peer.out)
-        }
-        peer.out.appendLiteral("}\n")
-        peer.outEvents += 1
-        // A batch of events (a group commit publishes hundreds at once under load) goes out in
-        // pieces of `writeAtBytes` rather than as one buffer grown to megabytes: each doubling
-        // copied the lines again, and a buffer above malloc's mmap threshold came back as fresh
-        // pages, faulted in for every batch (~8 % of the loop thread's time in the CPU benchmark).
-        if peer.out.count >= Self.writeAtBytes {
-            writeOut(peer)
-        }
-        markDirty(peer)
-    }
+    /// Events per page read from the journal: about 8 KiB of queue per event, so a page of
+    /// ordinary events fits in the half of the queue that is free when it is read.
+    private var pageSize: Int { min(256, max(1, configuration.maxQueueBytes / 8192)) }
 
-    /// The size at which a peer's pending lines are written without waiting for the end of the
-    /// loop iteration.
-    static let writeAtBytes = 65_536
+    /// A catching-up peer's queue is refilled once it holds less than this.
+    private var lowWater: Int { configuration.maxQueueBytes / 2 }
 
-    /// Sends one `overflow` notice (after what is already queued) and drops the peer.
-    private func overflow(_ peer: Peer) {
-        guard peer.isOpen, !peer.dropping, let subscription = peer.subscription else { return }
+    /// What one catch-up round read: the journal's bounds, then a page of events after the cursor.
+    private typealias Page = (bounds: JournalBounds, events: [JournalEvent])
+
+    /// Reads the next page for a catching-up peer whose queue has room (one read at a time). Called
+    /// whenever its queue may have gone down: after a flush, when its socket drained, after a page.
+    private func catchUpIfRoom(_ peer: Peer) {
+        guard peer.isOpen, !peer.dropping, let subscription = peer.subscription,
+              subscription.phase == .catchingUp, !subscription.reading,
+              queuedBytes(peer) < lowWater else { return }
+        subscription.reading = true
         let after = subscription.lastSeqSent
-        subscription.buffered = []
-        var data: [UInt8] = []
-        data.appendLiteral("{\"dropped_after_seq\":")
-        appendDecimal(after, to: &data)
-        data.appendLiteral("}")
-        deliver(PreparedEvent(name: "overflow", seq: nil, tsMs: Self.nowMs(), data: data), to: peer, force: true)
-        drop(peer)
-    }
-
-    /// Stops serving the peer: what is queued is still sent, then the output is shut down (the peer
-    /// sees EOF after the last line) and it is closed when the peer closes, at the latest after
-    /// `lingerMs`. Input is read and discarded meanwhile: closing a Unix socket with unread input
-    /// resets it, and the peer would lose the last line.
-    private func drop(_ peer: Peer) {
-        guard peer.isOpen, !peer.dropping else { return }
-        peer.dropping = true
-        if peer.subscription != nil {
-            peer.subscription = nil
-            subscribers.subtract(1, ordering: .relaxed)
-        }
-        flush(peer)
-        guard peer.isOpen else { return }
-        peer.connection.shutdownOutput()
-        peer.connection.resumeReading()
-        guard peer.isOpen else { return }
-        peer.lingerTimer = loop.scheduleTimer(after: .milliseconds(configuration.lingerMs)) { [weak peer] in
-            peer?.connection.close()
+        let limit = pageSize
+        let types = subscription.types
+        // Everything published up to here was journaled before this read starts.
+        let published = lastPublishedSeq
+        let number = peer.info.connectionNumber
+        let subscriptionNumber = subscription.number
+        let store = self.store
+        Task(executorPreference: loop) {
+            let page: Result<Page, StoreError>
+            if let store {
+                do throws(StoreError) {
+                    let bounds = try await store.journalBounds()
+                    page = .success((bounds, try await store.events(after: after, limit: limit, types: types)))
+                } catch {
+                    page = .failure(error)
+                }
+            } else {
+                // No journal: what was published meanwhile is gone.
+                page = .success((JournalBounds(firstSeq: nil, lastSeq: published), []))
+            }
+            _ = self.loop.execute {
+                guard case let (peer, subscription)? = self.subscription(number, subscriptionNumber) else { return }
+                subscription.reading = false
+                self.caughtUp(page, limit: limit, published: published, peer: peer, subscription: subscription)
+            }
         }
     }
 
-    private func markDirty(_ peer: Peer) {
+    /// Queues what fits of a page, moves the cursor past it, and rejoins live delivery once the
+    /// cursor reached the last event published.
+    private func caughtUp(
+        _ page: Result<Page, StoreError>, limit: Int, published: JournalSeq, peer: Peer, subscription: Subscription
+    ) {
+        let read: Page
+        switch page {
+        case .success(let p): read = p
+        case .failure(let error):
+            // Tell the peer and drop it: going on with a gap would break the contract.
+            notify(peer, "error", ["code": "journal_read_failed", "message": .string("reading the journal failed: \(error)")])
+            drop(peer)
+            return
+        }
+        // Behind retention: one `gap`, then on from the oldest event kept.
+        let firstAvailable = read.bounds.firstSeq ?? (read.bounds.lastSeq + 1)
+        if firstAvailable > subscription.lastSeqSent + 1 {
+            notify(peer, "gap", ["first_available_seq": .number(firstAvailable),
+                                 "missed": .number(firstAvailable - 1 - subscription.lastSeqSent)])
+            subscription.lastSeqSent = firstAvailable - 1
+        }
+        var total = totalQueuedBytes()
+        var whole = true
+        for event in read.events where event.seq > subscription.lastSeqSent {
+            // An engagement was journaled without its `bridge`: put it back, as on the live line.
+            let data = EngagementJournal.lineData(name: event.name, journaled: event.data)
+            let line = Self.line(PreparedEvent(name: event.name, seq: event.seq, tsMs: event.tsMs, data: data), seq: event.seq)
+            guard enqueue(line, to: peer, total: &total) else {
+                // The rest is read again once the queue drained (its flush or drain comes back here).
+                whole = false
+                break
+            }
+            subscription.lastSeqSent = event.seq
+        }
+        // A short page holds every wanted event up to `published` (journaled before the read).
+        if whole && read.events.count < limit {
+            subscription.lastSeqSent = max(subscription.lastSeqSent, published)
+        }
+        if subscription.lastSeqSent >= lastPublishedSeq {
+            rejoin(peer, subscription)
+        } else if whole {
+            catchUpIfRoom(peer)
+        }
+    }
+
+    /// Back to live delivery: the `session` and `props` state first, if the peer missed any.
+    private func rejoin(_ peer: Peer, _ subscription: Subscription) {
+        subscription.phase = .live
+        if subscription.missedSession, let lastSession {
+            append(Self.line(lastSession, seq: subscription.lastSeqSent), to: peer)
+        }
+        if subscription.missedProps, let lastProps {
+            append(Self.line(lastProps, seq: subscription.lastSeqSent), to: peer)
+        }
+        subscription.missedSession = false
+        subscription.missedProps = false
+    }
+
+    /// Queues a live-only notice for this peer alone (`gap`, `error`).
+    private func notify(_ peer: Peer, _ name: String, _ data: JSONValue) {
+        var bytes: [UInt8] = []
+        data.serialize(into: &bytes)
+        let seq = peer.subscription?.lastSeqSent ?? lastPublishedSeq
+        append(Self.line(PreparedEvent(name: name, seq: nil, tsMs: Self.nowMs(), data: bytes), seq: seq), to: peer)
+    }
+
+    // MARK: Queues and writing
+
+    /// Bytes queued for the peer and not yet taken by its socket.
+    private func queuedBytes(_ peer: Peer) -> Int {
+        peer.out.count + (peer.isOpen ? peer.connection.queuedByteCount : 0)
+    }
+
+    /// Bytes queued for all peers.
+    private func totalQueuedBytes() -> Int {
+        peers.values.reduce(0) { $0 + queuedBytes($1) }
+    }
+
+    /// Queues an event line if it fits the peer's bound and the total (`total`: all peers' queued
+    /// bytes, kept up to date by the caller across a loop). An empty queue always takes one line,
+    /// so a peer that reads always moves on, whatever the others do.
+    private func enqueue(_ line: [UInt8], to peer: Peer, total: inout Int) -> Bool {
+        let queued = queuedBytes(peer)
+        guard queued == 0 || (queued + line.count <= configuration.maxQueueBytes
+                              && total + line.count <= configuration.maxTotalQueueBytes) else { return false }
+        append(line, to: peer)
+        total += line.count
+        peer.peakQueuedBytes = max(peer.peakQueuedBytes, queued + line.count)
+        peakTotalQueuedBytes = max(peakTotalQueuedBytes, total)
+        return true
+    }
+
+    /// Queues a line whatever the bound (responses, `gap`, the state sent on rejoining).
+    private func append(_ line: [UInt8], to peer: Peer) {
+        peer.out.append(contentsOf: line)
         if !peer.isDirty {
             peer.isDirty = true
             dirty.append(peer)
@@ -724,7 +760,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
     }
 
-    /// Writes every pending batch: one write per connection per loop iteration.
+    /// Hands every peer's pending lines to its connection: one write per connection per loop
+    /// iteration.
     private func flush() {
         flushScheduled = false
         let batch = dirty
@@ -735,39 +772,34 @@ public final class SocketAPIServer: CustomStringConvertible,
     private func flush(_ peer: Peer) {
         peer.isDirty = false
         guard peer.isOpen else {
-            peer.out.removeAll(keepingCapacity: false)
-            peer.outEvents = 0
+            peer.out = []
             return
         }
-        writeOut(peer)
+        // What the socket does not take now stays queued in the connection as this array.
+        peer.connection.write(taking: &peer.out)
+        // Give a burst's memory back.
+        if peer.out.capacity > 65_536 { peer.out = [] }
+        updateOutputPause(peer)
+        catchUpIfRoom(peer)
     }
 
-    /// Hands the peer's pending lines to its connection (which writes what the socket takes now).
-    private func writeOut(_ peer: Peer) {
-        guard !peer.out.isEmpty else {
-            peer.outEvents = 0
-            return
+    /// Stops serving the peer: what is queued is still sent, then the output is shut down (the peer
+    /// sees EOF after the last line) and it is closed when the peer closes, at the latest after
+    /// `lingerMs`. Input is read and discarded meanwhile: closing a Unix socket with unread input
+    /// resets it, and the peer would lose the last line.
+    private func drop(_ peer: Peer) {
+        guard peer.isOpen, !peer.dropping else { return }
+        peer.dropping = true
+        endSubscription(peer)
+        flush(peer)
+        guard peer.isOpen else { return }
+        peer.connection.shutdownOutput()
+        peer.connection.resumeReading()
+        guard peer.isOpen else { return }
+        let number = peer.info.connectionNumber
+        peer.lingerTimer = loop.scheduleTimer(after: .milliseconds(configuration.lingerMs)) { [weak self] in
+            self?.peers[number]?.connection.close()
         }
-        // Taken by the connection: what the socket does not take now is queued as this array, not
-        // copied into the queue (under a reader slower than the daemon every line was copied twice,
-        // ~2 % of the daemon's CPU on the CPU row). Emptied with its storage when all went out; else
-        // the next lines get a new one.
-        peer.connection.write(taking: &peer.out)
-        // Kept for the next lines: at most `writeAtBytes` plus one line (a line bigger than that
-        // is written alone and its buffer freed).
-        if peer.out.capacity > 2 * Self.writeAtBytes {
-            peer.out = []
-        } else if peer.out.capacity == 0 {
-            // Taken by a busy peer's queue: the next lines fill a buffer of the usual size at once
-            // rather than regrowing one from nothing (each doubling a copy).
-            peer.out.reserveCapacity(Self.writeAtBytes + 8_192)
-        }
-        if peer.isOpen, peer.connection.queuedByteCount > 0 {
-            peer.queuedEvents += peer.outEvents
-        } else {
-            peer.queuedEvents = 0
-        }
-        peer.outEvents = 0
     }
 
     static func nowMs() -> Int64 {
@@ -780,13 +812,12 @@ public final class SocketAPIServer: CustomStringConvertible,
 // MARK: Per-connection state (loop thread only)
 
 /// An event ready to be written: the name, its journal seq (nil: live only), its time and its
-/// `data` serialized once for every peer (the line's bytes as they were built or journaled, shared,
-/// copied only into each peer's output).
+/// `data`.
 struct PreparedEvent: Sendable {
     let name: String
     let seq: JournalSeq?
     let tsMs: Int64
-    /// The line's `data`: bytes, or an engagement's pieces, appended to each peer's output as they are.
+    /// The line's `data`: bytes, or an engagement's pieces (its line gets the `bridge`).
     let body: EventBody
 
     init(name: String, seq: JournalSeq?, tsMs: Int64, data: [UInt8]) {
@@ -801,57 +832,59 @@ struct PreparedEvent: Sendable {
     }
 }
 
-// Loop-confined like the server: created, read and changed only on the loop thread; closures that
-// capture it off the loop only carry it back there with `loop.execute`.
-private final class Subscription: @unchecked Sendable {
+/// One connection's subscription: a cursor over the journal.
+private final class Subscription {
+    enum Phase { case live, catchingUp }
+
+    /// Tells a subscription from the one before it on the same connection (a store read that comes
+    /// back checks it).
+    let number: UInt64
     let types: Set<String>?
     let durable: String?
-    /// The seq of the last journaled event written to this peer (what live-only events carry).
-    // Not checked for exclusive access at run time (see `SocketAPIServer.dirty`).
-    @exclusivity(unchecked) var lastSeqSent: JournalSeq = 0
-    var replaying = false
-    var replayedThrough: JournalSeq = 0
-    var replayWaitingForDrain = false
-    /// Live events published during the replay.
-    var buffered: [PreparedEvent] = []
+    var phase: Phase = .live
+    /// The cursor: every wanted journaled event up to here was sent (or is gone, after a `gap`).
+    /// Live-only events carry it as their `seq`.
+    var lastSeqSent: JournalSeq
+    /// A store read for this subscription is in flight.
+    var reading = false
+    /// A `session` or `props` event was published while catching up.
+    var missedSession = false
+    var missedProps = false
 
-    /// `types` as a list, for `accepts`: a subscription names a few of the dozen event names, and
-    /// comparing short strings beats hashing the name of every event delivered.
-    private let typeList: [String]?
-
-    init(types: Set<String>?, durable: String?) {
+    init(number: UInt64, types: Set<String>?, durable: String?, after: JournalSeq) {
+        self.number = number
         self.types = types
-        self.typeList = types.map { Array($0) }
         self.durable = durable
+        self.lastSeqSent = after
     }
 
     func accepts(_ name: String) -> Bool {
-        guard let types, let typeList else { return true }
-        return (typeList.count > 16 ? types.contains(name) : typeList.contains(name)) || name == "overflow"
+        types?.contains(name) ?? true
+    }
+
+    /// Notes a live-only event this peer did not get.
+    func missed(_ name: String) {
+        if name == "session" { missedSession = true }
+        if name == "props" { missedProps = true }
     }
 }
 
-// Loop-confined like the server (see Subscription).
-private final class Peer: @unchecked Sendable {
+private final class Peer {
     let connection: StreamConnection
     let info: SocketPeer
     var framer: LineFramer
     var isOpen = true
     var dropping = false
     var subscription: Subscription?
-    /// Bytes built this loop iteration, written by `flush`.
-    // The output path is not checked for exclusive access at run time (see `SocketAPIServer.dirty`).
-    @exclusivity(unchecked) var out: [UInt8] = []
-    /// Events in `out`.
-    var outEvents = 0
-    /// Events handed to the connection while its write queue was not empty (an upper bound of the
-    /// events still waiting for the peer); reset when the queue drains.
-    var queuedEvents = 0
+    /// Lines built this loop iteration, written by `flush`.
+    var out: [UInt8] = []
     var isDirty = false
     var inFlight = 0
     var pausedForOutput = false
     var pausedForRequests = false
     var lingerTimer: LoopTimer?
+    /// The most this peer had queued right after an event line was queued (``SocketAPIServer/QueueStatistics``).
+    var peakQueuedBytes = 0
 
     init(connection: StreamConnection, info: SocketPeer, maxLineBytes: Int) {
         self.connection = connection
@@ -867,26 +900,5 @@ private final class Peer: @unchecked Sendable {
         } else {
             connection.resumeReading()
         }
-    }
-}
-
-private func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
-    if value == 0 {
-        out.append(0x30)
-        return
-    }
-    var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                 UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    var magnitude = value.magnitude
-    var count = 0
-    withUnsafeMutableBytes(of: &digits) { buffer in
-        while magnitude > 0 {
-            buffer[19 - count] = UInt8(truncatingIfNeeded: magnitude % 10) + 0x30
-            magnitude /= 10
-            count += 1
-        }
-        if value < 0 { out.append(0x2D) }
-        out.append(contentsOf: buffer[(20 - count)...])
     }
 }
