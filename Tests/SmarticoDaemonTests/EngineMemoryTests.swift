@@ -54,13 +54,17 @@ struct EngineMemoryTests {
         while received < total, await client.nextEvent(timeoutMs: 15_000) != nil { received += 1 }
         #expect(received == total, "log:\n\(setup.log)")
         let peak = try #require(Self.rssAnonKiB(pid))
-        #expect(peak - idle > 8 << 10, "the burst did not grow the daemon's memory (\(idle) → \(peak) KiB): the test shows nothing")
+        // Subscribers' queues are bounded now (socket-api.md, "Framing"), so a burst grows the heap
+        // by its transient buffers and the store's page cache: a few MiB.
+        #expect(peak - idle > 1 << 10, "the burst did not grow the daemon's memory (\(idle) → \(peak) KiB): the test shows nothing")
 
-        // 5 s after the burst the driver trims; give it up to 15 s.
+        // 5 s after the burst the driver trims; give it up to 15 s. At least half of what the
+        // burst took goes back.
         var after = peak
+        let bound = idle + max(1 << 10, (peak - idle) / 2)
         let trimmed = await eventually(timeout: .seconds(15)) {
             after = Self.rssAnonKiB(pid) ?? after
-            return after < idle + (3 << 10)
+            return after < bound
         }
         #expect(trimmed, "RssAnon idle \(idle) KiB, after the burst \(peak) KiB, 15 s later \(after) KiB")
         #expect(await setup.stop() == 0, "log:\n\(setup.log)")

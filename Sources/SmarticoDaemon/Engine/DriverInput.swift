@@ -26,6 +26,8 @@ enum DriverInput: Sendable {
     case maintenance
     /// A burst is over: give the store's page cache and the heap's free pages back.
     case trimMemory
+    /// A local peer with a large queue went away: trim once things are quiet.
+    case peerReleasedMemory
 }
 
 /// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.
@@ -128,5 +130,9 @@ final class DriverSocketHandler: SocketAPIHandler {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }
+    }
+
+    func peerReleased(bytes: Int) {
+        inbox.yield(.peerReleasedMemory)
     }
 }

@@ -225,6 +225,8 @@ actor SessionDriver {
                 logger.error("journal retention failed: \(error)")
             }
             maintenanceTimer?.schedule(after: Self.maintenanceInterval)
+        case .peerReleasedMemory:
+            trimTimer?.schedule(after: Self.trimDelay)
         case .trimMemory:
             // The heap is trimmed by `run` once this batch is done, with these pages among those
             // it returns.

@@ -11,6 +11,8 @@ import Transport
 /// answer later through `reply`, from any thread.
 public protocol SocketAPIHandler: AnyObject, Sendable {
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply)
+    /// A peer that held `bytes` of queued output went away (the heap may be trimmed soon).
+    func peerReleased(bytes: Int)
 }
 
 /// The answer slot of one request. Answer exactly once with ``succeed(_:)`` or ``fail(_:)``, from any
@@ -69,4 +71,8 @@ public final class SocketAPIClosureHandler: SocketAPIHandler {
     public func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {
         Task(executorPreference: executor) { [body] in reply.answer(await body(call, peer)) }
     }
+}
+
+extension SocketAPIHandler {
+    public func peerReleased(bytes: Int) {}
 }

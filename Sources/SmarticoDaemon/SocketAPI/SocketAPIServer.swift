@@ -375,11 +375,17 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.lingerTimer?.invalidate()
         peer.lingerTimer = nil
         endSubscription(peer)
+        // What its queue held goes back to the heap; the daemon trims the heap once it is quiet.
+        let held = peer.out.capacity + peer.connection.queuedByteCount
+        if held >= Self.releaseNoticeBytes { handler?.peerReleased(bytes: held) }
         peer.out = []
         if peers.removeValue(forKey: peer.info.connectionNumber) != nil {
             connections.subtract(1, ordering: .relaxed)
         }
     }
+
+    /// A closing peer that held this much output is reported to the handler (``SocketAPIHandler/peerReleased(bytes:)``).
+    static let releaseNoticeBytes = 64 << 10
 
     private func received(_ bytes: UnsafeRawBufferPointer, from peer: Peer) {
         guard peer.isOpen, !peer.dropping else { return }
