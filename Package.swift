@@ -39,11 +39,13 @@ let package = Package(
         .target(name: "Transport", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The cid-tagged messages, bridge messages, deep links, HTTP API bodies. Knows nothing of sockets.
         .target(name: "SmarticoProtocol", swiftSettings: strict),
+        // What smarticoctl shares with the daemon (version, socket path): no SQLite, no OpenSSL.
+        .target(name: "SmarticoSocketAPI", swiftSettings: strict),
         // Session engine, store, local socket server, configuration.
         .target(
             name: "SmarticoDaemon",
             dependencies: [
-                "Transport", "SmarticoProtocol", "CSQLite", "CSmarticoVFS", "COpenSSL",
+                "Transport", "SmarticoProtocol", "SmarticoSocketAPI", "CSQLite", "CSmarticoVFS", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -53,7 +55,7 @@ let package = Package(
         .executableTarget(
             name: "smarticoctl",
             dependencies: [
-                "SmarticoDaemon",
+                "SmarticoSocketAPI", "SmarticoProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

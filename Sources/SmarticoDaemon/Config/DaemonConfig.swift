@@ -1,3 +1,4 @@
+@_exported import SmarticoSocketAPI  // SmarticoVersion, SocketAPIDefaults: shared with smarticoctl
 import Logging
 
 /// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
@@ -448,7 +449,7 @@ extension DaemonConfig {
         /// `socket.max_queue_events`; default 10000.
         public var maxQueueEvents: Int
 
-        public static let defaultPath = "/run/smarticod/smarticod.sock"
+        public static let defaultPath = SocketAPIDefaults.socketPath
 
         public init(
             path: String = Socket.defaultPath, mode: String = "0660", group: String? = nil,
