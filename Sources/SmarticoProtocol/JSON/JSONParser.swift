@@ -321,7 +321,8 @@ struct JSONByteParser {
     private mutating func parseString() throws(JSONParseError) -> (text: String, escaped: Bool) {
         i += 1
         var runStart = i
-        var decoded: [UInt8]?  // only once an escape is seen
+        var escaped = false
+        var decoded: [UInt8] = []  // used once an escape is seen
         while true {
             guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
             let b = p[i]
@@ -331,10 +332,9 @@ struct JSONByteParser {
             } else if b < 0x20 {
                 throw JSONParseError(.unescapedControlCharacter(b), at: i)
             } else if b == Self.backslash {
-                var out = decoded ?? []
-                out.append(contentsOf: p[runStart..<i])
-                try decodeEscape(into: &out)
-                decoded = out
+                escaped = true
+                decoded.append(contentsOf: p[runStart..<i])
+                try decodeEscape(into: &decoded)
                 runStart = i
             } else {
                 i += 1
@@ -342,9 +342,9 @@ struct JSONByteParser {
         }
         let end = i
         i += 1
-        guard var out = decoded else { return (String(decoding: p[runStart..<end], as: UTF8.self), false) }
-        out.append(contentsOf: p[runStart..<end])
-        return (String(decoding: out, as: UTF8.self), true)
+        guard escaped else { return (String(decoding: p[runStart..<end], as: UTF8.self), false) }
+        decoded.append(contentsOf: p[runStart..<end])
+        return (String(decoding: decoded, as: UTF8.self), true)
     }
 
     /// At a backslash: appends the escaped character's UTF-8 and leaves `i` after the escape.
