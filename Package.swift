@@ -37,11 +37,13 @@ let package = Package(
         .target(name: "Transport", dependencies: ["COpenSSL"], swiftSettings: strict),
         // The cid-tagged messages, bridge messages, deep links, HTTP API bodies. Knows nothing of sockets.
         .target(name: "SmarticoProtocol", swiftSettings: strict),
+        // What smarticoctl shares with the daemon (version, socket path): no SQLite, no OpenSSL.
+        .target(name: "SmarticoSocketAPI", swiftSettings: strict),
         // Session engine, store, local socket server, configuration.
         .target(
             name: "SmarticoDaemon",
             dependencies: [
-                "Transport", "SmarticoProtocol", "CSQLite", "COpenSSL",
+                "Transport", "SmarticoProtocol", "SmarticoSocketAPI", "CSQLite", "COpenSSL",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -51,7 +53,7 @@ let package = Package(
         .executableTarget(
             name: "smarticoctl",
             dependencies: [
-                "SmarticoDaemon",
+                "SmarticoSocketAPI", "SmarticoProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

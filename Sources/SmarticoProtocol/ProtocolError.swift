@@ -86,18 +86,15 @@ func describeForError(_ value: JSONValue) -> String {
 }
 
 /// Parses bytes and requires an object: the first step of every decode entry point.
-func parseObject(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions) throws(ProtocolError) -> JSONObject {
+func parseObject(_ bytes: [UInt8], options: JSONParseOptions) throws(ProtocolError) -> JSONObject {
     let value: JSONValue
     do { value = try JSONValue(parsing: bytes, options: options) } catch { throw ProtocolError(error) }
     guard case .object(let o) = value else { throw .notAnObject(found: value.type) }
     return o
 }
 
-func parseObject(_ bytes: [UInt8], options: JSONParseOptions) throws(ProtocolError) -> JSONObject {
-    let r = bytes.withUnsafeBytes { buf in
-        Result { () throws(ProtocolError) -> JSONObject in try parseObject(buf, options: options) }
-    }
-    return try r.get()
+func parseObject(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions) throws(ProtocolError) -> JSONObject {
+    try parseObject(Array(bytes), options: options)
 }
 
 /// Reads the integer class id named `field` (`cid` or `bcid`).

@@ -4,13 +4,13 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SmarticoDaemon
+import SmarticoSocketAPI
 import SmarticoProtocol
 
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp(
-        "The daemon's socket (default: $SMARTICOD_SOCKET, else \(DaemonConfig.Socket.defaultPath)).",
+        "The daemon's socket (default: $SMARTICOD_SOCKET, else \(SocketAPIDefaults.socketPath)).",
         valueName: "path"))
     var socket: String?
 
@@ -35,7 +35,7 @@ struct GlobalOptions: ParsableArguments {
     var socketPath: String {
         if let socket { return socket }
         if let env = getenv("SMARTICOD_SOCKET").map({ String(cString: $0) }), !env.isEmpty { return env }
-        return DaemonConfig.Socket.defaultPath
+        return SocketAPIDefaults.socketPath
     }
 
     func connect(deadline: Deadline) throws(CtlError) -> DaemonConnection {

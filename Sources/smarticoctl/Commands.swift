@@ -1,5 +1,5 @@
 import ArgumentParser
-import SmarticoDaemon
+import SmarticoSocketAPI
 import SmarticoProtocol
 
 /// `smarticoctl`: the command-line client of smarticod's local socket (daemon.md, socket-api.md).
@@ -9,7 +9,7 @@ struct Smarticoctl: ParsableCommand {
         abstract: "Talk to smarticod over its local socket: status, events, user, messages.",
         discussion: """
             Every subcommand connects to the socket (--socket PATH, else $SMARTICOD_SOCKET, else \
-            \(DaemonConfig.Socket.defaultPath)), sends one request and prints the answer for \
+            \(SocketAPIDefaults.socketPath)), sends one request and prints the answer for \
             people, or with --json the daemon's JSON line as received.
 
             Exit codes: 0 success; 1 the daemon answered with an error (printed on stderr as \

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import SmarticoDaemon
+import SmarticoProtocol
 
 @Suite("Config defaults")
 struct ConfigDefaultsTests {
@@ -48,10 +49,14 @@ struct ConfigDefaultsTests {
         #expect(c.socket.controlUIDs == nil)
         #expect(c.socket.controlGIDs == nil)
         #expect(c.socket.maxLineBytes == 1_048_576)
-        #expect(c.socket.maxQueueEvents == 10000)
+        #expect(c.socket.maxQueueBytes == 262_144)
+        #expect(c.socket.maxTotalQueueBytes == 16_777_216)
+        #expect(c.socket.maxPeersPerUID == 64)
+        #expect(c.socket.maxDurablePerUID == 16)
         #expect(c.stateDir == "/var/lib/smarticod")
         #expect(c.journal.retentionEvents == 10000)
         #expect(c.journal.retentionHours == 168)
+        #expect(c.journal.maxBytes == 67_108_864)
         #expect(c.outbox.maxMessages == 10000)
         #expect(c.http.publicURL == nil)
         #expect(c.log.level == .info)
@@ -79,10 +84,9 @@ struct ConfigDefaultsTests {
 
     @Test func theExampleWritesEveryKeyOutAndNothingElse() throws {
         let bytes = Array(try Data(contentsOf: URL(fileURLWithPath: ConfigTestSupport.examplePath)))
-        var parser = ConfigJSONParser(bytes: bytes)
-        let root = try parser.parseDocument()
+        let root = try JSONValue(parsing: bytes)
         var paths: [String] = []
-        func walk(_ node: ConfigJSON, _ prefix: String) {
+        func walk(_ node: JSONValue, _ prefix: String) {
             guard case .object(let members) = node else { return }
             for member in members {
                 let path = prefix.isEmpty ? member.key : prefix + "." + member.key
@@ -92,7 +96,7 @@ struct ConfigDefaultsTests {
         }
         walk(root, "")
         #expect(paths.sorted() == DaemonConfig.allKeyPaths.sorted())
-        #expect(parser.duplicateKeys.isEmpty)
+        #expect(ConfigLoader.duplicateKeys(root, path: "").isEmpty)
     }
 
     @Test func theExampleResolvesWithoutAnyEnvironment() throws {

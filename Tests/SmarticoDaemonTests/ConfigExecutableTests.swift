@@ -139,7 +139,7 @@ struct ConfigExecutableTests {
         let path = try ConfigTestSupport.writeTemporary("{\n  \"server\": {\"label_key\": \"x\"}\n  \"log\": {}\n}\n")
         let r = try await Self.run(["--config", path, "--check-config"])
         #expect(r.status == 78)
-        #expect(r.stderr == "\(path): line 3, column 3: invalid JSON: expected ',' or '}' after the value of \"server\", found '\"'\n")
+        #expect(r.stderr == "\(path): line 3, column 3: invalid JSON: expected ',' or '}' after an object member, found '\"'\n")
     }
 
     @Test func anInvalidProxyVariableExits78() async throws {

@@ -208,4 +208,40 @@ import SmarticoProtocol
         o.insert(key: "first", value: true, at: 0)
         #expect(JSONValue.object(o).serialized().text == #"{"first":true,"b":"x","c":3,"d":4}"#)
     }
+
+    /// A top-level object's members as byte ranges of the input (what forwards a message as received).
+    @Test func rawObjectKeepsItsMembersRanges() throws {
+        let text = #"  { "a" : 1 , "b\u0063" :{"x":[1,2]},"a":"s","":[] } "#
+        let doc = bytes(text)
+        let raw = try RawJSONObject(validating: doc)
+        #expect(Array(doc[raw.objectRange]).text == #"{ "a" : 1 , "b\u0063" :{"x":[1,2]},"a":"s","":[] }"#)
+        #expect(raw.members.map(\.name) == ["a", "bc", "a", ""])
+        #expect(raw.members.map { Array(doc[$0.key]).text } == ["a", #"b\u0063"#, "a", ""])
+        #expect(raw.members.map(\.keyHasEscapes) == [false, true, false, false])
+        #expect(raw.members.map { Array(doc[$0.value]).text } == ["1", #"{"x":[1,2]}"#, #""s""#, "[]"])
+        #expect(raw.members.map { Array(doc[$0.whole]).text } == [#""a" : 1"#, #""b\u0063" :{"x":[1,2]}"#, #""a":"s""#, #""":[]"#])
+        #expect(!raw.containsLineBreaks)
+        #expect(raw.parsed() == (try JSONValue(parsing: doc)).objectValue)
+        #expect(raw["a"] == "s", "the last of a repeated name, as JSONObject")
+        #expect(throws: ProtocolError.notAnObject(found: .array)) { try RawJSONObject(validating: bytes("[{\"a\":1}]")) }
+        #expect(throws: ProtocolError.tooDeep(limit: 1, offset: 5)) {
+            try RawJSONObject(validating: bytes(#"{"a":[1]}"#), options: JSONParseOptions(maxDepth: 1))
+        }
+        #expect(throws: ProtocolError.tooLarge(limit: 3, size: 9)) {
+            try RawJSONObject(validating: bytes(#"{"a":[1]}"#), options: JSONParseOptions(maxBytes: 3))
+        }
+    }
+
+    /// An error's byte offset as a line and a column (columns count scalars), for config files.
+    @Test func errorsGiveLineAndColumn() {
+        let text = bytes("{\n  \"é\": 1,\n  \"b\": x\n}")
+        do {
+            _ = try JSONValue(parsing: text)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.offset == 20)
+            #expect(error.lineAndColumn(in: text) == (3, 8))
+            #expect(error.reason == "unexpected 'x', expected a value")
+        }
+    }
 }

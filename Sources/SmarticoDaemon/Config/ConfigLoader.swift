@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import SmarticoProtocol
 
 /// Reads a configuration file and reports every problem at once.
 ///
@@ -59,36 +60,97 @@ public enum ConfigLoader {
 
     // MARK: steps
 
+    /// Files larger than this are refused before parsing: a configuration is a few KiB.
+    static let maximumBytes = 4 << 20
+    /// Nesting deeper than this is refused.
+    static let maximumDepth = 64
+
     /// The configuration (nil when the bytes are not a JSON object at all) and the problems
     /// found while decoding.
     static func decodeCollecting(_ bytes: [UInt8]) -> (DaemonConfig?, [ConfigProblem]) {
-        guard bytes.count <= ConfigJSONParser.maximumBytes else {
-            return (nil, [ConfigProblem(key: "", message: "the file is \(bytes.count) bytes long; a configuration may have at most \(ConfigJSONParser.maximumBytes)")])
+        guard bytes.count <= maximumBytes else {
+            return (nil, [ConfigProblem(key: "", message: "the file is \(bytes.count) bytes long; a configuration may have at most \(maximumBytes)")])
         }
-        var parser = ConfigJSONParser(bytes: bytes)
-        let root: ConfigJSON
+        let text = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes  // UTF-8 BOM
+        let root: JSONValue
         do {
-            root = try parser.parseDocument()
+            root = try JSONValue(parsing: text, options: JSONParseOptions(maxDepth: maximumDepth))
         } catch {
-            return (nil, [ConfigProblem(key: "line \(error.line), column \(error.column)", message: "invalid JSON: \(error.reason)")])
+            let (line, column) = error.lineAndColumn(in: text)
+            return (nil, [ConfigProblem(key: "line \(line), column \(column)", message: "invalid JSON: \(syntaxReason(error, in: text))")])
         }
-        guard case .object = root else {
-            return (nil, [ConfigProblem(key: "", message: "the file must contain one JSON object, found \(root.kindDescription)")])
+        guard case .object(let object) = root else {
+            return (nil, [ConfigProblem(key: "", message: "the file must contain one JSON object, found \(kindDescription(root))")])
         }
         let sink = ConfigProblemSink()
-        var problems = parser.duplicateKeys.map {
-            ConfigProblem(key: $0, message: "appears more than once in the same object (only one value may be given)")
+        for key in duplicateKeys(root, path: "") {
+            sink.add(ConfigProblem(key: key, message: "appears more than once in the same object (only one value may be given)"))
         }
-        let decoder = ConfigTreeDecoder(node: root, codingPath: [], userInfo: [.configProblemSink: sink])
-        do {
-            let config = try DaemonConfig(from: decoder)
-            problems += sink.all
-            return (config, problems)
-        } catch {
-            // Only reachable through a bug in a section's init(from:): every field failure is collected.
-            problems += sink.all
-            problems.append(ConfigProblem(key: "", message: "could not be decoded: \(error)"))
-            return (nil, problems)
+        let config = DaemonConfig(config: ConfigObject(object, path: "", sink: sink))
+        return (config, sink.all)
+    }
+
+    /// The dotted paths of keys given more than once in one object, at any depth.
+    static func duplicateKeys(_ value: JSONValue, path: String) -> [String] {
+        switch value {
+        case .array(let items):
+            return items.enumerated().flatMap { duplicateKeys($1, path: path + "[\($0)]") }
+        case .object(let o):
+            var seen: Set<String> = []
+            var out: [String] = []
+            for (key, member) in o {
+                let child = path.isEmpty ? keyComponent(key) : path + "." + keyComponent(key)
+                out += duplicateKeys(member, path: child)
+                if !seen.insert(key).inserted { out.append(child) }
+            }
+            return out
+        default:
+            return []
+        }
+    }
+
+    /// A syntax error as a person fixing the file wants it said (the position is given apart).
+    static func syntaxReason(_ error: JSONParseError, in text: [UInt8]) -> String {
+        func show(_ b: UInt8) -> String {
+            switch b {
+            case 0x0A: return "'\\n'"
+            case 0x0D: return "'\\r'"
+            case 0x09: return "'\\t'"
+            case 0x20...0x7E: return "'\(Character(Unicode.Scalar(b)))'"
+            default: return "byte 0x" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            }
+        }
+        let before = text[..<min(error.offset, text.count)].last { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        switch error.kind {
+        case .unexpectedEnd where text.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }):
+            return "the file is empty; expected a JSON object"
+        case .unexpectedEnd(let expected):
+            return "unexpected end of file; expected \(expected)"
+        case .unexpectedByte(let b, _) where before == UInt8(ascii: ",") && (b == UInt8(ascii: "}") || b == UInt8(ascii: "]")):
+            return "trailing comma before \(show(b))"
+        case .unexpectedByte(let b, "end of input"):
+            return "unexpected \(show(b)) after the end of the JSON value"
+        case .unexpectedByte(let b, "a value"):
+            return "unexpected \(show(b)); expected a value (object, array, string, number, true, false or null)"
+        case .unexpectedByte(let b, let expected) where ["'true'", "'false'", "'null'"].contains(expected):
+            return "unexpected \(show(b)); did you mean \(expected.dropFirst().dropLast())? (strings must be quoted)"
+        case .unexpectedByte(let b, "',' or '}'"):
+            return "expected ',' or '}' after an object member, found \(show(b))"
+        case .unexpectedByte(let b, "',' or ']'"):
+            return "expected ',' or ']' in an array, found \(show(b))"
+        case .unexpectedByte(let b, let expected):
+            return "expected \(expected), found \(show(b))"
+        case .invalidNumber(let reason) where reason.hasPrefix("leading zeros"):
+            var start = error.offset - 1
+            if start > 0, text[start - 1] == UInt8(ascii: "-") { start -= 1 }
+            let end = text[error.offset...].firstIndex { !"0123456789.eE+-".utf8.contains($0) } ?? text.count
+            let literal = String(decoding: text[start..<end], as: UTF8.self)
+            return "numbers must not have leading zeros (write \"\(literal)\" as a string)"
+        case .invalidEscape(let b):
+            let shown = (0x20...0x7E).contains(b) ? String(Character(Unicode.Scalar(b))) : show(b)
+            return "invalid escape '\\\(shown)' (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"
+        default:
+            return error.reason
         }
     }
 
@@ -152,8 +214,8 @@ public enum ConfigLoader {
             }
             if n == 0 { break }
             bytes.append(contentsOf: chunk[0..<n])
-            if bytes.count > ConfigJSONParser.maximumBytes {
-                throw fail("the file is larger than \(ConfigJSONParser.maximumBytes) bytes; is it really the configuration?")
+            if bytes.count > maximumBytes {
+                throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
             }
         }
         return bytes

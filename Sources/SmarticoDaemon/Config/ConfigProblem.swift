@@ -1,4 +1,4 @@
-import Synchronization
+import SmarticoProtocol
 
 /// One thing wrong with a configuration: which key, and what is wrong with it.
 ///
@@ -42,132 +42,221 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { lines.joined(separator: "\n") }
 }
 
-/// Collects the problems found while decoding; shared by the decoders of every section.
-/// A class so that nested `init(from:)` calls, which only see a `Decoder`, all reach it.
-final class ConfigProblemSink: Sendable {
-    private let problems = Mutex<[ConfigProblem]>([])
+/// Collects the problems found while decoding; shared by the readers of every section.
+final class ConfigProblemSink {
+    private(set) var all: [ConfigProblem] = []
+    func add(_ problem: ConfigProblem) { all.append(problem) }
+}
 
-    func add(_ problem: ConfigProblem) {
-        problems.withLock { $0.append(problem) }
+/// A configuration section decoded from its JSON object.
+protocol ConfigSection {
+    associatedtype CodingKeys: CodingKey & CaseIterable
+    init(config: ConfigObject<CodingKeys>)
+}
+
+/// A value a configuration field can hold, read from its JSON value (nil when it does not fit).
+protocol ConfigValue {
+    init?(configJSON: JSONValue)
+}
+
+extension Bool: ConfigValue {
+    init?(configJSON j: JSONValue) { guard case .bool(let b) = j else { return nil }; self = b }
+}
+
+extension String: ConfigValue {
+    init?(configJSON j: JSONValue) { guard case .string(let s) = j else { return nil }; self = s }
+}
+
+/// Integers are written as integers: `10`, not `10.0` or `1e1`.
+extension Int: ConfigValue {
+    init?(configJSON j: JSONValue) {
+        guard case .number(let n) = j, n.isIntegerLiteral, let v = n.intValue else { return nil }
+        self = v
     }
-
-    var all: [ConfigProblem] { problems.withLock { $0 } }
 }
 
-extension CodingUserInfoKey {
-    /// Where ``ConfigObject`` records problems instead of throwing at the first one.
-    static let configProblemSink = CodingUserInfoKey(rawValue: "smarticod.configProblemSink")!
+extension Int32: ConfigValue {
+    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(Int32.init(exactly:)) else { return nil }; self = v }
 }
 
-/// Thrown by the configuration types' `init(from:)` when they are decoded by a decoder
-/// that has no problem sink (for instance Foundation's `JSONDecoder`): the first problem.
-public struct ConfigDecodingFailure: Error, Sendable, CustomStringConvertible {
-    public var problem: ConfigProblem
-    public var description: String { problem.description }
+extension UInt32: ConfigValue {
+    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(UInt32.init(exactly:)) else { return nil }; self = v }
 }
 
-/// The dotted form of a coding path: `session.reconnect.initial_ms`, `server.tls.pinned_spki_sha256[1]`.
-func dottedPath(_ path: [any CodingKey]) -> String {
-    var out = ""
-    for key in path {
-        if let i = key.intValue, key.stringValue == "[\(i)]" || key.stringValue == "Index \(i)" || key.stringValue == "\(i)" {
-            out += "[\(i)]"
-        } else {
-            if !out.isEmpty { out += "." }
-            out += keyComponent(key.stringValue)
+/// Any finite number (`1e400` is not).
+extension Double: ConfigValue {
+    init?(configJSON j: JSONValue) {
+        guard case .number(let n) = j, n.double.isFinite else { return nil }
+        self = n.double
+    }
+}
+
+extension Array: ConfigValue where Element: ConfigValue {
+    init?(configJSON j: JSONValue) {
+        guard case .array(let items) = j else { return nil }
+        var out: [Element] = []
+        for item in items {
+            guard let e = Element(configJSON: item) else { return nil }
+            out.append(e)
         }
+        self = out
     }
-    return out
 }
 
-/// The decoding side of one configuration object: reads each field with its default,
-/// turns every failure into a ``ConfigProblem`` naming the key, and reports unknown keys.
-///
-/// With the configuration decoder (``ConfigLoader``) problems are collected and decoding
-/// goes on with the default, so one run finds them all; with any other decoder the first
-/// problem is thrown as ``ConfigDecodingFailure``.
+extension Dictionary: ConfigValue where Key == String, Value: ConfigValue {
+    init?(configJSON j: JSONValue) {
+        guard case .object(let o) = j else { return nil }
+        var out: [String: Value] = [:]
+        for (k, v) in o {
+            guard let e = Value(configJSON: v) else { return nil }
+            out[k] = e
+        }
+        self = out
+    }
+}
+
+extension Secret: ConfigValue {
+    init?(configJSON j: JSONValue) { guard let s = String(configJSON: j) else { return nil }; self.init(s) }
+}
+
+extension ProxyURL: ConfigValue {
+    init?(configJSON j: JSONValue) { guard let s = String(configJSON: j) else { return nil }; self.init(s) }
+}
+
+extension ConfigValue where Self: RawRepresentable, RawValue == String {
+    init?(configJSON j: JSONValue) { guard let v = String(configJSON: j).flatMap(Self.init(rawValue:)) else { return nil }; self = v }
+}
+
+/// One object of the configuration file: reads each field with its default, turns every
+/// failure into a ``ConfigProblem`` naming the key (and goes on with the default, so that one
+/// run finds every problem), and reports unknown keys.
 struct ConfigObject<Key: CodingKey & CaseIterable> {
-    let container: KeyedDecodingContainer<Key>
-    let path: [any CodingKey]
-    private let sink: ConfigProblemSink?
+    let object: JSONObject
+    /// The dotted path of this object (`session.reconnect`; empty at the top).
+    let path: String
+    let sink: ConfigProblemSink
 
-    /// Opens the object at `decoder` and reports its unknown keys.
-    init(_ decoder: any Decoder, _ keys: Key.Type) throws {
-        container = try decoder.container(keyedBy: Key.self)
-        path = decoder.codingPath
-        sink = decoder.userInfo[.configProblemSink] as? ConfigProblemSink
+    init(_ object: JSONObject, path: String, sink: ConfigProblemSink) {
+        self.object = object
+        self.path = path
+        self.sink = sink
         let known = Key.allCases.map(\.stringValue)
-        let present = try decoder.container(keyedBy: AnyCodingKey.self).allKeys.map(\.stringValue)
-        for name in present where !known.contains(name) {
-            let prefix = dottedPath(path)
-            let key = prefix.isEmpty ? keyComponent(name) : prefix + "." + keyComponent(name)
-            try report(key, ConfigKeySuggestion.unknownKeyMessage(name, siblings: known, path: prefix))
+        var seen: Set<String> = []
+        for name in object.keys where !known.contains(name) && seen.insert(name).inserted {
+            report(child(name), ConfigKeySuggestion.unknownKeyMessage(name, siblings: known, path: path))
         }
     }
 
-    func key(_ key: Key) -> String { dottedPath(path + [key]) }
+    private func child(_ name: String) -> String { path.isEmpty ? keyComponent(name) : path + "." + keyComponent(name) }
 
-    func report(_ key: String, _ message: String) throws {
-        let problem = ConfigProblem(key: key, message: message)
-        guard let sink else { throw ConfigDecodingFailure(problem: problem) }
-        sink.add(problem)
-    }
+    func key(_ key: Key) -> String { child(key.stringValue) }
 
-    /// What was found at `key`, for a message; secrets only say what kind of value it was.
-    private func got(_ key: Key, secret: Bool) -> String {
-        guard let json = try? container.decode(ConfigJSON.self, forKey: key) else { return "an unreadable value" }
+    func contains(_ key: Key) -> Bool { object[key.stringValue] != nil }
+
+    func report(_ key: String, _ message: String) { sink.add(ConfigProblem(key: key, message: message)) }
+
+    /// What was found, for a message; secrets only say what kind of value it was.
+    private func got(_ json: JSONValue, secret: Bool) -> String {
         if secret, case .string(let s) = json { return "a string of \(s.count) characters" }
-        if secret { return json.kindDescription }
-        return json.rendered()
+        return secret ? kindDescription(json) : rendered(json)
     }
 
-    /// A field with a default. `null` is refused unless `T` is optional and the default is nil
-    /// (use ``optional(_:expect:secret:)`` for those).
-    func field<T: Decodable>(_ key: Key, default value: T, expect: String, secret: Bool = false) throws -> T {
-        guard container.contains(key) else { return value }
-        do {
-            return try container.decode(T.self, forKey: key)
-        } catch let failure as ConfigDecodingFailure {
-            throw failure
-        } catch {
-            try report(self.key(key), "must be \(expect), got \(got(key, secret: secret))")
-            return value
-        }
+    /// A field with a default. `null` is refused (use ``optional(_:expect:secret:)`` for fields whose default is null).
+    func field<T: ConfigValue>(_ key: Key, default value: T, expect: String, secret: Bool = false) -> T {
+        guard let json = object[key.stringValue] else { return value }
+        if let v = T(configJSON: json) { return v }
+        report(self.key(key), "must be \(expect), got \(got(json, secret: secret))")
+        return value
     }
 
     /// A field whose default is null; `null` is accepted.
-    func optional<T: Decodable>(_ key: Key, expect: String, secret: Bool = false) throws -> T? {
-        guard container.contains(key) else { return nil }
-        if (try? container.decodeNil(forKey: key)) == true { return nil }
-        do {
-            return try container.decode(T.self, forKey: key)
-        } catch let failure as ConfigDecodingFailure {
-            throw failure
-        } catch {
-            try report(self.key(key), "must be \(expect) or null, got \(got(key, secret: secret))")
-            return nil
-        }
+    func optional<T: ConfigValue>(_ key: Key, expect: String, secret: Bool = false) -> T? {
+        guard let json = object[key.stringValue], !json.isNull else { return nil }
+        if let v = T(configJSON: json) { return v }
+        report(self.key(key), "must be \(expect) or null, got \(got(json, secret: secret))")
+        return nil
     }
 
     /// A required field: missing or `null` is reported as `required`, and `placeholder` is used
     /// so that decoding can go on and find the other problems.
-    func required<T: Decodable>(_ key: Key, placeholder: T, expect: String, secret: Bool = false) throws -> T {
-        guard container.contains(key), (try? container.decodeNil(forKey: key)) != true else {
-            try report(self.key(key), "required (\(expect))")
+    func required<T: ConfigValue>(_ key: Key, placeholder: T, expect: String, secret: Bool = false) -> T {
+        guard let json = object[key.stringValue], !json.isNull else {
+            report(self.key(key), "required (\(expect))")
             return placeholder
         }
-        return try field(key, default: placeholder, expect: expect, secret: secret)
+        return field(key, default: placeholder, expect: expect, secret: secret)
     }
 
-    /// A nested object with a default. Problems inside it are reported by its own `init(from:)`.
-    func section<T: Decodable>(_ key: Key, default value: @autoclosure () -> T) throws -> T {
-        guard container.contains(key) else { return value() }
-        guard case .object = (try? container.decode(ConfigJSON.self, forKey: key)) ?? .null else {
-            try report(self.key(key), "must be an object, got \(got(key, secret: false))")
+    /// A nested object with a default. Problems inside it are reported by its own `init(config:)`.
+    func section<T: ConfigSection>(_ key: Key, default value: @autoclosure () -> T) -> T {
+        guard let json = object[key.stringValue] else { return value() }
+        guard case .object(let o) = json else {
+            report(self.key(key), "must be an object, got \(got(json, secret: false))")
             return value()
         }
-        return try container.decode(T.self, forKey: key)
+        return T(config: ConfigObject<T.CodingKeys>(o, path: self.key(key), sink: sink))
     }
+}
+
+/// What kind of value this is, for messages: "a string", "a number", "an object"…
+func kindDescription(_ json: JSONValue) -> String {
+    switch json {
+    case .null: "null"
+    case .bool: "a boolean"
+    case .number: "a number"
+    case .string: "a string"
+    case .array: "an array"
+    case .object: "an object"
+    }
+}
+
+/// A short rendering of a value for a message: strings quoted and JSON-escaped, arrays and
+/// objects compact (`[1000, -1]`), everything cut to about `limit` characters.
+func rendered(_ json: JSONValue, limit: Int = 60) -> String {
+    func write(_ j: JSONValue, into out: inout String) {
+        if out.count > limit { return }
+        switch j {
+        case .null, .bool, .number: out += j.serializedString()
+        case .string(let s): out += ConfigJSON.quoted(s)
+        case .array(let items):
+            out += "["
+            for (i, item) in items.enumerated() {
+                if i > 0 { out += ", " }
+                write(item, into: &out)
+                if out.count > limit { return }
+            }
+            out += "]"
+        case .object(let o):
+            out += "{"
+            for (i, member) in o.enumerated() {
+                if i > 0 { out += ", " }
+                out += ConfigJSON.quoted(member.key) + ": "
+                write(member.value, into: &out)
+                if out.count > limit { return }
+            }
+            out += "}"
+        }
+    }
+    var full = ""
+    write(json, into: &full)
+    return full.count <= limit ? full : String(full.prefix(limit)) + "…"
+}
+
+/// Text helpers of configuration messages.
+enum ConfigJSON {
+    /// `s` as a JSON string literal.
+    static func quoted(_ s: String) -> String { JSONValue.string(s).serializedString() }
+}
+
+/// A key as it appears in a dotted path: as is when it is a plain name, JSON-quoted when it
+/// is empty or holds control characters, spaces, dots, brackets or quotes (so that a problem
+/// line stays one line and unambiguous).
+func keyComponent(_ name: String) -> String {
+    let plain = !name.isEmpty && name.unicodeScalars.allSatisfy {
+        $0.value > 0x20 && $0.value != 0x7F && !$0.properties.isWhitespace && !".[]\"\\".unicodeScalars.contains($0)
+            && $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+    }
+    return plain ? name : ConfigJSON.quoted(name)
 }
 
 /// "did you mean …?" for unknown keys.

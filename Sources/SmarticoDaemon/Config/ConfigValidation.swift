@@ -109,12 +109,18 @@ extension DaemonConfig {
             v.add("socket.group", "must be a group name or numeric id, got \(ConfigJSON.quoted(group))")
         }
         v.range("socket.max_line_bytes", socket.maxLineBytes, Socket.lineBytesRange, note: "")
-        v.atLeast("socket.max_queue_events", socket.maxQueueEvents, 1)
+        v.atLeast("socket.max_queue_bytes", socket.maxQueueBytes, Socket.minQueueBytes)
+        if socket.maxTotalQueueBytes < socket.maxQueueBytes {
+            v.add("socket.max_total_queue_bytes", "must be ≥ socket.max_queue_bytes (\(socket.maxQueueBytes)), got \(socket.maxTotalQueueBytes)")
+        }
+        v.atLeast("socket.max_peers_per_uid", socket.maxPeersPerUID, 1)
+        v.atLeast("socket.max_durable_per_uid", socket.maxDurablePerUID, 1)
 
         // the rest
         v.absolutePath("state_dir", stateDir)
         v.atLeast("journal.retention_events", journal.retentionEvents, 1)
         v.atLeast("journal.retention_hours", journal.retentionHours, 1)
+        v.atLeast("journal.max_bytes", journal.maxBytes, Journal.minBytes)
         v.atLeast("outbox.max_messages", outbox.maxMessages, 1)
         if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
             v.add("http.public_url", problem.message)

@@ -1,15 +1,18 @@
+@_exported import SmarticoSocketAPI  // SmarticoVersion, SocketAPIDefaults: shared with smarticoctl
 import Logging
+import SmarticoProtocol
 
 /// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
 /// (the table of `shared/spec/daemon.md`), every key but `server.label_key` with a default.
 ///
-/// Decoding (``ConfigLoader``) checks types and rejects unknown keys at every level;
+/// Decoding (``ConfigLoader``, from SmarticoProtocol's `JSONValue`) checks types and rejects
+/// unknown keys at every level;
 /// ``validate()`` checks everything else in one place. Derived values (URLs from the label
 /// key's environment, the proxy, `ua.fp`, the log level) are in ``ResolvedConfig``.
 ///
 /// Secrets (label key, user hash, push token, proxy password) are ``Secret``s: printing,
 /// dumping or encoding a configuration shows them masked.
-public struct DaemonConfig: Sendable, Equatable, Codable {
+public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
     public var server: Server
     public var client: Client
     public var user: User
@@ -60,23 +63,22 @@ public struct DaemonConfig: Sendable, Equatable, Codable {
         case journal, outbox, http, log
     }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try ConfigObject(decoder, CodingKeys.self)
-        if c.container.contains(.server) {
-            server = try c.section(.server, default: Server(labelKey: Secret("")))
+    init(config c: ConfigObject<CodingKeys>) {
+        if c.contains(.server) {
+            server = c.section(.server, default: Server(labelKey: Secret("")))
         } else {
-            try c.report("server.label_key", "required (\(Expect.labelKey))")
+            c.report("server.label_key", "required (\(Expect.labelKey))")
             server = Server(labelKey: Secret(""))
         }
-        client = try c.section(.client, default: Client())
-        user = try c.section(.user, default: User())
-        session = try c.section(.session, default: Session())
-        socket = try c.section(.socket, default: Socket())
-        stateDir = try c.field(.stateDir, default: DaemonConfig.defaultStateDir, expect: Expect.absolutePath)
-        journal = try c.section(.journal, default: Journal())
-        outbox = try c.section(.outbox, default: Outbox())
-        http = try c.section(.http, default: HTTP())
-        log = try c.section(.log, default: Log())
+        client = c.section(.client, default: Client())
+        user = c.section(.user, default: User())
+        session = c.section(.session, default: Session())
+        socket = c.section(.socket, default: Socket())
+        stateDir = c.field(.stateDir, default: DaemonConfig.defaultStateDir, expect: Expect.absolutePath)
+        journal = c.section(.journal, default: Journal())
+        outbox = c.section(.outbox, default: Outbox())
+        http = c.section(.http, default: HTTP())
+        log = c.section(.log, default: Log())
     }
 
     /// Every key of the file as a dotted path (for "did you mean" and for the docs test).
@@ -119,7 +121,7 @@ enum Expect {
 
 extension DaemonConfig {
     /// `server.*`: where and how to connect.
-    public struct Server: Sendable, Equatable, Codable {
+    public struct Server: Sendable, Equatable, Encodable, ConfigSection {
         /// `server.url`: `ws://` or `wss://` URL with its query; null → derived from the label key.
         public var url: String?
         /// `server.label_key` (required): the label key, optionally with its environment suffix (`-2`).
@@ -155,19 +157,18 @@ extension DaemonConfig {
             case headers, tls, proxy, compression
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            url = try c.optional(.url, expect: "a ws:// or wss:// URL")
-            labelKey = try c.required(.labelKey, placeholder: Secret(""), expect: Expect.labelKey, secret: true)
-            brandKey = try c.optional(.brandKey, expect: Expect.string)
-            headers = try c.field(.headers, default: [:], expect: Expect.headers)
-            tls = try c.section(.tls, default: TLS())
-            proxy = try c.optional(.proxy, expect: "an http://[user:pass@]host:port URL", secret: true)
-            compression = try c.field(.compression, default: true, expect: Expect.bool)
+        init(config c: ConfigObject<CodingKeys>) {
+            url = c.optional(.url, expect: "a ws:// or wss:// URL")
+            labelKey = c.required(.labelKey, placeholder: Secret(""), expect: Expect.labelKey, secret: true)
+            brandKey = c.optional(.brandKey, expect: Expect.string)
+            headers = c.field(.headers, default: [:], expect: Expect.headers)
+            tls = c.section(.tls, default: TLS())
+            proxy = c.optional(.proxy, expect: "an http://[user:pass@]host:port URL", secret: true)
+            compression = c.field(.compression, default: true, expect: Expect.bool)
         }
 
         /// `server.tls.*`
-        public struct TLS: Sendable, Equatable, Codable {
+        public struct TLS: Sendable, Equatable, Encodable, ConfigSection {
             /// `server.tls.ca_file`: PEM bundle to trust instead of the system store; default null.
             public var caFile: String?
             /// `server.tls.pinned_spki_sha256`: base64 SHA-256 digests of SubjectPublicKeyInfo;
@@ -184,10 +185,9 @@ extension DaemonConfig {
                 case pinnedSPKISHA256 = "pinned_spki_sha256"
             }
 
-            public init(from decoder: any Decoder) throws {
-                let c = try ConfigObject(decoder, CodingKeys.self)
-                caFile = try c.optional(.caFile, expect: Expect.absolutePath)
-                pinnedSPKISHA256 = try c.field(.pinnedSPKISHA256, default: [], expect: "an array of base64 SHA-256 digests")
+            init(config c: ConfigObject<CodingKeys>) {
+                caFile = c.optional(.caFile, expect: Expect.absolutePath)
+                pinnedSPKISHA256 = c.field(.pinnedSPKISHA256, default: [], expect: "an array of base64 SHA-256 digests")
             }
 
             /// The pins as 32-byte digests (invalid entries, which ``DaemonConfig/validate()``
@@ -199,7 +199,7 @@ extension DaemonConfig {
     }
 
     /// `client.*`: how the device presents itself (INIT, IDENTIFY, `ua`).
-    public struct Client: Sendable, Equatable, Codable {
+    public struct Client: Sendable, Equatable, Encodable, ConfigSection {
         /// `client.tracker_version`: X.Y.Z; null → the daemon's version (``effectiveTrackerVersion``).
         public var trackerVersion: String?
         /// `client.domain`: the application id, sent as the URL's `domain` and in `page`.
@@ -253,23 +253,22 @@ extension DaemonConfig {
             case os, agent, host, page, fp, language
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            trackerVersion = try c.optional(.trackerVersion, expect: "a version X.Y.Z")
-            domain = try c.optional(.domain, expect: Expect.nonEmptyString)
-            deviceID = try c.optional(.deviceID, expect: Expect.nonEmptyString)
-            deviceType = try c.field(.deviceType, default: Client.defaultDeviceType, expect: Expect.nonEmptyString)
-            os = try c.field(.os, default: Client.defaultOS, expect: Expect.nonEmptyString)
-            agent = try c.optional(.agent, expect: Expect.string)
-            host = try c.optional(.host, expect: Expect.string)
-            page = try c.optional(.page, expect: Expect.string)
-            fp = try c.optional(.fp, expect: Expect.int32)
-            language = try c.optional(.language, expect: "a language code such as \"en\" or \"pt-br\"")
+        init(config c: ConfigObject<CodingKeys>) {
+            trackerVersion = c.optional(.trackerVersion, expect: "a version X.Y.Z")
+            domain = c.optional(.domain, expect: Expect.nonEmptyString)
+            deviceID = c.optional(.deviceID, expect: Expect.nonEmptyString)
+            deviceType = c.field(.deviceType, default: Client.defaultDeviceType, expect: Expect.nonEmptyString)
+            os = c.field(.os, default: Client.defaultOS, expect: Expect.nonEmptyString)
+            agent = c.optional(.agent, expect: Expect.string)
+            host = c.optional(.host, expect: Expect.string)
+            page = c.optional(.page, expect: Expect.string)
+            fp = c.optional(.fp, expect: Expect.int32)
+            language = c.optional(.language, expect: "a language code such as \"en\" or \"pt-br\"")
         }
     }
 
     /// `user.*`: a user to identify at start, and push data.
-    public struct User: Sendable, Equatable, Codable {
+    public struct User: Sendable, Equatable, Encodable, ConfigSection {
         /// `user.ext_user_id`
         public var extUserID: String?
         /// `user.hash`: requires `ext_user_id`.
@@ -293,16 +292,15 @@ extension DaemonConfig {
             case push
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            extUserID = try c.optional(.extUserID, expect: Expect.nonEmptyString)
-            hash = try c.optional(.hash, expect: Expect.nonEmptyString, secret: true)
-            hashCommand = try c.optional(.hashCommand, expect: "a non-empty array of strings (program and arguments)")
-            push = try c.section(.push, default: Push())
+        init(config c: ConfigObject<CodingKeys>) {
+            extUserID = c.optional(.extUserID, expect: Expect.nonEmptyString)
+            hash = c.optional(.hash, expect: Expect.nonEmptyString, secret: true)
+            hashCommand = c.optional(.hashCommand, expect: "a non-empty array of strings (program and arguments)")
+            push = c.section(.push, default: Push())
         }
 
         /// `user.push.*`: push data for IDENTIFY and cid 1003.
-        public struct Push: Sendable, Equatable, Codable {
+        public struct Push: Sendable, Equatable, Encodable, ConfigSection {
             /// `user.push.token`
             public var token: Secret?
             /// `user.push.platform`: PushClientPlatform 0…11; default 5 (OTHER).
@@ -329,18 +327,17 @@ extension DaemonConfig {
                 case appPackageID = "app_package_id"
             }
 
-            public init(from decoder: any Decoder) throws {
-                let c = try ConfigObject(decoder, CodingKeys.self)
-                token = try c.optional(.token, expect: Expect.nonEmptyString, secret: true)
-                platform = try c.field(.platform, default: Push.defaultPlatform, expect: Expect.integer(Push.platformRange))
-                status = try c.field(.status, default: Push.defaultStatus, expect: Expect.integer(Push.statusRange))
-                appPackageID = try c.optional(.appPackageID, expect: Expect.nonEmptyString)
+            init(config c: ConfigObject<CodingKeys>) {
+                token = c.optional(.token, expect: Expect.nonEmptyString, secret: true)
+                platform = c.field(.platform, default: Push.defaultPlatform, expect: Expect.integer(Push.platformRange))
+                status = c.field(.status, default: Push.defaultStatus, expect: Expect.integer(Push.statusRange))
+                appPackageID = c.optional(.appPackageID, expect: Expect.nonEmptyString)
             }
         }
     }
 
     /// When LOGIN (cid 7) is sent.
-    public enum LoginPolicy: String, Sendable, Equatable, Codable, CaseIterable {
+    public enum LoginPolicy: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
         /// After the first IDENTIFY following inactivity, a different user, or the `login` op.
         case logicalSession = "logical_session"
         /// After every IDENTIFY, as Smartico's own SDK does.
@@ -348,7 +345,7 @@ extension DaemonConfig {
     }
 
     /// `session.*`: timeouts, keepalive, login, reconnect.
-    public struct Session: Sendable, Equatable, Codable {
+    public struct Session: Sendable, Equatable, Encodable, ConfigSection {
         /// `session.connect_timeout_s`: TCP + TLS + upgrade; default 10.
         public var connectTimeoutS: Int
         /// `session.response_timeout_s`: wait for cid 4 / cid 6; default 15.
@@ -387,21 +384,20 @@ extension DaemonConfig {
             case reconnect
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
+        init(config c: ConfigObject<CodingKeys>) {
             let d = Session()
             let positive = Expect.integer(atLeast: 1)
-            connectTimeoutS = try c.field(.connectTimeoutS, default: d.connectTimeoutS, expect: positive)
-            responseTimeoutS = try c.field(.responseTimeoutS, default: d.responseTimeoutS, expect: positive)
-            keepaliveS = try c.field(.keepaliveS, default: d.keepaliveS, expect: positive)
-            deadAfterS = try c.field(.deadAfterS, default: d.deadAfterS, expect: positive)
-            loginAfterInactivityMin = try c.field(.loginAfterInactivityMin, default: d.loginAfterInactivityMin, expect: positive)
-            loginPolicy = try c.field(.loginPolicy, default: d.loginPolicy, expect: "\"logical_session\" or \"every_identify\"")
-            reconnect = try c.section(.reconnect, default: Reconnect())
+            connectTimeoutS = c.field(.connectTimeoutS, default: d.connectTimeoutS, expect: positive)
+            responseTimeoutS = c.field(.responseTimeoutS, default: d.responseTimeoutS, expect: positive)
+            keepaliveS = c.field(.keepaliveS, default: d.keepaliveS, expect: positive)
+            deadAfterS = c.field(.deadAfterS, default: d.deadAfterS, expect: positive)
+            loginAfterInactivityMin = c.field(.loginAfterInactivityMin, default: d.loginAfterInactivityMin, expect: positive)
+            loginPolicy = c.field(.loginPolicy, default: d.loginPolicy, expect: "\"logical_session\" or \"every_identify\"")
+            reconnect = c.section(.reconnect, default: Reconnect())
         }
 
         /// `session.reconnect.*`: exponential backoff with full jitter.
-        public struct Reconnect: Sendable, Equatable, Codable {
+        public struct Reconnect: Sendable, Equatable, Encodable, ConfigSection {
             /// `session.reconnect.initial_ms`; default 500.
             public var initialMs: Int
             /// `session.reconnect.max_ms`; default 60000.
@@ -421,18 +417,17 @@ extension DaemonConfig {
                 case multiplier
             }
 
-            public init(from decoder: any Decoder) throws {
-                let c = try ConfigObject(decoder, CodingKeys.self)
+            init(config c: ConfigObject<CodingKeys>) {
                 let d = Reconnect()
-                initialMs = try c.field(.initialMs, default: d.initialMs, expect: Expect.integer(atLeast: 1))
-                maxMs = try c.field(.maxMs, default: d.maxMs, expect: Expect.integer(atLeast: 1))
-                multiplier = try c.field(.multiplier, default: d.multiplier, expect: "a number ≥ 1")
+                initialMs = c.field(.initialMs, default: d.initialMs, expect: Expect.integer(atLeast: 1))
+                maxMs = c.field(.maxMs, default: d.maxMs, expect: Expect.integer(atLeast: 1))
+                multiplier = c.field(.multiplier, default: d.multiplier, expect: "a number ≥ 1")
             }
         }
     }
 
     /// `socket.*`: the local Unix socket (see socket-api.md).
-    public struct Socket: Sendable, Equatable, Codable {
+    public struct Socket: Sendable, Equatable, Encodable, ConfigSection {
         /// `socket.path`; default `/run/smarticod/smarticod.sock`.
         public var path: String
         /// `socket.mode`: octal permission string; default `"0660"`.
@@ -445,15 +440,24 @@ extension DaemonConfig {
         public var controlGIDs: [UInt32]?
         /// `socket.max_line_bytes`; default 1048576.
         public var maxLineBytes: Int
-        /// `socket.max_queue_events`; default 10000.
-        public var maxQueueEvents: Int
+        /// `socket.max_queue_bytes`: unsent bytes of one peer before it is dropped; default 262144.
+        public var maxQueueBytes: Int
+        /// `socket.max_total_queue_bytes`: unsent bytes of all peers together; default 16777216.
+        public var maxTotalQueueBytes: Int
+        /// `socket.max_peers_per_uid`: connections of one uid at a time; default 64.
+        public var maxPeersPerUID: Int
+        /// `socket.max_durable_per_uid`: durable subscriptions of one uid; default 16.
+        public var maxDurablePerUID: Int
 
-        public static let defaultPath = "/run/smarticod/smarticod.sock"
+        public static let defaultPath = SocketAPIDefaults.socketPath
+        public static let lineBytesRange = 1024...(64 << 20)
+        public static let minQueueBytes = 4096
 
         public init(
             path: String = Socket.defaultPath, mode: String = "0660", group: String? = nil,
             controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
-            maxLineBytes: Int = 1_048_576, maxQueueEvents: Int = 10_000
+            maxLineBytes: Int = 1_048_576, maxQueueBytes: Int = 262_144, maxTotalQueueBytes: Int = 16_777_216,
+            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16
         ) {
             self.path = path
             self.mode = mode
@@ -461,7 +465,10 @@ extension DaemonConfig {
             self.controlUIDs = controlUIDs
             self.controlGIDs = controlGIDs
             self.maxLineBytes = maxLineBytes
-            self.maxQueueEvents = maxQueueEvents
+            self.maxQueueBytes = maxQueueBytes
+            self.maxTotalQueueBytes = maxTotalQueueBytes
+            self.maxPeersPerUID = maxPeersPerUID
+            self.maxDurablePerUID = maxDurablePerUID
         }
 
         /// `mode` as permission bits (`0o660`), or nil when it is not a valid octal string.
@@ -476,51 +483,61 @@ extension DaemonConfig {
             case controlUIDs = "control_uids"
             case controlGIDs = "control_gids"
             case maxLineBytes = "max_line_bytes"
-            case maxQueueEvents = "max_queue_events"
+            case maxQueueBytes = "max_queue_bytes"
+            case maxTotalQueueBytes = "max_total_queue_bytes"
+            case maxPeersPerUID = "max_peers_per_uid"
+            case maxDurablePerUID = "max_durable_per_uid"
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
+        init(config c: ConfigObject<CodingKeys>) {
             let d = Socket()
-            path = try c.field(.path, default: d.path, expect: Expect.absolutePath)
-            mode = try c.field(.mode, default: d.mode, expect: "an octal permission string such as \"0660\"")
-            group = try c.optional(.group, expect: "a group name")
-            controlUIDs = try c.optional(.controlUIDs, expect: "an array of user ids (integers 0…\(UInt32.max))")
-            controlGIDs = try c.optional(.controlGIDs, expect: "an array of group ids (integers 0…\(UInt32.max))")
-            maxLineBytes = try c.field(.maxLineBytes, default: d.maxLineBytes, expect: Expect.integer(Socket.lineBytesRange))
-            maxQueueEvents = try c.field(.maxQueueEvents, default: d.maxQueueEvents, expect: Expect.integer(atLeast: 1))
+            path = c.field(.path, default: d.path, expect: Expect.absolutePath)
+            mode = c.field(.mode, default: d.mode, expect: "an octal permission string such as \"0660\"")
+            group = c.optional(.group, expect: "a group name")
+            controlUIDs = c.optional(.controlUIDs, expect: "an array of user ids (integers 0…\(UInt32.max))")
+            controlGIDs = c.optional(.controlGIDs, expect: "an array of group ids (integers 0…\(UInt32.max))")
+            maxLineBytes = c.field(.maxLineBytes, default: d.maxLineBytes, expect: Expect.integer(Socket.lineBytesRange))
+            maxQueueBytes = c.field(.maxQueueBytes, default: d.maxQueueBytes, expect: Expect.integer(atLeast: Socket.minQueueBytes))
+            maxTotalQueueBytes = c.field(.maxTotalQueueBytes, default: d.maxTotalQueueBytes, expect: "an integer ≥ socket.max_queue_bytes")
+            maxPeersPerUID = c.field(.maxPeersPerUID, default: d.maxPeersPerUID, expect: Expect.integer(atLeast: 1))
+            maxDurablePerUID = c.field(.maxDurablePerUID, default: d.maxDurablePerUID, expect: Expect.integer(atLeast: 1))
         }
-
-        public static let lineBytesRange = 1024...(64 << 20)
     }
 
-    /// `journal.*`: how long journaled events stay replayable.
-    public struct Journal: Sendable, Equatable, Codable {
+    /// `journal.*`: how long journaled events stay replayable, and how much disk they may take.
+    public struct Journal: Sendable, Equatable, Encodable, ConfigSection {
         /// `journal.retention_events`; default 10000.
         public var retentionEvents: Int
         /// `journal.retention_hours`; default 168.
         public var retentionHours: Int
+        /// `journal.max_bytes`: the journal's size on disk; default 67108864 (64 MiB).
+        public var maxBytes: Int
 
-        public init(retentionEvents: Int = 10_000, retentionHours: Int = 168) {
+        /// The smallest `journal.max_bytes` accepted (1 MiB).
+        public static let minBytes = 1 << 20
+
+        public init(retentionEvents: Int = 10_000, retentionHours: Int = 168, maxBytes: Int = 64 << 20) {
             self.retentionEvents = retentionEvents
             self.retentionHours = retentionHours
+            self.maxBytes = maxBytes
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case retentionEvents = "retention_events"
             case retentionHours = "retention_hours"
+            case maxBytes = "max_bytes"
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
+        init(config c: ConfigObject<CodingKeys>) {
             let d = Journal()
-            retentionEvents = try c.field(.retentionEvents, default: d.retentionEvents, expect: Expect.integer(atLeast: 1))
-            retentionHours = try c.field(.retentionHours, default: d.retentionHours, expect: Expect.integer(atLeast: 1))
+            retentionEvents = c.field(.retentionEvents, default: d.retentionEvents, expect: Expect.integer(atLeast: 1))
+            retentionHours = c.field(.retentionHours, default: d.retentionHours, expect: Expect.integer(atLeast: 1))
+            maxBytes = c.field(.maxBytes, default: d.maxBytes, expect: Expect.integer(atLeast: Journal.minBytes))
         }
     }
 
     /// `outbox.*`
-    public struct Outbox: Sendable, Equatable, Codable {
+    public struct Outbox: Sendable, Equatable, Encodable, ConfigSection {
         /// `outbox.max_messages`: beyond it `send` answers `queue_full`; default 10000.
         public var maxMessages: Int
 
@@ -530,14 +547,13 @@ extension DaemonConfig {
             case maxMessages = "max_messages"
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            maxMessages = try c.field(.maxMessages, default: 10_000, expect: Expect.integer(atLeast: 1))
+        init(config c: ConfigObject<CodingKeys>) {
+            maxMessages = c.field(.maxMessages, default: 10_000, expect: Expect.integer(atLeast: 1))
         }
     }
 
     /// `http.*`: Smartico's public HTTP API.
-    public struct HTTP: Sendable, Equatable, Codable {
+    public struct HTTP: Sendable, Equatable, Encodable, ConfigSection {
         /// `http.public_url`; null → derived from the label key.
         public var publicURL: String?
 
@@ -547,14 +563,13 @@ extension DaemonConfig {
             case publicURL = "public_url"
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            publicURL = try c.optional(.publicURL, expect: "an https:// or http:// URL")
+        init(config c: ConfigObject<CodingKeys>) {
+            publicURL = c.optional(.publicURL, expect: "an https:// or http:// URL")
         }
     }
 
     /// `log.level` values, `trace`…`critical` (swift-log's levels).
-    public enum LogLevel: String, Sendable, Equatable, Codable, CaseIterable {
+    public enum LogLevel: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
         case trace, debug, info, notice, warning, error, critical
 
         /// The swift-log level.
@@ -574,7 +589,7 @@ extension DaemonConfig {
     }
 
     /// `log.*`
-    public struct Log: Sendable, Equatable, Codable {
+    public struct Log: Sendable, Equatable, Encodable, ConfigSection {
         /// `log.level`; default `info`.
         public var level: LogLevel
 
@@ -584,9 +599,8 @@ extension DaemonConfig {
             case level
         }
 
-        public init(from decoder: any Decoder) throws {
-            let c = try ConfigObject(decoder, CodingKeys.self)
-            level = try c.field(.level, default: .info, expect: LogLevel.expectation)
+        init(config c: ConfigObject<CodingKeys>) {
+            level = c.field(.level, default: .info, expect: LogLevel.expectation)
         }
     }
 }

@@ -176,7 +176,8 @@ public enum Daemon {
         StoreOptions(
             maxOutboxMessages: config.config.outbox.maxMessages,
             retentionEvents: config.config.journal.retentionEvents,
-            retentionHours: config.config.journal.retentionHours)
+            retentionHours: config.config.journal.retentionHours,
+            maxJournalBytes: config.config.journal.maxBytes)
     }
 
     /// What the machine needs at start: device id, `ua.fp`, the stored user and push data.

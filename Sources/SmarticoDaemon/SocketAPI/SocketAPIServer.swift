@@ -82,7 +82,8 @@ public final class SocketAPIServer: CustomStringConvertible,
 
         /// The configuration's `socket` section.
         public init(_ socket: DaemonConfig.Socket) {
-            self.init(maxLineBytes: socket.maxLineBytes, controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs)
+            self.init(maxLineBytes: socket.maxLineBytes, controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs,
+                      maxQueueBytes: socket.maxQueueBytes, maxTotalQueueBytes: socket.maxTotalQueueBytes)
         }
     }
 

@@ -15,10 +15,8 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
 
     /// Creates a number from literal text; `nil` if it is not an RFC 8259 number.
     public init?(literal: String) {
-        var copy = literal
-        let ok = copy.withUTF8 { JSONNumber.isValidLiteral($0) }
-        guard ok else { return nil }
-        self.literal = literal
+        guard case .number(let n)? = try? JSONValue(parsing: literal), n.literal == literal else { return nil }
+        self = n
     }
 
     public init(_ value: Int64) { literal = String(value) }
@@ -169,27 +167,5 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible {
 
     public func hash(into hasher: inout Hasher) {
         if let d = decimal() { hasher.combine(d) } else { hasher.combine(literal) }
-    }
-
-    /// RFC 8259 number grammar check over a whole buffer.
-    static func isValidLiteral(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        let n = bytes.count
-        var i = 0
-        func digit(_ k: Int) -> Bool { k < n && bytes[k] >= 0x30 && bytes[k] <= 0x39 }
-        if i < n, bytes[i] == UInt8(ascii: "-") { i += 1 }
-        guard digit(i) else { return false }
-        if bytes[i] == 0x30 { i += 1 } else { while digit(i) { i += 1 } }
-        if i < n, bytes[i] == UInt8(ascii: ".") {
-            i += 1
-            guard digit(i) else { return false }
-            while digit(i) { i += 1 }
-        }
-        if i < n, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-            i += 1
-            if i < n, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard digit(i) else { return false }
-            while digit(i) { i += 1 }
-        }
-        return i == n
     }
 }

@@ -47,26 +47,41 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
         self.offset = offset
     }
 
-    public var description: String {
+    public var description: String { reason(at: "at byte \(offset)") }
+
+    /// What is wrong, without where: for a message that says where in its own way (a config file's line and column).
+    public var reason: String { reason(at: nil) }
+
+    /// The 1-based line and column of `offset` in `bytes` (columns count Unicode scalars).
+    public func lineAndColumn(in bytes: [UInt8]) -> (line: Int, column: Int) {
+        var line = 1, column = 1
+        for b in bytes.prefix(offset) {
+            if b == 0x0A { line += 1; column = 1 } else if b & 0xC0 != 0x80 { column += 1 }
+        }
+        return (line, column)
+    }
+
+    private func reason(at place: String?) -> String {
+        let at = place.map { " " + $0 } ?? ""
         switch kind {
         case .unexpectedByte(let b, let expected):
-            return "unexpected \(JSONParseError.show(b)) at byte \(offset), expected \(expected)"
+            return "unexpected \(JSONParseError.show(b))\(at), expected \(expected)"
         case .unexpectedEnd(let expected):
-            return "unexpected end of input at byte \(offset), expected \(expected)"
+            return "unexpected end of input\(at), expected \(expected)"
         case .invalidUTF8:
-            return "invalid UTF-8 in string at byte \(offset)"
+            return "invalid UTF-8 in string\(at)"
         case .unescapedControlCharacter(let b):
-            return "unescaped control character \(JSONParseError.show(b)) in string at byte \(offset), expected it escaped (e.g. \\n or \\u00XX)"
+            return "unescaped control character \(JSONParseError.show(b)) in string\(at), expected it escaped (e.g. \\n or \\u00XX)"
         case .invalidEscape(let b):
-            return "invalid escape \\\(JSONParseError.show(b)) at byte \(offset), expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"
+            return "invalid escape \\\(JSONParseError.show(b))\(at), expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX"
         case .invalidUnicodeEscape:
-            return "invalid \\u escape at byte \(offset), expected four hex digits"
+            return "invalid \\u escape\(at), expected four hex digits"
         case .loneSurrogate(let u):
-            return "lone surrogate \\u\(String(u, radix: 16, uppercase: true)) at byte \(offset), expected a high surrogate followed by a low surrogate"
+            return "lone surrogate \\u\(String(u, radix: 16, uppercase: true))\(at), expected a high surrogate followed by a low surrogate"
         case .invalidNumber(let reason):
-            return "invalid number at byte \(offset): \(reason)"
+            return "invalid number\(at): \(reason)"
         case .tooDeep(let limit):
-            return "nesting deeper than \(limit) levels at byte \(offset)"
+            return "nesting deeper than \(limit) levels\(at)"
         case .tooLarge(let limit, let size):
             return "input of \(size) bytes is larger than the limit of \(limit) bytes"
         }
@@ -78,44 +93,46 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 }
 
+
 extension JSONValue {
-    /// Parses one JSON text (RFC 8259, strict) from raw bytes.
-    ///
-    /// Iterative (an explicit stack, no recursion), linear in the input size, and bounded by
-    /// `options.maxDepth` / `options.maxBytes`.
+    /// Parses one JSON text (RFC 8259, strict) from raw bytes (copied first).
     public init(parsing bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(JSONParseError) {
-        if let limit = options.maxBytes, bytes.count > limit {
-            throw JSONParseError(.tooLarge(limit: limit, size: bytes.count), at: limit)
-        }
-        guard let base = bytes.baseAddress, bytes.count > 0 else {
-            throw JSONParseError(.unexpectedEnd(expected: "a value"), at: 0)
-        }
-        var parser = JSONByteParser(base: base.assumingMemoryBound(to: UInt8.self), count: bytes.count, maxDepth: options.maxDepth)
-        self = try parser.parseDocument()
+        try self.init(parsing: Array(bytes), options: options)
     }
 
     /// Parses one JSON text from a byte array.
+    ///
+    /// Iterative (an explicit stack, no recursion), linear in the input size, and bounded by
+    /// `options.maxDepth` / `options.maxBytes`.
     public init(parsing bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(JSONParseError) {
-        let result = bytes.withUnsafeBytes { buffer in
-            Result { () throws(JSONParseError) -> JSONValue in try JSONValue(parsing: buffer, options: options) }
-        }
-        self = try result.get()
+        var parser = try JSONByteParser(bytes, options: options)
+        self = try parser.parseDocument()
     }
 
     /// Parses one JSON text from the UTF-8 of a string.
     public init(parsing text: String, options: JSONParseOptions = JSONParseOptions()) throws(JSONParseError) {
-        var text = text
-        let result = text.withUTF8 { buffer in
-            Result { () throws(JSONParseError) -> JSONValue in
-                try JSONValue(parsing: UnsafeRawBufferPointer(buffer), options: options)
-            }
-        }
-        self = try result.get()
+        try self.init(parsing: Array(text.utf8), options: options)
     }
 }
 
-/// The parser proper. Containers under construction live on flat stacks (`values`, `keys`,
-/// `frames`) so nesting costs no recursion and no copy-on-write of nested arrays.
+/// One member of a parsed top-level object, as byte ranges into the parsed input.
+public struct JSONMemberRange: Sendable, Equatable {
+    /// The member's (decoded) name.
+    public var name: String
+    /// The member name's bytes between its quotes, escapes not decoded.
+    public var key: Range<Int>
+    /// True when the name contains a backslash escape (its bytes are then not its text).
+    public var keyHasEscapes: Bool
+    /// The value's bytes, first to last (no surrounding whitespace).
+    public var value: Range<Int>
+
+    /// The member's bytes from the name's opening quote to the value's last byte.
+    public var whole: Range<Int> { (key.lowerBound - 1)..<value.upperBound }
+}
+
+/// The parser. Containers under construction live on flat stacks (`values`, `keys`, `frames`)
+/// so nesting costs no recursion. For a top-level object it also records where each member's
+/// name and value are (``members``), so that a message can be forwarded as the bytes that arrived.
 struct JSONByteParser {
     private struct Frame {
         var isObject: Bool
@@ -123,28 +140,41 @@ struct JSONByteParser {
         var keyStart: Int
     }
 
-    private let p: UnsafePointer<UInt8>
+    private let p: [UInt8]
     private let n: Int
     private let maxDepth: Int
     private var i = 0
     private var values: [JSONValue] = []
     private var keys: [String] = []
     private var frames: [Frame] = []
+    /// The top-level value's bytes (set once parsed).
+    private(set) var valueRange: Range<Int> = 0..<0
+    /// The members of a top-level object, in order (duplicates kept).
+    private(set) var members: [JSONMemberRange] = []
+    /// True when the input has a line feed or carriage return (only possible as whitespace).
+    private(set) var containsLineBreaks = false
+    private var pendingKey: (range: Range<Int>, escaped: Bool) = (0..<0, false)
+    private var pendingValueStart = 0
 
-    init(base: UnsafePointer<UInt8>, count: Int, maxDepth: Int) {
-        self.p = base
-        self.n = count
-        self.maxDepth = maxDepth
+    init(_ bytes: [UInt8], options: JSONParseOptions) throws(JSONParseError) {
+        if let limit = options.maxBytes, bytes.count > limit {
+            throw JSONParseError(.tooLarge(limit: limit, size: bytes.count), at: limit)
+        }
+        p = bytes
+        n = bytes.count
+        maxDepth = options.maxDepth
     }
 
     private static let quote = UInt8(ascii: "\"")
     private static let backslash = UInt8(ascii: "\\")
 
-    @inline(__always)
     private mutating func skipWhitespace() {
         while i < n {
-            let b = p[i]
-            if b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { i += 1 } else { return }
+            switch p[i] {
+            case 0x20, 0x09: i += 1
+            case 0x0A, 0x0D: i += 1; containsLineBreaks = true
+            default: return
+            }
         }
     }
 
@@ -174,15 +204,20 @@ struct JSONByteParser {
     /// At a member name: `"name"` then `:`.
     private mutating func parseKeyAndColon() throws(JSONParseError) {
         guard i < n, p[i] == Self.quote else { throw fail(expected: "a member name in double quotes") }
-        keys.append(try parseString())
+        let start = i + 1
+        let (name, escaped) = try parseString()
+        keys.append(name)
+        if frames.count == 1 { pendingKey = (start..<(i - 1), escaped) }
         skipWhitespace()
         guard i < n, p[i] == UInt8(ascii: ":") else { throw fail(expected: "':' after the member name") }
         i += 1
         skipWhitespace()
+        if frames.count == 1 { pendingValueStart = i }
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
         skipWhitespace()
+        let start = i
         nextValue: while true {
             guard i < n else { throw fail(expected: "a value") }
             var value: JSONValue
@@ -203,7 +238,7 @@ struct JSONByteParser {
                     continue nextValue
                 }
             case Self.quote:
-                value = .string(try parseString())
+                value = .string(try parseString().text)
             case UInt8(ascii: "t"):
                 try expectWord("true"); value = .bool(true)
             case UInt8(ascii: "f"):
@@ -218,9 +253,15 @@ struct JSONByteParser {
             // A complete value: attach it to the open container(s), closing as many as end here.
             while true {
                 guard let top = frames.last else {
+                    valueRange = start..<i
                     skipWhitespace()
                     if i < n { throw fail(expected: "end of input") }
                     return value
+                }
+                if frames.count == 1, top.isObject {
+                    members.append(JSONMemberRange(
+                        name: keys[keys.count - 1], key: pendingKey.range, keyHasEscapes: pendingKey.escaped,
+                        value: pendingValueStart..<i))
                 }
                 values.append(value)
                 skipWhitespace()
@@ -241,160 +282,144 @@ struct JSONByteParser {
         }
     }
 
-    private mutating func expectWord(_ word: StaticString) throws(JSONParseError) {
-        let w = word.utf8Start
-        for k in 0..<word.utf8CodeUnitCount {
-            guard i < n, p[i] == w[k] else { throw fail(expected: k == 0 ? "a value" : "'\(word)'") }
+    private mutating func expectWord(_ word: String) throws(JSONParseError) {
+        for (k, b) in word.utf8.enumerated() {
+            guard i < n, p[i] == b else { throw fail(expected: k == 0 ? "a value" : "'\(word)'") }
             i += 1
         }
     }
 
+    private func isDigit(_ k: Int) -> Bool { k < n && p[k] >= 0x30 && p[k] <= 0x39 }
+
+    /// At `-` or a digit: RFC 8259's number grammar; the number keeps its text.
     private mutating func parseNumber() throws(JSONParseError) -> JSONNumber {
         let start = i
-        try JSONGrammar.skipNumber(p, count: n, at: &i)
-        return JSONNumber(uncheckedLiteral: String(decoding: UnsafeBufferPointer(start: p + start, count: i - start), as: UTF8.self))
+        if p[i] == UInt8(ascii: "-") { i += 1 }
+        guard isDigit(i) else { throw JSONParseError(.invalidNumber(reason: "expected a digit after '-'"), at: i) }
+        if p[i] == 0x30 {
+            i += 1
+            if isDigit(i) { throw JSONParseError(.invalidNumber(reason: "leading zeros are not allowed"), at: i) }
+        } else {
+            while isDigit(i) { i += 1 }
+        }
+        if i < n, p[i] == UInt8(ascii: ".") {
+            i += 1
+            guard isDigit(i) else { throw JSONParseError(.invalidNumber(reason: "expected a digit after '.'"), at: i) }
+            while isDigit(i) { i += 1 }
+        }
+        if i < n, p[i] == UInt8(ascii: "e") || p[i] == UInt8(ascii: "E") {
+            i += 1
+            if i < n, p[i] == UInt8(ascii: "+") || p[i] == UInt8(ascii: "-") { i += 1 }
+            guard isDigit(i) else { throw JSONParseError(.invalidNumber(reason: "expected a digit in the exponent"), at: i) }
+            while isDigit(i) { i += 1 }
+        }
+        return JSONNumber(uncheckedLiteral: String(decoding: p[start..<i], as: UTF8.self))
     }
 
-    /// At the opening quote. Two passes over the string's bytes:
-    /// 1. find the closing quote (eight bytes at a time), validating UTF-8 and refusing raw
-    ///    control characters, and note whether there are escapes;
-    /// 2. without escapes, build the `String` straight from the input; with escapes, decode
-    ///    them directly into the new string's storage (the result is never longer than the input).
-    /// Both passes are linear; nothing is copied twice.
-    private mutating func parseString() throws(JSONParseError) -> String {
+    /// At the opening quote; leaves `i` after the closing quote. Checks UTF-8, refuses raw control
+    /// characters and decodes escapes; says whether there were escapes.
+    private mutating func parseString() throws(JSONParseError) -> (text: String, escaped: Bool) {
         i += 1
-        let start = i
-        var hasEscape = false
+        var runStart = i
+        var escaped = false
+        var decoded: [UInt8] = []  // used once an escape is seen
         while true {
-            JSONGrammar.skipPlain(p, count: n, at: &i)
             guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
             let b = p[i]
             if b == Self.quote { break }
             if b >= 0x80 {
-                try validateUTF8Sequence()
+                try skipUTF8Sequence()
             } else if b < 0x20 {
                 throw JSONParseError(.unescapedControlCharacter(b), at: i)
+            } else if b == Self.backslash {
+                escaped = true
+                decoded.append(contentsOf: p[runStart..<i])
+                try decodeEscape(into: &decoded)
+                runStart = i
             } else {
-                // Backslash: check the escape character now; `\u` digits are checked in pass 2.
-                hasEscape = true
-                guard i + 1 < n else { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
-                switch p[i + 1] {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"), UInt8(ascii: "u"):
-                    i += 2
-                default:
-                    throw JSONParseError(.invalidEscape(p[i + 1]), at: i + 1)
-                }
+                i += 1
             }
         }
         let end = i
         i += 1
-        if !hasEscape {
-            return String(decoding: UnsafeBufferPointer(start: p + start, count: end - start), as: UTF8.self)
-        }
-        var failure: JSONParseError?
-        let result = String(unsafeUninitializedCapacity: end - start) { out in
-            do throws(JSONParseError) {
-                return try decodeEscapes(from: start, to: end, into: out)
-            } catch {
-                failure = error
-                return 0
-            }
-        }
-        if let failure { throw failure }
-        return result
+        guard escaped else { return (String(decoding: p[runStart..<end], as: UTF8.self), false) }
+        decoded.append(contentsOf: p[runStart..<end])
+        return (String(decoding: decoded, as: UTF8.self), true)
     }
 
-    /// Pass 2 of `parseString`: copies `p[start..<end]` into `out`, decoding escapes.
-    private func decodeEscapes(from start: Int, to end: Int, into out: UnsafeMutableBufferPointer<UInt8>) throws(JSONParseError) -> Int {
-        guard let dst = out.baseAddress else { return 0 }
-        var k = start
-        var o = 0
-        while k < end {
-            // Copy the run up to the next backslash.
-            var r = k
-            while r < end, p[r] != Self.backslash { r += 1 }
-            if r > k {
-                (dst + o).update(from: p + k, count: r - k)
-                o += r - k
-            }
-            k = r
-            guard k < end else { break }
-            let escapeAt = k
-            let e = p[k + 1]
-            k += 2
-            switch e {
-            case UInt8(ascii: "\""): dst[o] = 0x22; o += 1
-            case UInt8(ascii: "\\"): dst[o] = 0x5C; o += 1
-            case UInt8(ascii: "/"): dst[o] = 0x2F; o += 1
-            case UInt8(ascii: "b"): dst[o] = 0x08; o += 1
-            case UInt8(ascii: "f"): dst[o] = 0x0C; o += 1
-            case UInt8(ascii: "n"): dst[o] = 0x0A; o += 1
-            case UInt8(ascii: "r"): dst[o] = 0x0D; o += 1
-            case UInt8(ascii: "t"): dst[o] = 0x09; o += 1
-            case UInt8(ascii: "u"):
-                let unit = try readHex4(at: &k, end: end)
-                var scalar = UInt32(unit)
-                if unit >= 0xD800, unit <= 0xDBFF {
-                    guard k + 1 < end, p[k] == Self.backslash, p[k + 1] == UInt8(ascii: "u") else {
-                        throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
-                    }
-                    k += 2
-                    let low = try readHex4(at: &k, end: end)
-                    guard low >= 0xDC00, low <= 0xDFFF else { throw JSONParseError(.loneSurrogate(unit), at: escapeAt) }
-                    scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
-                } else if unit >= 0xDC00, unit <= 0xDFFF {
+    /// At a backslash: appends the escaped character's UTF-8 and leaves `i` after the escape.
+    private mutating func decodeEscape(into out: inout [UInt8]) throws(JSONParseError) {
+        let escapeAt = i
+        guard i + 1 < n else { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
+        let e = p[i + 1]
+        i += 2
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            let unit = try readHex4()
+            var scalar = UInt32(unit)
+            if unit >= 0xD800, unit <= 0xDBFF {
+                guard i + 1 < n, p[i] == Self.backslash, p[i + 1] == UInt8(ascii: "u") else {
                     throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
                 }
-                o += JSONByteParser.writeUTF8(scalar, to: dst + o)
-            default:
-                throw JSONParseError(.invalidEscape(e), at: escapeAt + 1)
+                i += 2
+                let low = try readHex4()
+                guard low >= 0xDC00, low <= 0xDFFF else { throw JSONParseError(.loneSurrogate(unit), at: escapeAt) }
+                scalar = 0x10000 + ((UInt32(unit) - 0xD800) << 10) + (UInt32(low) - 0xDC00)
+            } else if unit >= 0xDC00, unit <= 0xDFFF {
+                throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
             }
+            // Not a surrogate here, so always a valid scalar.
+            out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+        default:
+            throw JSONParseError(.invalidEscape(e), at: escapeAt + 1)
         }
-        return o
     }
 
-    /// True when any of the eight bytes is `"`, `\\`, a control character or non-ASCII
-    /// (classic SWAR zero-byte tests; exact, no false negatives).
-    @inline(__always)
-    static func needsAttention(_ w: UInt64) -> Bool {
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
-        let quote = w ^ (ones &* 0x22)
-        let slash = w ^ (ones &* 0x5C)
-        let hasQuote = (quote &- ones) & ~quote
-        let hasSlash = (slash &- ones) & ~slash
-        let hasControl = (w &- ones &* 0x20) & ~w
-        return (hasQuote | hasSlash | hasControl | w) & highs != 0
-    }
-
-    private func readHex4(at k: inout Int, end: Int) throws(JSONParseError) -> UInt16 {
-        guard let v = JSONGrammar.hex4(p, at: &k, end: end) else { throw JSONParseError(.invalidUnicodeEscape, at: k) }
+    /// Four hex digits at `i` (advanced past them).
+    private mutating func readHex4() throws(JSONParseError) -> UInt16 {
+        var v: UInt16 = 0
+        for _ in 0..<4 {
+            guard i < n, let d = hexDigit(p[i]) else { throw JSONParseError(.invalidUnicodeEscape, at: i) }
+            v = v << 4 | UInt16(d)
+            i += 1
+        }
         return v
     }
 
-    /// Writes one scalar as UTF-8; returns the number of bytes.
-    private static func writeUTF8(_ s: UInt32, to d: UnsafeMutablePointer<UInt8>) -> Int {
-        switch s {
-        case ..<0x80:
-            d[0] = UInt8(s)
-            return 1
-        case ..<0x800:
-            d[0] = UInt8(0xC0 | s >> 6); d[1] = UInt8(0x80 | s & 0x3F)
-            return 2
-        case ..<0x10000:
-            d[0] = UInt8(0xE0 | s >> 12); d[1] = UInt8(0x80 | s >> 6 & 0x3F); d[2] = UInt8(0x80 | s & 0x3F)
-            return 3
-        default:
-            d[0] = UInt8(0xF0 | s >> 18); d[1] = UInt8(0x80 | s >> 12 & 0x3F)
-            d[2] = UInt8(0x80 | s >> 6 & 0x3F); d[3] = UInt8(0x80 | s & 0x3F)
-            return 4
+    private func hexDigit(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
         }
     }
 
-    /// At a byte >= 0x80 inside a string: checks one well-formed UTF-8 sequence (RFC 3629 table).
-    @inline(__always)
-    private mutating func validateUTF8Sequence() throws(JSONParseError) {
-        try JSONGrammar.skipUTF8Sequence(p, count: n, at: &i)
+    /// At a byte >= 0x80 inside a string: one well-formed UTF-8 sequence (RFC 3629 table); leaves
+    /// `i` after it.
+    private mutating func skipUTF8Sequence() throws(JSONParseError) {
+        let start = i
+        var lo: UInt8 = 0x80, hi: UInt8 = 0xBF
+        let extra: Int
+        switch p[i] {
+        case 0xC2...0xDF: extra = 1
+        case 0xE0: extra = 2; lo = 0xA0
+        case 0xE1...0xEC, 0xEE...0xEF: extra = 2
+        case 0xED: extra = 2; hi = 0x9F
+        case 0xF0: extra = 3; lo = 0x90
+        case 0xF1...0xF3: extra = 3
+        case 0xF4: extra = 3; hi = 0x8F
+        default: throw JSONParseError(.invalidUTF8, at: start)
+        }
+        guard i + extra < n, p[i + 1] >= lo, p[i + 1] <= hi,
+              extra == 1 || (2...extra).allSatisfy({ p[i + $0] & 0xC0 == 0x80 })
+        else { throw JSONParseError(.invalidUTF8, at: start) }
+        i += extra + 1
     }
 }

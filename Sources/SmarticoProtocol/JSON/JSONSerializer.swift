@@ -39,39 +39,21 @@ extension JSONValue {
     /// Appends a JSON string literal.
     public static func serializeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        var s = string
-        s.withUTF8 { buf in
-            out.reserveCapacity(out.count + buf.count + 2)
-            var runStart = 0
-            var k = 0
-            let n = buf.count
-            while k < n {
-                // Skip eight plain bytes at a time (non-ASCII is plain here but stops the word test).
-                if k + 8 <= n, let base = buf.baseAddress,
-                   !JSONByteParser.needsAttention(UnsafeRawPointer(base + k).loadUnaligned(as: UInt64.self)) {
-                    k += 8
-                    continue
-                }
-                let b = buf[k]
-                k += 1
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
-                if k - 1 > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<(k - 1)])) }
-                out.append(0x5C)
-                switch b {
-                case 0x22: out.append(0x22)
-                case 0x5C: out.append(0x5C)
-                case 0x0A: out.append(UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "t"))
-                case 0x08: out.append(UInt8(ascii: "b"))
-                case 0x0C: out.append(UInt8(ascii: "f"))
-                default:
-                    out.append(UInt8(ascii: "u")); out.append(0x30); out.append(0x30)
-                    out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 0xF)])
-                }
-                runStart = k
+        for b in string.utf8 {
+            guard b < 0x20 || b == 0x22 || b == 0x5C else { out.append(b); continue }
+            out.append(0x5C)
+            switch b {
+            case 0x22: out.append(0x22)
+            case 0x5C: out.append(0x5C)
+            case 0x0A: out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "f"))
+            default:
+                out.append(contentsOf: "u00".utf8)
+                out.append(hex[Int(b >> 4)]); out.append(hex[Int(b & 0xF)])
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count]))
         }
         out.append(UInt8(ascii: "\""))
     }

@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-import Glibc  // memcmp
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A JSON value. Objects keep their members in arrival order and numbers keep their
 /// literal text, so a parsed message serializes back to the same content.
 ///
@@ -252,25 +244,8 @@ extension JSONObject: Codable {
     }
 }
 
-/// String equality by UTF-8 bytes (code points), as JSON compares strings. Compared as two
-/// buffers when both strings have contiguous UTF-8 (native and small strings always do): the
-/// generic `UTF8View.elementsEqual` walked them index by index (~1 % of the daemon's CPU per
-/// event in member lookups).
-@inline(__always)
-func sameCodePoints(_ a: String, _ b: String) -> Bool {
-    guard a.utf8.count == b.utf8.count else { return false }
-    let fast = a.utf8.withContiguousStorageIfAvailable { x in
-        b.utf8.withContiguousStorageIfAvailable { y in sameBytes(x, y) }
-    }
-    if let fast, let result = fast { return result }
-    return a.utf8.elementsEqual(b.utf8)
-}
-
-/// Byte equality of two buffers of the same length.
-@inline(__always)
-func sameBytes(_ x: UnsafeBufferPointer<UInt8>, _ y: UnsafeBufferPointer<UInt8>) -> Bool {
-    x.count == y.count && (x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0)
-}
+/// String equality by UTF-8 bytes (code points), as JSON compares strings.
+func sameCodePoints(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
 
 /// A dictionary key that hashes and compares a string by its code points.
 struct CodePointKey: Hashable {

@@ -20,40 +20,19 @@ public enum ServerMessage: Sendable, Equatable {
     /// not an error, every field kept. `ClassID(cid).name`/`.eventName` give a friendly name.
     case other(cid: ClassID, json: JSONObject)
 
-    /// Decodes the bytes of one server message. A 110 is validated but only the fields it checks
-    /// are parsed; it keeps `bytes` (`ClientEngagementEvent.raw`). Every other cid is parsed.
+    /// Decodes the bytes of one server message. A 110 keeps `bytes` (`ClientEngagementEvent.raw`),
+    /// to be forwarded as received; every other cid is typed from the parsed object.
     public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
-        let scan: JSONScan
-        do { scan = try JSONScanner.scan(bytes, options: options) } catch { throw ProtocolError(error) }
-        return try decode(bytes, scan: scan, options: options)
-    }
-
-    /// Decodes the bytes of one server message from a buffer (a 110 copies them; nothing else
-    /// of the buffer is retained).
-    public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
-        let scan: JSONScan
-        do { scan = try JSONScanner.scan(bytes, options: options) } catch { throw ProtocolError(error) }
-        return try decode(Array(bytes), scan: scan, options: options)
-    }
-
-    /// After a successful scan: the 110 fast path, or the full parse for any other cid (its
-    /// errors are the parser's own, so they are the same as without the scan).
-    private static func decode(_ bytes: [UInt8], scan: JSONScan, options: JSONParseOptions) throws(ProtocolError) -> ServerMessage {
-        let raw = try RawJSONObject(bytes: bytes, scan: scan)
-        if let cidMember = raw.lastMember(named: "cid"), isEngagementCID(raw, cidMember) {
+        let raw = try RawJSONObject(validating: bytes, options: options)
+        if raw["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue {
             return .engagement(try ClientEngagementEvent(raw: raw))
         }
-        return try ServerMessage(json: try parseObject(bytes, options: options))
+        return try ServerMessage(json: raw.parsed())
     }
 
-    /// Whether the `cid` member says 110: compared as digits when it is spelled as plain ones (every
-    /// server message), parsed otherwise (`110.0`, `1.1e2`). Parsing it every time set up the JSON
-    /// parser for every message (~1.5 % of the loop thread in the maximum-rate benchmark).
-    static func isEngagementCID(_ raw: RawJSONObject, _ member: JSONMemberRange) -> Bool {
-        let plain = raw.bytes.withUnsafeBufferPointer { ClientEngagementEvent.plainInteger($0, member.value) }
-        if let plain { return plain == ClassID.clientEngagementEvent.rawValue }
-        guard case .number(let n) = raw.value(of: member) else { return false }
-        return n.int64 == ClassID.clientEngagementEvent.rawValue
+    /// Decodes the bytes of one server message from a buffer (copied).
+    public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
+        try decode(Array(bytes), options: options)
     }
 
     /// Types an already parsed message object.

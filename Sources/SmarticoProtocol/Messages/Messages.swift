@@ -410,9 +410,7 @@ public struct PublicPropertiesChangedEvent: SmarticoMessage {
 /// transparent to its fields: `json` is the complete message and `originalBytes` (when decoded
 /// from bytes) the exact bytes received. Only the fields a daemon needs are typed.
 ///
-/// Decoded from bytes, the message is validated but not parsed: only the fields it checks are
-/// (`cid`, `ts`, `uuid`, `engagement_uid`, `activityType`, `engagement_id`), and `json` parses
-/// the kept bytes each time it is read. `raw` gives the bytes and their members to copy.
+/// Decoded from bytes, `raw` keeps the bytes and their members' ranges, to be forwarded as received.
 public struct ClientEngagementEvent: SmarticoMessage {
     public static let classIDs: [ClassID] = [.clientEngagementEvent]
 
@@ -431,8 +429,7 @@ public struct ClientEngagementEvent: SmarticoMessage {
     private let activityTypeValue: Int64?
     public let engagementID: Int64?
 
-    /// The complete message, every field in order. For a message decoded from bytes this parses
-    /// them (each time): read `raw` or the typed properties on hot paths.
+    /// The complete message, every field in order.
     public var json: JSONObject {
         switch storage {
         case .tree(let o): o
@@ -456,93 +453,18 @@ public struct ClientEngagementEvent: SmarticoMessage {
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
     }
 
-    /// Decodes a 110 from bytes without parsing more than the fields it checks: same errors as
-    /// `init(json:)` on the parsed bytes, and the bytes are kept as `originalBytes`/`raw`.
+    /// Decodes a 110 from bytes: same errors as `init(json:)` on the parsed bytes, and the bytes
+    /// are kept as `originalBytes`/`raw`.
     public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientEngagementEvent {
         try ClientEngagementEvent(raw: try RawJSONObject(validating: bytes, options: options))
     }
 
-    /// Types a validated raw object (the fields it checks are parsed from their bytes).
+    /// Types a parsed raw object (its bytes kept).
     public init(raw: RawJSONObject) throws(ProtocolError) {
-        let f = if let plain = Self.plainFields(raw) { plain } else { try Self.check(raw.picking(Self.checkedFields)) }
+        let f = try Self.check(raw.parsed())
         storage = .raw(raw)
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
     }
-
-    /// What `check` returns for `raw` (`checkedFields`), read straight from its bytes when every field it reads is
-    /// spelled plainly — `cid` the integer 110; each other one absent, `null`, an integer of digits
-    /// (with `-`) or a string without escapes; no member name with escapes — as in every 110 the
-    /// server sends. Nil otherwise: then `check` on the picked members decides (and names the
-    /// error). Without it, picking and checking built a `JSONObject` for every 110 (~1–1.5 µs).
-    private static func plainFields(_ raw: RawJSONObject)
-        -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?)? {
-        raw.bytes.withUnsafeBufferPointer { b -> (String?, Int64?, String?, Int64?, Int64?)? in
-            // The last member of each name, as a lookup would see it (no array: one a message).
-            var cidRange, tsRange, uuidRange, uidRange, activityRange, idRange: Range<Int>?
-            for m in raw.members {
-                if m.keyHasEscapes { return nil }
-                let key = UnsafeBufferPointer(rebasing: b[m.key])
-                switch key.count {
-                case 3 where same(key, "cid"): cidRange = m.value
-                case 2 where same(key, "ts"): tsRange = m.value
-                case 4 where same(key, "uuid"): uuidRange = m.value
-                case 14 where same(key, "engagement_uid"): uidRange = m.value
-                case 12 where same(key, "activityType"): activityRange = m.value
-                case 13 where same(key, "engagement_id"): idRange = m.value
-                default: break
-                }
-            }
-            guard let cidRange, case .some(.some(let cid)) = plainInteger(b, cidRange),
-                  cid == ClassID.clientEngagementEvent.rawValue,
-                  let ts = tsRange.map({ plainInteger(b, $0) }) ?? .some(nil),
-                  let uuid = uuidRange.map({ plainString(b, $0) }) ?? .some(nil),
-                  let uid = uidRange.map({ plainString(b, $0) }) ?? .some(nil),
-                  let activityType = activityRange.map({ plainInteger(b, $0) }) ?? .some(nil),
-                  let engagementID = idRange.map({ plainInteger(b, $0) }) ?? .some(nil)
-            else { return nil }
-            return (uuid, ts, uid, activityType, engagementID)
-        }
-    }
-
-    /// Whether `key` is `name`'s bytes, compared as two buffers (`sameBytes`): `elementsEqual`
-    /// against a `String.UTF8View` walked the generic collection protocol (1.3 % of the drain's
-    /// perf samples, every member's name compared).
-    @inline(__always) private static func same(_ key: UnsafeBufferPointer<UInt8>, _ name: StaticString) -> Bool {
-        name.withUTF8Buffer { sameBytes(key, $0) }
-    }
-
-    /// `.some(nil)` for `null`, `.some(n)` for digits (optionally after `-`) that fit an `Int64`;
-    /// nil for anything else (a fraction, an exponent, a string, too many digits).
-    static func plainInteger(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Int64?? {
-        if isNull(b, range) { return .some(nil) }
-        var i = range.lowerBound
-        let negative = i < range.upperBound && b[i] == UInt8(ascii: "-")
-        if negative { i += 1 }
-        guard i < range.upperBound, range.upperBound - i <= 18 else { return nil }  // 18 digits never overflow
-        var n: Int64 = 0
-        while i < range.upperBound {
-            let d = b[i] &- UInt8(ascii: "0")
-            guard d < 10 else { return nil }
-            n = n * 10 + Int64(d)
-            i += 1
-        }
-        return .some(negative ? -n : n)
-    }
-
-    /// `.some(nil)` for `null`, `.some(text)` for a string without a backslash; nil for anything else.
-    private static func plainString(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String?? {
-        if isNull(b, range) { return .some(nil) }
-        guard range.count >= 2, b[range.lowerBound] == UInt8(ascii: "\""),
-              !b[(range.lowerBound + 1) ..< (range.upperBound - 1)].contains(UInt8(ascii: "\\")) else { return nil }
-        return .some(String(decoding: UnsafeBufferPointer(rebasing: b[(range.lowerBound + 1) ..< (range.upperBound - 1)]), as: UTF8.self))
-    }
-
-    private static func isNull(_ b: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> Bool {
-        range.count == 4 && b[range.lowerBound] == UInt8(ascii: "n")
-    }
-
-    /// Every field `check` reads: an object of just these has the same verdict as the whole message.
-    static let checkedFields = ["cid", "ts", "uuid", "engagement_uid", "activityType", "engagement_id"]
 
     private static func check(_ json: JSONObject) throws(ProtocolError)
         -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?) {

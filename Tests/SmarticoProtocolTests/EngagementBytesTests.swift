@@ -1,7 +1,7 @@
 import Testing
 import SmarticoProtocol
 
-/// What decoding gave before the 110 fast path: the whole message parsed, then typed.
+/// The object path: the whole message parsed, then typed (no bytes kept).
 private func treeDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError> {
     let value: JSONValue
     do { value = try JSONValue(parsing: input) } catch { return .failure(ProtocolError(error)) }
@@ -13,7 +13,8 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
     do { return .success(try ServerMessage.decode(input)) } catch { return .failure(error) }
 }
 
-@Suite struct EngagementFastPathTests {
+/// A 110 decoded from bytes keeps them (forwarded as received) and types as the object path does.
+@Suite struct EngagementBytesTests {
     static let odd = #"  { "template_html" : "<p class=\"x\">\u00e9 Gr\u00fc\u00dfe \ud83d\ude00 é</p>\/" , "cid":110 ,"bcid":9,"#
         + #" "engagement_uid":"e\u002d1", "activityType" : 30,"engagement_id":9007199254740993, "ts":1632913275835,"#
         + #""uuid":"u-1","params":{"a":[1,2.50,-0e0]},"bcid":{"x":1}} "#
@@ -39,7 +40,7 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
             #expect(fast.engagementID == tree.engagementID)
             #expect(fast.uuid == tree.uuid && fast.ts == tree.ts)
             #expect(fast.json == tree.json)
-            #expect(fast.json.keys == tree.json.keys, "the parsed-on-demand json keeps every member in order")
+            #expect(fast.json.keys == tree.json.keys, "the json keeps every member in order")
             #expect(fast == tree && tree == fast)
             #expect(ServerMessage.engagement(fast) == ServerMessage.engagement(tree))
             #expect(ServerMessage.engagement(fast).cid == .clientEngagementEvent)
@@ -113,8 +114,7 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
         #expect(cid == ClassID(504) && json == ["cid": 504, "x": [1]])
     }
 
-    /// The cid is compared as digits when it is spelled as plain ones, parsed otherwise: either way
-    /// the verdict is the tree path's, for cids next to 110 and for cids that are not integers.
+    /// The verdict on the cid is the tree path's, for cids next to 110 and for cids that are not integers.
     @Test func theClassIDIsReadAsTheTreePathReadsIt() {
         for cid in ["110", "1100", "11", "-110", "0", "-0", "110.0", "1.1e2", "110.5", "null", #""110""#, "true",
                     "9223372036854775807", "99999999999999999999", "[110]"] {
