@@ -108,42 +108,4 @@ struct EngineMemoryTests {
         #expect(await setup.stop() == 0, "log:\n\(setup.log.suffix(3000))")
         _ = await sim.stop()
     }
-
-    /// Resident KiB of `pid`'s mappings of the file at `path`.
-    static func fileRssKiB(_ pid: Int32, path: String) -> Int? {
-        ProcSmaps.residentKiB(pid: "\(pid)") { $0.hasSuffix(" " + path) }
-    }
-
-    /// Once the session is ready and quiet, the pages of code and constant data that the start and
-    /// the handshake ran leave the process (`ProcessMemory.releaseReadOnlyFilePages`, run by the
-    /// driver's trim 5 s after ready); the daemon goes on working, its pages coming back as used.
-    /// Measured on the daemon's own executable, which no other process maps.
-    @Test func theStartsCodePagesLeaveOnceTheSessionIsQuiet() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
-        let pid = try #require(setup.daemon?.pid)
-        let binary = URL(fileURLWithPath: try TestExecutables.url("smarticod").path).resolvingSymlinksInPath().path
-        let ready = try #require(Self.fileRssKiB(pid, path: binary))
-        #expect(ready >= 1024, "the executable (\(binary)) is \(ready) KiB resident once ready: the test shows nothing")
-
-        var after = ready
-        let released = await eventually(timeout: .seconds(15)) {
-            after = Self.fileRssKiB(pid, path: binary) ?? after
-            return after * 4 < ready
-        }
-        #expect(released, "the executable's resident pages: \(ready) KiB once ready, \(after) KiB 15 s later")
-
-        // Still working: an engagement goes through, its code paged back in.
-        _ = try await client.ok("subscribe", ["types": ["engagement"]])
-        _ = try await sim.control(["op": "emit", "kind": "engagement", "user": "alice"])
-        let event = await client.nextEvent(timeoutMs: 10_000)
-        #expect(event?["event"]?.stringValue == "engagement", "log:\n\(setup.log)")
-        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
-        _ = await sim.stop()
-    }
 }

@@ -91,7 +91,7 @@ public struct HTTPProxy: Hashable, Sendable, CustomStringConvertible {
     /// `Basic base64(user:pass)` when credentials are set.
     public var authorizationHeaderValue: String? {
         guard let username else { return nil }
-        return "Basic " + WebSocketHandshake.Base64.encode(Array((username + ":" + (password ?? "")).utf8))
+        return "Basic " + Base64.encode((username + ":" + (password ?? "")).utf8)
     }
 
     static func authority(host: String, port: Int) -> String {

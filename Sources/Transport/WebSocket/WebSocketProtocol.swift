@@ -105,26 +105,21 @@ public final class WebSocketProtocol {
     public let deflate: PerMessageDeflateParameters?
     public private(set) var state: State = .open
 
-    // The receive path's state is not checked for exclusive access at run time: it is touched only
-    // by this class's own synchronous methods, none of which reaches this object again while it
-    // holds an access (the inflater and the validator are other objects and values). Each run-time
-    // check cost ~90 instructions and a thread-local lookup; with the daemon's other hot properties
-    // marked so, ~8 % of its CPU per event (docs/benchmarks.md, "Exclusivity checks").
-    @exclusivity(unchecked) private var parser: WebSocketFrameParser
+    private var parser: WebSocketFrameParser
     private var random: any RandomNumberGenerator
     private let deflater: MessageDeflater?
     private let inflater: MessageInflater?
 
     // Message being received.
-    @exclusivity(unchecked) private var messageOpcode: WebSocketOpcode? = nil
-    @exclusivity(unchecked) private var messageCompressed = false
-    @exclusivity(unchecked) private var message: [UInt8] = []
-    @exclusivity(unchecked) private var utf8 = UTF8Validator()
+    private var messageOpcode: WebSocketOpcode? = nil
+    private var messageCompressed = false
+    private var message: [UInt8] = []
+    private var utf8 = UTF8Validator()
     // Control frame being received.
-    @exclusivity(unchecked) private var control: [UInt8] = []
-    @exclusivity(unchecked) private var frameIsControl = false
-    @exclusivity(unchecked) private var frameOpcode: WebSocketOpcode = .binary
-    @exclusivity(unchecked) private var ignoringData = false
+    private var control: [UInt8] = []
+    private var frameIsControl = false
+    private var frameOpcode: WebSocketOpcode = .binary
+    private var ignoringData = false
     // Close bookkeeping.
     private var closeCode: WebSocketCloseCode = .abnormalClosure
     private var closeReason = ""
