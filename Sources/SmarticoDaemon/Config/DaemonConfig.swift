@@ -1,4 +1,5 @@
 import Logging
+import Transport
 
 /// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
 /// (the table of `shared/spec/daemon.md`), every key but `server.label_key` with a default.
@@ -131,13 +132,13 @@ extension DaemonConfig {
         /// `server.tls.*`
         public var tls: TLS
         /// `server.proxy`: `http://[user:pass@]host:port`; null → the environment's proxy variables.
-        public var proxy: ProxyURL?
+        public var proxy: HTTPProxy?
         /// `server.compression`: offer permessage-deflate; default true.
         public var compression: Bool
 
         public init(
             url: String? = nil, labelKey: Secret, brandKey: String? = nil, headers: [String: String] = [:],
-            tls: TLS = TLS(), proxy: ProxyURL? = nil, compression: Bool = true
+            tls: TLS = TLS(), proxy: HTTPProxy? = nil, compression: Bool = true
         ) {
             self.url = url
             self.labelKey = labelKey
