@@ -233,28 +233,6 @@ long cbench_inflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8
     return n;
 }
 
-long cbench_inflate_stream(const uint8_t *in, const size_t *lens, int count, uint8_t *out, size_t cap) {
-    static const uint8_t tail[4] = { 0, 0, 0xFF, 0xFF };
-    z_stream z;
-    memset(&z, 0, sizeof z);
-    if (inflateInit2(&z, -15) != Z_OK) return -1;
-    long total = 0;
-    for (int i = 0; i < count; i++) {
-        z.next_out = out;
-        z.avail_out = (uInt)cap;
-        for (int part = 0; part < 2; part++) {
-            z.next_in = part ? (Bytef *)tail : (Bytef *)in;
-            z.avail_in = part ? 4 : (uInt)lens[i];
-            int rc = inflate(&z, Z_SYNC_FLUSH);
-            if (rc != Z_OK && rc != Z_BUF_ERROR) { inflateEnd(&z); return -1; }
-        }
-        total += (long)(cap - z.avail_out);
-        in += lens[i];
-    }
-    inflateEnd(&z);
-    return total;
-}
-
 /* ---- end-to-end latency: line receiver and C relay ---- */
 
 #include <poll.h>

@@ -34,7 +34,7 @@ func realisticEngagementBytes(templateBytes: Int) -> [UInt8] {
     return engagementBytes(templateHTML: html)
 }
 
-/// permessage-deflate of JSON engagements: Transport's codec (`MessageDeflater` /
+/// permessage-deflate of JSON engagements: Transport's zlib wrappers (`MessageDeflater` /
 /// `MessageInflater`, what `WebSocketProtocol` calls) against zlib called directly from C on the
 /// same bytes with the same parameters (raw deflate, window 15, level 6, memLevel 8, sync flush,
 /// tail stripped, context reset per message so every message costs the same).
@@ -114,16 +114,12 @@ func deflateBenchmarks(_ report: Report) {
         cbench_zlib_free(cDeflater)
         cbench_zlib_free(cInflater)
     }
-    simulatorStreamInflate(report)
 }
 
 /// `count` 110s as `smartico-sim` sends them in the daemon rows: the generator's 110 (template of
 /// `templateBytes` padded with `x`, a random `engagement_uid`, consecutive engagement ids),
 /// stamped as a session stamps it (a random `uuid`, `ts` in milliseconds). Seeded: the same bytes
-/// every run. The random uuids are most of what a 110 adds to the compressed stream: a
-/// permessage-deflate frame of ~95 B with its own Huffman tables, where 110s that differ in a
-/// counter only (what this bench used before 2026-11-26) compress to ~40 B and inflate 4–5×
-/// faster.
+/// every run.
 func simulatorEngagements(count: Int, templateBytes: Int = 1_650, seed: UInt64 = 0x5EED) -> [[UInt8]] {
     var generator = SimPushGenerator(templateBytes: templateBytes)
     var random = SimRandom(seed: seed)
@@ -133,78 +129,4 @@ func simulatorEngagements(count: Int, templateBytes: Int = 1_650, seed: UInt64 =
         m["uuid"] = .string(random.uuid())
         return m.serialized()
     }
-}
-
-/// `count` 110s that differ only in counters (ids, `ts`): each compresses to ~40 B against the
-/// one before, mostly long matches — the cheapest stream to inflate, where the inflater's own
-/// per-message overhead shows most.
-func nearCopyEngagements(count: Int, templateBytes: Int = 1_650) -> [[UInt8]] {
-    (0..<count).map { i in
-        var m = SimPushGenerator.engagement(uid: "06f0cd67-ec24-4eeb-bbe9-\(String(100_000_000_000 + i))",
-                                            engagementID: 1_000 + Int64(i), templateBytes: templateBytes)
-        m["ts"] = .number(1_632_913_275_835 + Int64(i))
-        m["uuid"] = .string("df4a39fb-0536-4c68-9c32-\(String(200_000_000_000 + i))")
-        return m.serialized()
-    }
-}
-
-/// What the daemon inflates in its CPU rows: 110s as one permessage-deflate stream with context
-/// takeover, as `smartico-sim` sends them (`simulatorEngagements`), and the near-copy stream
-/// (`nearCopyEngagements`). Transport's inflater against zlib from C on the same frames, 64
-/// messages per pass, each pass from a fresh inflater (the stream only inflates in order).
-func simulatorStreamInflate(_ report: Report) {
-    streamInflate(report, messages: simulatorEngagements(count: 64), label: "the simulator's 110s (random uuids)")
-    streamInflate(report, messages: nearCopyEngagements(count: 64), label: "110s differing in counters only")
-}
-
-private func streamInflate(_ report: Report, messages: [[UInt8]], label: String) {
-    let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
-    var frames: [[UInt8]] = []
-    for m in messages {
-        var out: [UInt8] = []
-        m.withUnsafeBytes { deflater.compress($0, into: &out) }
-        frames.append(out)
-    }
-    let joined = frames.flatMap { $0 }
-    let lens = frames.map(\.count)
-    let plainBytes = messages.reduce(0) { $0 + $1.count }
-    var cOut = [UInt8](repeating: 0, count: 1 << 16)
-    func cPass() -> Int {
-        joined.withUnsafeBufferPointer { j in
-            lens.withUnsafeBufferPointer { l in
-                cOut.withUnsafeMutableBytes { o in
-                    cbench_inflate_stream(j.baseAddress, l.baseAddress, Int32(l.count),
-                                          o.baseAddress!.assumingMemoryBound(to: UInt8.self), o.count)
-                }
-            }
-        }
-    }
-    // Like the C pass: the frames from one buffer, one output array reused, nothing captured that
-    // the loop mutates (a captured `var` is boxed: every access to it is an exclusivity check and a
-    // retain, which the daemon's path does not pay and which cost this row ~10 % before 2026-11-26).
-    func swiftPass() -> Int {
-        let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
-        var out: [UInt8] = []
-        out.reserveCapacity(1 << 16)
-        var total = 0
-        joined.withUnsafeBytes { all in
-            var offset = 0
-            for length in lens {
-                out.removeAll(keepingCapacity: true)
-                try! inflater.inflate(UnsafeRawBufferPointer(rebasing: all[offset ..< offset + length]), limit: 16 << 20, into: &out)
-                try! inflater.finish(limit: 16 << 20, into: &out)
-                total += out.count
-                offset += length
-            }
-        }
-        return total
-    }
-    precondition(cPass() == plainBytes && swiftPass() == plainBytes, "the simulator's stream does not inflate back")
-    let what = "permessage-deflate inflate, \(label) as one stream with context takeover "
-        + "(64 × \(plainBytes / 64) B ↔ \(joined.count / 64) B on average)"
-    report.add(what, unit: .megabytesPerSecond(bytesPerOp: plainBytes),
-               subject: Timed { n in for _ in 0..<n { blackHole(swiftPass()) } },
-               referenceName: "zlib from C",
-               reference: Timed { n in for _ in 0..<n { blackHole(cPass()) } },
-               goal: 0.9, fineRounds: true)
 }

@@ -6,20 +6,6 @@ import Transport
 
 private let key = WebSocketMaskKey(0x37, 0xFA, 0x21, 0x3D)
 
-/// Unmasking in place against `memcpy` of the same buffer: both touch every
-/// byte once, so memcpy is the physical reference.
-func maskingBenchmarks(_ report: Report) {
-    print("Transport: masking")
-    let size = 1 << 20
-    let src = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
-    let dst = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 64)
-    for i in 0..<size { src[i] = UInt8(truncatingIfNeeded: i &* 31) }
-    let unmask = Timed { n in for _ in 0..<n { blackHole(key.apply(to: src)) } }
-    let copy = Timed { n in for _ in 0..<n { memcpy(dst.baseAddress!, src.baseAddress!, size); blackHole(dst.baseAddress) } }
-    report.add("unmasking 1 MiB in place", unit: .gigabytesPerSecond(bytesPerOp: size),
-               subject: unmask, referenceName: "memcpy", reference: copy, goal: 1.0)
-}
-
 /// Masked client frames of `size` bytes, enough of them to make about 1 MiB.
 private func maskedFrames(size: Int) -> (bytes: [UInt8], count: Int) {
     let count = max(1, (1 << 20) / max(size, 1))
@@ -85,35 +71,5 @@ func frameDecodeBenchmarks(_ report: Report) {
         report.add("frame decode, \(label) masked frames (\(count) per pass)",
                    unit: .framesAndMegabytesPerSecond(bytesPerOp: wire.count, framesPerOp: count),
                    subject: ours, referenceName: "SwiftNIO WebSocketFrameDecoder", reference: nio, goal: goal)
-    }
-}
-
-/// UTF-8 validation against a memchr scan of the same bytes (a byte that is absent,
-/// so memchr reads everything): the speed of merely looking at each byte.
-func utf8Benchmarks(_ report: Report) {
-    print("Transport: UTF-8")
-    let json = Array(String(decoding: engagementBytes(templateBytes: 60 * 1024), as: UTF8.self).utf8)
-    var mixedText = ""
-    while mixedText.utf8.count < 64 * 1024 { mixedText += "Grüße, добро пожаловать, 欢迎, bienvenue — 🎰 spin! " }
-    let mixed = Array(mixedText.utf8)
-    for (name, bytes) in [("ASCII JSON", json), ("mixed text", mixed)] {
-        let ours = Timed { n in
-            bytes.withUnsafeBytes { raw in
-                for _ in 0..<n {
-                    var v = UTF8Validator()
-                    precondition(v.validate(raw) == nil && v.isComplete)
-                }
-            }
-        }
-        let scan = Timed { n in
-            bytes.withUnsafeBytes { raw in
-                // memchr is declared pure: vary the length by one byte so no call can be
-                // hoisted out of the loop, and consume every result.
-                for i in 0..<n { blackHole(memchr(raw.baseAddress!, 0, raw.count - (i & 1))) }
-            }
-        }
-        report.add("UTF-8 validation, \(name) (\(bytes.count / 1024) KiB)", unit: .gigabytesPerSecond(bytesPerOp: bytes.count),
-                   subject: ours, referenceName: "memchr scan", reference: scan,
-                   goal: name == "ASCII JSON" ? 0.5 : nil, goalText: name == "ASCII JSON" ? "≥ 0.50×" : "—")
     }
 }

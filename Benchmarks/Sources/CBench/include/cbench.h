@@ -27,10 +27,6 @@ void cbench_zlib_free(cbench_zlib *z);
 long cbench_deflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
 /// Inflates one message (without its stripped tail) into `out`; returns its length, or -1.
 long cbench_inflate_message(cbench_zlib *z, const uint8_t *in, size_t len, uint8_t *out, size_t cap);
-/// Inflates `count` messages of one context-takeover stream (`lens[i]` bytes each, back to back in
-/// `in`, tails stripped) with a fresh inflater, as a client does with a server that keeps its
-/// context; returns the bytes produced, or -1.
-long cbench_inflate_stream(const uint8_t *in, const size_t *lens, int count, uint8_t *out, size_t cap);
 /// A line receiver on its own thread, for the end-to-end latency rows: it reads
 /// newline-terminated lines from `nfds` stream sockets (poll), finds
 /// `"engagement_id":N` in each, and stores the CLOCK_MONOTONIC time the line was
