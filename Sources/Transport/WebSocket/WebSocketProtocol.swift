@@ -123,7 +123,6 @@ public final class WebSocketProtocol {
     // Close bookkeeping.
     private var closeCode: WebSocketCloseCode = .abnormalClosure
     private var closeReason = ""
-    private var scratch: [UInt8] = []
 
     /// - Parameters:
     ///   - role: client (masks its frames) or server.
@@ -273,7 +272,7 @@ public final class WebSocketProtocol {
             messageOpcode = h.opcode
             messageCompressed = h.rsv1
             ignoringData = state != .open
-            if message.capacity > 1 << 16 { message = [] } else { message.removeAll(keepingCapacity: true) }
+            message = []
             utf8.reset()
         }
     }
@@ -332,19 +331,14 @@ public final class WebSocketProtocol {
             try validateText(from: before)
         }
         messageOpcode = nil
+        let bytes = message
+        message = []
         if opcode == .text {
-            guard utf8.isComplete else { throw .truncatedUTF8InText(messageLength: message.count, at: position) }
-            if configuration.textAsBytes {
-                // The buffer goes with the event; the next message starts a new one.
-                out.events.append(.textBytes(message))
-                message = []
-                return
-            }
-            out.events.append(.text(String(decoding: message, as: UTF8.self)))
+            guard utf8.isComplete else { throw .truncatedUTF8InText(messageLength: bytes.count, at: position) }
+            out.events.append(configuration.textAsBytes ? .textBytes(bytes) : .text(String(decoding: bytes, as: UTF8.self)))
         } else {
-            out.events.append(.binary(message))
+            out.events.append(.binary(bytes))
         }
-        if message.capacity > 1 << 16 { message = [] } else { message.removeAll(keepingCapacity: true) }
     }
 
     private func controlFrame(_ out: inout WebSocketOutput) throws(WebSocketError) {
@@ -437,14 +431,13 @@ public final class WebSocketProtocol {
         guard state == .open else { throw .notOpen }
         var out = WebSocketOutput()
         if let deflater, payload.count >= configuration.compressionThreshold {
-            scratch.removeAll(keepingCapacity: true)
-            deflater.compress(payload, into: &scratch)
-            scratch.withUnsafeBytes { compressed in
+            var compressed: [UInt8] = []
+            deflater.compress(payload, into: &compressed)
+            compressed.withUnsafeBytes { compressed in
                 WebSocketFrameEncoder.writeMessage(
                     opcode: opcode, rsv: 0x4, payload: compressed, fragmentSize: configuration.outboundFragmentSize,
                     maskKey: nextMaskKey, into: &out.outbound)
             }
-            if scratch.capacity > 1 << 16 { scratch = [] }
         } else {
             WebSocketFrameEncoder.writeMessage(
                 opcode: opcode, payload: payload, fragmentSize: configuration.outboundFragmentSize,
