@@ -88,7 +88,7 @@ let package = Package(
         .target(name: "SmarticoTestSupport", path: "Tests/SmarticoTestSupport", swiftSettings: strict),
         .testTarget(
             name: "TransportTests",
-            // COpenSSL: zlib as the reference in the inflate tests.
+            // COpenSSL: the TCP option constants (netinet/tcp.h) the socket tests read back.
             dependencies: ["Transport", "SmarticoTestSupport", "COpenSSL"],
             exclude: ["peers"],  // Python test peers, run as subprocesses
             swiftSettings: strict

@@ -44,10 +44,11 @@ struct ClientArguments: ParsableArguments {
             if let proxy {
                 options.proxy = proxy == "none" ? nil : try HTTPProxy(url: proxy)
             } else {
-                options.proxy = try HTTPProxy.fromEnvironment(ProcessInfo.processInfo.environment, host: parsed.host, secure: parsed.secure)
+                let environment = HTTPProxy.Environment(ProcessInfo.processInfo.environment)
+                options.proxy = try environment.proxy(secure: parsed.secure, host: parsed.host, port: parsed.port).get()?.0
             }
         } catch {
-            throw ValidationError(error.description)
+            throw ValidationError("\(error)")
         }
         return (parsed, options)
     }

@@ -236,9 +236,92 @@ private func corpus(_ n: Int, seed: UInt64) -> [UInt8] {
 
     @Test func corruptCompressedDataFails() throws {
         let ws = WebSocketProtocol(role: .client, deflate: PerMessageDeflateParameters(), random: SplitMix64(seed: 1))
+        // 0xFF: a final block of type 3, which does not exist.
         let out = ws.receive(peerFrame(2, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF], rsv: 4, peerIsClient: false))
+        #expect(out.failure == .inflateFailed(reason: "invalid block type", at: .init(frame: 1, frameOffset: 0)))
+        #expect(out.failure?.closeCode == .invalidPayloadData)
+        #expect(out.events.last == .closed(code: .invalidPayloadData, reason: WebSocketProtocol.shortReason(out.failure!)))
+    }
+
+    /// A message cut off inside a block (its tail is read as more of the block) fails with 1007;
+    /// it is not carried on into the next message.
+    @Test func aMessageEndingInsideABlockFails() throws {
+        let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
+        var compressed: [UInt8] = []
+        corpus(10_000, seed: 9).withUnsafeBytes { deflater.compress($0, into: &compressed) }
+        let ws = WebSocketProtocol(role: .client, deflate: PerMessageDeflateParameters(), random: SplitMix64(seed: 1))
+        let out = ws.receive(peerFrame(2, Array(compressed.prefix(compressed.count / 2)), rsv: 4, peerIsClient: false))
         guard case .inflateFailed = out.failure else { Issue.record("expected inflateFailed, got \(String(describing: out.failure))"); return }
         #expect(out.failure?.closeCode == .invalidPayloadData)
+    }
+
+    /// A message whose compressed bytes pass `maxMessageSize * 1.25 + 1 KiB` (more than DEFLATE
+    /// needs for any message within the limit) is refused with 1009 as they arrive, although
+    /// they inflate to nothing: empty stored blocks, then the header of the one whose `00 00 FF FF`
+    /// the sender stripped.
+    @Test func compressedBytesPastTheirBoundFailWith1009() throws {
+        let limit = 1_000
+        #expect(MessageInflater.compressedLimit(limit) == 2_274)
+        func emptyBlocks(_ n: Int) -> [UInt8] { Array([[UInt8]](repeating: [0x00, 0x00, 0x00, 0xFF, 0xFF], count: n).joined()) + [0x00] }
+        let ws = WebSocketProtocol(role: .client, configuration: WebSocketConfiguration(maxMessageSize: limit),
+                                   deflate: PerMessageDeflateParameters(), random: SplitMix64(seed: 1))
+        let out = ws.receive(peerFrame(2, emptyBlocks(600), rsv: 4, peerIsClient: false))
+        #expect(out.failure == .messageTooLarge(size: 3_001, limit: limit, at: .init(frame: 1, frameOffset: 0)))
+        #expect(out.failure?.closeCode == .messageTooBig)
+        // Within the bound, the same blocks are an empty message.
+        let fine = WebSocketProtocol(role: .client, configuration: WebSocketConfiguration(maxMessageSize: limit),
+                                     deflate: PerMessageDeflateParameters(), random: SplitMix64(seed: 1))
+        #expect(fine.receive(peerFrame(2, emptyBlocks(400), rsv: 4, peerIsClient: false)).events == [.binary([])])
+    }
+
+    /// The inflater alone: output stops one byte past the limit however much more the input holds
+    /// (64 MiB of zeros against a 64 KiB limit), and the next message starts afresh.
+    @Test func inflationStopsOneBytePastTheLimit() throws {
+        let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 9, memoryLevel: 9)
+        var bomb: [UInt8] = []
+        [UInt8](repeating: 0, count: 64 << 20).withUnsafeBytes { deflater.compress($0, into: &bomb) }
+        let inflater = MessageInflater(windowBits: 15, noContextTakeover: false)
+        var out: [UInt8] = []
+        #expect(throws: InflateFailure.tooLarge(produced: 65_537)) {
+            try bomb.withUnsafeBytes { try inflater.inflate($0, limit: 65_536, into: &out) }
+        }
+        #expect(out.count == 65_537)
+        let fresh = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
+        var small: [UInt8] = []
+        Array("after the bomb".utf8).withUnsafeBytes { fresh.compress($0, into: &small) }
+        var back: [UInt8] = []
+        try small.withUnsafeBytes { try inflater.inflate($0, limit: 65_536, into: &back) }
+        try inflater.finish(limit: 65_536, into: &back)
+        #expect(back == Array("after the bomb".utf8))
+    }
+
+    /// Context takeover: a second message that refers back into the first inflates only with the
+    /// window kept; an inflater that resets per message (`no_context_takeover` negotiated for the
+    /// peer) refuses it, since the peer promised not to refer back.
+    @Test func contextTakeoverKeepsTheWindowAndNoContextTakeoverResetsIt() throws {
+        let message = corpus(3_000, seed: 12)
+        let deflater = MessageDeflater(windowBits: 15, noContextTakeover: false, level: 6, memoryLevel: 8)
+        var first: [UInt8] = [], second: [UInt8] = []
+        message.withUnsafeBytes { deflater.compress($0, into: &first) }
+        message.withUnsafeBytes { deflater.compress($0, into: &second) }
+        #expect(second.count < first.count / 4)
+        for reset in [false, true] {
+            let inflater = MessageInflater(windowBits: 15, noContextTakeover: reset)
+            var a: [UInt8] = [], b: [UInt8] = []
+            try first.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &a) }
+            try inflater.finish(limit: 1 << 20, into: &a)
+            #expect(a == message)
+            if reset {
+                #expect(throws: InflateFailure.invalidData("invalid distance too far back")) {
+                    try second.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &b) }
+                    try inflater.finish(limit: 1 << 20, into: &b)
+                }
+            } else {
+                try second.withUnsafeBytes { try inflater.inflate($0, limit: 1 << 20, into: &b) }
+                try inflater.finish(limit: 1 << 20, into: &b)
+                #expect(b == message)
+            }
+        }
     }
 
     @Test func compressedInvalidUTF8FailsWith1007() throws {

@@ -194,60 +194,6 @@ func boundButNotListening() throws -> (fd: Int32, port: Int) {
         }
     }
 
-    /// `write(taking:)` queues what the socket does not take as the array itself: pieces taken
-    /// and pieces copied (`write(_:)`), interleaved while the peer does not read, arrive whole and
-    /// in order once it does; the queue counts the taken bytes; the array is left empty — with its
-    /// storage when everything went out at once, without it when it was queued.
-    @Test func takenArraysAndCopiedBytesArriveInOrder() async throws {
-        try await withLoop { loop in
-            let serverRecorder = StreamRecorder()
-            let accepted = Shared<StreamConnection?>(nil)
-            let listener = try await loop.submit {
-                let listener = try StreamListener.tcp(host: "127.0.0.1", port: 0, on: loop)
-                listener.onAccept = { connection in
-                    serverRecorder.attach(connection)
-                    connection.pauseReading()  // not read until every piece was written
-                    accepted.update { $0 = connection }
-                }
-                return listener
-            }
-            let client = try await StreamConnection.connect(host: "127.0.0.1", port: listener.port!, on: loop)
-            let clientRecorder = StreamRecorder()
-            try await waitUntil("accepted") { accepted.value != nil }
-            let pieces = (0 ..< 96).map { i in patternBytes(count: i % 3 == 2 ? 1_000 : 64 * 1024, seed: UInt8(i + 10)) }
-            let expected = pieces.flatMap { $0 }
-            let (firstKept, queuedTaken, queued) = try await loop.submit { () -> (Int, Bool, Int) in
-                clientRecorder.attach(client)
-                var firstKept = -1
-                var queuedTaken = false
-                for (i, piece) in pieces.enumerated() {
-                    if i % 3 == 2 {
-                        client.write(piece)
-                    } else {
-                        var bytes = piece
-                        bytes.reserveCapacity(80 * 1024)
-                        client.write(taking: &bytes)
-                        #expect(bytes.isEmpty)
-                        if i == 0 { firstKept = bytes.capacity }
-                        if client.queuedByteCount > 0 && bytes.capacity == 0 { queuedTaken = true }
-                    }
-                }
-                return (firstKept, queuedTaken, client.queuedByteCount)
-            }
-            #expect(firstKept >= 64 * 1024, "a piece the socket took at once did not leave the array its storage")
-            #expect(queuedTaken, "no piece was queued as its array")
-            #expect(queued > 0 && queued <= expected.count)
-            try await loop.submit { accepted.value?.resumeReading() }
-            try await waitUntil("all bytes", timeout: .seconds(30)) { serverRecorder.receivedCount.value == expected.count }
-            let received = serverRecorder.received.value
-            let firstDifference = zip(received, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
-            #expect(received.count == expected.count && firstDifference == nil,
-                    "\(received.count) of \(expected.count) bytes, first difference at \(firstDifference.map(String.init) ?? "none")")
-            #expect(try await loop.submit { client.queuedByteCount } == 0)
-            try await loop.submit { client.close(); listener.close() }
-        }
-    }
-
     @Test func peerClosingMidTransferEndsTheConnectionOnceWithoutSIGPIPE() async throws {
         try await withLoop { loop in
             let serverGot = Shared(0)

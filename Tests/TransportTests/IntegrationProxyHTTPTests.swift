@@ -57,21 +57,111 @@ struct IntegrationProxyHTTPTests {
         }
     }
 
-    @Test("proxy URLs and the environment rules")
+    @Test("proxy URLs: parsing, masking, the authorization header")
     func proxyParsing() throws {
-        let p = try HTTPProxy(url: "http://user:p%40ss@proxy.example:3128/")
+        let p = try HTTPProxy(url: "http://user:p%40ss@Proxy.Example:3128/")
         #expect(p.host == "proxy.example" && p.port == 3128 && p.username == "user" && p.password == "p@ss")
         #expect(p.description == "http://user:(masked)@proxy.example:3128")
         #expect(p.authorizationHeaderValue == "Basic dXNlcjpwQHNz")
-        #expect(throws: HTTPProxyError.self) { try HTTPProxy(url: "https://proxy:1") }
-        #expect(throws: HTTPProxyError.self) { try HTTPProxy(url: "proxy:1") }
+        #expect(try HTTPProxy(url: "http://us%40er:p%3Ass@h:1").username == "us@er")
+        #expect(try HTTPProxy(url: "http://user@proxy:1").authorizationHeaderValue == "Basic dXNlcjo=")
+        #expect(try HTTPProxy(url: "http://proxy:1").authorizationHeaderValue == nil)
+        #expect(try HTTPProxy(url: "http://proxy").port == 80)
+        #expect(try HTTPProxy(url: "http://[::1]:3128").authority == "[::1]:3128")
+        #expect(try HTTPProxy(url: "proxy:3128", schemeOptional: true) == HTTPProxy(host: "proxy", port: 3128))
+        for (text, problem) in [
+            ("proxy:3128", "it must start with http://"),
+            ("https://proxy:3128", "the scheme \"https\" is not supported"),
+            ("socks5://proxy:1080", "the scheme \"socks5\" is not supported"),
+            ("http://proxy:0", "invalid port \"0\""),
+            ("http://proxy:99999", "invalid port \"99999\""),
+            ("http://:3128", "the host is empty"),
+            ("http://proxy:3128/path", "a proxy URL has no path"),
+            ("http://pro xy:3128", "invalid host \"pro xy\""),
+            ("", "it is empty"),
+        ] {
+            #expect {
+                try HTTPProxy(url: text)
+            } throws: { error in
+                guard case .invalidURL(_, let message) = error as? HTTPProxyError else { return false }
+                return message.hasPrefix(problem)
+            }
+        }
+    }
+
+    /// The password shows in no text made of a proxy or of its errors, and is encoded masked.
+    @Test func proxyPasswordNeverShows() throws {
+        let p = try HTTPProxy(url: "http://alice:Pr0xyPa55word@proxy.example:3128")
+        #expect(p.password?.exposedValue == "Pr0xyPa55word")
+        var dumped = ""
+        dump(p, to: &dumped)
+        let encoded = String(decoding: try JSONEncoder().encode([p]), as: UTF8.self)
+        for text in ["\(p)", String(reflecting: p), String(reflecting: Optional(p)), dumped, encoded, "\([p])"] {
+            #expect(!text.contains("Pr0xyPa55word"), "\(text)")
+        }
+        #expect(encoded == #"["http:\/\/alice:(masked)@proxy.example:3128"]"#)
+        #expect(throws: HTTPProxyError.self) { try HTTPProxy(url: "socks5://alice:Pr0xyPa55word@p:1") }
+        do {
+            _ = try HTTPProxy(url: "socks5://alice:Pr0xyPa55word@p:1")
+        } catch {
+            #expect(!error.description.contains("Pr0xyPa55word"))
+        }
+        let decoded = try JSONDecoder().decode([HTTPProxy].self, from: Data(#"["http://alice:pw@p:1"]"#.utf8))
+        #expect(decoded == [HTTPProxy(host: "p", port: 1, username: "alice", password: "pw")])
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([HTTPProxy].self, from: Data(#"["ftp://p:1"]"#.utf8)) }
+    }
+
+    @Test("the environment's proxy: https_proxy, http_proxy, upper and lower case, no_proxy")
+    func environmentProxy() throws {
+        func proxy(_ env: [String: String], _ host: String = "api.smartico.ai", port: Int = 443, secure: Bool = true) throws -> HTTPProxy? {
+            try HTTPProxy.Environment(env).proxy(secure: secure, host: host, port: port).get()?.0
+        }
         let env = ["https_proxy": "proxy:8080", "http_proxy": "http://plain:3128", "no_proxy": "localhost,.internal.example"]
-        #expect(try HTTPProxy.fromEnvironment(env, host: "api.smartico.ai", secure: true) == HTTPProxy(host: "proxy", port: 8080))
-        #expect(try HTTPProxy.fromEnvironment(env, host: "api.smartico.ai", secure: false) == HTTPProxy(host: "plain", port: 3128))
-        #expect(try HTTPProxy.fromEnvironment(env, host: "a.internal.example", secure: true) == nil)
-        #expect(try HTTPProxy.fromEnvironment(env, host: "localhost", secure: true) == nil)
-        #expect(try HTTPProxy.fromEnvironment(["HTTP_PROXY": "http://x:1"], host: "h", secure: false) == nil)
-        #expect(try HTTPProxy.fromEnvironment(["no_proxy": "*", "https_proxy": "p:1"], host: "h", secure: true) == nil)
+        #expect(try proxy(env) == HTTPProxy(host: "proxy", port: 8080))
+        #expect(try proxy(env, secure: false) == HTTPProxy(host: "plain", port: 3128))
+        #expect(try proxy(env, "a.internal.example") == nil)
+        #expect(try proxy(env, "localhost") == nil)
+        #expect(try proxy([:]) == nil)
+        #expect(try proxy(["http_proxy": "http://plain:3128"]) == nil)
+        // Upper case works, lower case wins, an empty value does not hide the other one.
+        #expect(try proxy(["HTTPS_PROXY": "proxy-a:8080"]) == HTTPProxy(host: "proxy-a", port: 8080))
+        #expect(try proxy(["HTTPS_PROXY": "proxy-a:8080", "https_proxy": "proxy-b:8081"]) == HTTPProxy(host: "proxy-b", port: 8081))
+        let found = try HTTPProxy.Environment(["https_proxy": "", "HTTPS_PROXY": "proxy-a:8080"]).proxy(secure: true, host: "h", port: 1).get()
+        #expect(found?.1 == "HTTPS_PROXY")
+        // A bad value is an error naming its variable, only when it would be used.
+        let bad = HTTPProxy.Environment(["HTTPS_PROXY": "proxy:http", "no_proxy": "skip.example"])
+        guard case .failure(let e) = bad.proxy(secure: true, host: "h", port: 1) else { Issue.record("a bad proxy was accepted"); return }
+        #expect(e.variable == "HTTPS_PROXY")
+        #expect(e.error == .invalidURL(url: "proxy:http", problem: "invalid port \"http\" (must be 1…65535)"))
+        #expect(try bad.proxy(secure: true, host: "skip.example", port: 1).get() == nil)
+        #expect(try bad.proxy(secure: false, host: "h", port: 1).get() == nil)
+    }
+
+    @Test(arguments: [
+        ("*", true), ("smartico.ai", true), ("SMARTICO.AI", true), (".smartico.ai", true), ("*.smartico.ai", true),
+        ("api.smartico.ai", true), ("api.smartico.ai:443", true), ("api.smartico.ai:8443", false), ("i.smartico.ai", false),
+        ("other.com, smartico.ai", true), (" other.com ,  .smartico.ai ", true), ("co.ai", false), ("ai", true), ("", false),
+        ("localhost,127.0.0.1", false),
+    ])
+    func noProxyRules(noProxy: String, bypass: Bool) {
+        #expect(HTTPProxy.Environment(["no_proxy": noProxy]).bypasses(host: "api.smartico.ai", port: 443) == bypass, "no_proxy=\(noProxy)")
+    }
+
+    @Test func noProxyEntriesForHostsAndIPs() {
+        let env = HTTPProxy.Environment(["NO_PROXY": "localhost,127.0.0.1,[::1]:8080,.internal,example.org:81"])
+        #expect(env.noProxyVariable == "NO_PROXY")
+        #expect(env.bypasses(host: "localhost", port: 80))
+        #expect(env.bypasses(host: "127.0.0.1", port: 9000))
+        #expect(!env.bypasses(host: "127.0.0.10", port: 9000))
+        #expect(env.bypasses(host: "::1", port: 8080))
+        #expect(env.bypasses(host: "[::1]", port: 8080))
+        #expect(!env.bypasses(host: "::1", port: 8081))
+        #expect(env.bypasses(host: "svc.internal", port: 1))
+        #expect(!env.bypasses(host: "internal", port: 1))
+        #expect(env.bypasses(host: "www.example.org", port: 81))
+        #expect(!env.bypasses(host: "www.example.org", port: 80))
+        #expect(!env.bypasses(host: "notexample.org", port: 81))
+        #expect(env.bypasses(host: "LOCALHOST.", port: 80))
     }
 
     @Test("HTTPClient: Content-Length, chunked and close-delimited responses, plain and TLS", arguments: [false, true])

@@ -119,10 +119,6 @@ extension Secret: ConfigValue {
     init?(configJSON j: JSONValue) { guard let s = String(configJSON: j) else { return nil }; self.init(s) }
 }
 
-extension ProxyURL: ConfigValue {
-    init?(configJSON j: JSONValue) { guard let s = String(configJSON: j) else { return nil }; self.init(s) }
-}
-
 extension ConfigValue where Self: RawRepresentable, RawValue == String {
     init?(configJSON j: JSONValue) { guard let v = String(configJSON: j).flatMap(Self.init(rawValue:)) else { return nil }; self = v }
 }

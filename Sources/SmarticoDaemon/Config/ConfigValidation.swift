@@ -1,3 +1,5 @@
+import Transport
+
 extension DaemonConfig {
     /// Every semantic problem of this configuration, in key order; empty when it is valid.
     ///
@@ -37,9 +39,6 @@ extension DaemonConfig {
                 continue
             }
             if bytes.count != 32 { v.add(key, "must decode to 32 bytes (a SHA-256 digest), got \(bytes.count) bytes") }
-        }
-        if let proxy = server.proxy, case .failure(let error) = proxy.endpoint {
-            v.add("server.proxy", "the proxy URL \(error)")
         }
 
         // client

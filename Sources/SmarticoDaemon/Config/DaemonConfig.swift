@@ -1,6 +1,7 @@
 @_exported import SmarticoSocketAPI  // SmarticoVersion, SocketAPIDefaults: shared with smarticoctl
 import Logging
 import SmarticoProtocol
+import Transport
 
 /// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
 /// (the table of `shared/spec/daemon.md`), every key but `server.label_key` with a default.
@@ -133,13 +134,13 @@ extension DaemonConfig {
         /// `server.tls.*`
         public var tls: TLS
         /// `server.proxy`: `http://[user:pass@]host:port`; null → the environment's proxy variables.
-        public var proxy: ProxyURL?
+        public var proxy: HTTPProxy?
         /// `server.compression`: offer permessage-deflate; default true.
         public var compression: Bool
 
         public init(
             url: String? = nil, labelKey: Secret, brandKey: String? = nil, headers: [String: String] = [:],
-            tls: TLS = TLS(), proxy: ProxyURL? = nil, compression: Bool = true
+            tls: TLS = TLS(), proxy: HTTPProxy? = nil, compression: Bool = true
         ) {
             self.url = url
             self.labelKey = labelKey
@@ -163,7 +164,20 @@ extension DaemonConfig {
             brandKey = c.optional(.brandKey, expect: Expect.string)
             headers = c.field(.headers, default: [:], expect: Expect.headers)
             tls = c.section(.tls, default: TLS())
-            proxy = c.optional(.proxy, expect: "an http://[user:pass@]host:port URL", secret: true)
+            proxy = nil
+            if let text: String = c.optional(.proxy, expect: "an http://[user:pass@]host:port URL", secret: true) {
+                // Parsed here, so that the problem says exactly what is wrong with the URL (it never
+                // contains the password).
+                do throws(HTTPProxyError) {
+                    proxy = try HTTPProxy(url: text)
+                } catch {
+                    if case .invalidURL(_, let problem) = error {
+                        c.report(c.key(.proxy), "must be an http://[user:pass@]host:port URL: \(problem)")
+                    } else {
+                        c.report(c.key(.proxy), "\(error)")
+                    }
+                }
+            }
             compression = c.field(.compression, default: true, expect: Expect.bool)
         }
 

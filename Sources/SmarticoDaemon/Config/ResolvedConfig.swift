@@ -1,3 +1,5 @@
+import Transport
+
 /// A valid configuration with everything derived from it and from the process environment:
 /// what the session engine, the HTTP reporter and the socket server actually use.
 ///
@@ -23,11 +25,11 @@ public struct ResolvedConfig: Sendable, Equatable {
     /// `DYNAMIC_IMAGE_DOMAIN` setting says otherwise.
     public let imageDomain: String
     /// The proxy for the WebSocket server, or nil to connect directly.
-    public let serverProxy: ProxyEndpoint?
+    public let serverProxy: HTTPProxy?
     /// Where ``serverProxy`` came from: `server.proxy`, `https_proxy`, `HTTP_PROXY`…; nil when direct.
     public let serverProxySource: String?
     /// The proxy for the public HTTP API, or nil to connect directly.
-    public let publicAPIProxy: ProxyEndpoint?
+    public let publicAPIProxy: HTTPProxy?
     /// Where ``publicAPIProxy`` came from; nil when direct.
     public let publicAPIProxySource: String?
     /// The log level to use: `SMARTICOD_LOG_LEVEL` when set, else `log.level`.
@@ -65,11 +67,11 @@ public struct ResolvedConfig: Sendable, Equatable {
             problems.append(ConfigProblem(key: logLevelVariable, message: "must be \(DaemonConfig.LogLevel.expectation), got \(ConfigJSON.quoted(value))"))
         }
         guard config.server.proxy == nil else { return problems }
-        let proxies = ProxyEnvironment(environment: environment)
+        let proxies = HTTPProxy.Environment(environment)
         var seen = Set<String>()
         for (secure, host, port) in destinations(config) {
-            if case .failure(let problem) = proxies.proxy(secure: secure, host: host, port: port), seen.insert(problem.key).inserted {
-                problems.append(problem)
+            if case .failure(let e) = proxies.proxy(secure: secure, host: host, port: port), seen.insert(e.variable).inserted {
+                problems.append(ConfigProblem(key: e.variable, message: e.error.description))
             }
         }
         return problems
@@ -113,25 +115,20 @@ public struct ResolvedConfig: Sendable, Equatable {
         case .failure(let m): return .failure(ConfigProblem(key: "http.public_url", message: m.message))
         }
 
-        var serverProxy: (ProxyEndpoint, String)?
-        var publicProxy: (ProxyEndpoint, String)?
+        var serverProxy: (HTTPProxy, String)?
+        var publicProxy: (HTTPProxy, String)?
         if let configured = config.server.proxy {
-            switch configured.endpoint {
-            case .success(let e):
-                serverProxy = (e, "server.proxy")
-                publicProxy = (e, "server.proxy")
-            case .failure(let error):
-                return .failure(ConfigProblem(key: "server.proxy", message: "the proxy URL \(error)"))
-            }
+            serverProxy = (configured, "server.proxy")
+            publicProxy = (configured, "server.proxy")
         } else {
-            let proxies = ProxyEnvironment(environment: environment)
+            let proxies = HTTPProxy.Environment(environment)
             switch proxies.proxy(secure: server.secure, host: server.host, port: server.port) {
             case .success(let p): serverProxy = p
-            case .failure(let problem): return .failure(problem)
+            case .failure(let e): return .failure(ConfigProblem(key: e.variable, message: e.error.description))
             }
             switch proxies.proxy(secure: publicAPI.secure, host: publicAPI.host, port: publicAPI.port) {
             case .success(let p): publicProxy = p
-            case .failure(let problem): return .failure(problem)
+            case .failure(let e): return .failure(ConfigProblem(key: e.variable, message: e.error.description))
             }
         }
 
@@ -158,8 +155,8 @@ public struct ResolvedConfig: Sendable, Equatable {
     private init(
         config: DaemonConfig, labelKey: LabelKey, server: WebSocketEndpoint, serverURLIsDerived: Bool,
         publicAPI: HTTPEndpoint, publicAPIURLIsDerived: Bool, imageDomain: String,
-        serverProxy: ProxyEndpoint?, serverProxySource: String?,
-        publicAPIProxy: ProxyEndpoint?, publicAPIProxySource: String?,
+        serverProxy: HTTPProxy?, serverProxySource: String?,
+        publicAPIProxy: HTTPProxy?, publicAPIProxySource: String?,
         logLevel: DaemonConfig.LogLevel, logLevelSource: String
     ) {
         self.config = config

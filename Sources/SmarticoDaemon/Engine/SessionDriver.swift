@@ -137,7 +137,8 @@ actor SessionDriver {
             if trimRequested {
                 // The burst is over: the heap's free pages go back to the system, with the pages
                 // the store's cache freed in `process`.
-                ProcessMemory.returnFreePagesToSystem()
+                let released = ProcessMemory.returnFreePagesToSystem()
+                logger.debug("heap trimmed after a burst", metadata: ["released": "\(released)"])
             }
         }
         await commitPending()

@@ -11,7 +11,7 @@ public struct WebSocketConnectOptions: Sendable {
     /// A prebuilt client context (takes precedence over `tls`; build it once to avoid reading the
     /// trust store on every connect).
     public var tlsContext: TLSContext?
-    /// An HTTP proxy to reach the server through with CONNECT (see ``HTTPProxy/fromEnvironment(_:host:secure:)``).
+    /// An HTTP proxy to reach the server through with CONNECT (see ``HTTPProxy/Environment``).
     public var proxy: HTTPProxy?
     /// One deadline for DNS + TCP + proxy CONNECT + TLS + upgrade.
     public var connectTimeout: Duration

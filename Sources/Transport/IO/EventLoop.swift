@@ -98,9 +98,8 @@ public final class EventLoop: SerialExecutor, TaskExecutor, CustomStringConverti
     private let epollFD: Int32
     private let wakeFD: Int32
     /// Written once, before the loop thread runs (under `started`); only read after that, by any
-    /// thread (`inEventLoop`, every `assumeIsolated` of an actor on the loop): not checked for
-    /// exclusive access at run time.
-    @exclusivity(unchecked) private var thread: pthread_t
+    /// thread (`inEventLoop`, every `assumeIsolated` of an actor on the loop).
+    private var thread: pthread_t
     private let pending = Mutex(Pending())
     private let joinLock = Mutex(false)
     private let wakeUps = Atomic<UInt64>(0)

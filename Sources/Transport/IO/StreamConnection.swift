@@ -47,22 +47,19 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     private var fd: Int32
     private var tls: TLSEngine?
     private let queue = WriteQueue()
-    // The per-read and per-write state below is loop-confined and only read or assigned (never passed
-    // inout across a call that could reach this connection again): not checked for exclusive access
-    // at run time (see `WebSocketProtocol.parser`).
-    @exclusivity(unchecked) private var pendingPlaintext: [UInt8] = []
-    @exclusivity(unchecked) private var isOpen = true
+    private var pendingPlaintext: [UInt8] = []
+    private var isOpen = true
     private var started = false
-    @exclusivity(unchecked) private var readPaused = false
+    private var readPaused = false
     private var inputEnded = false
     private var registered = false
     private var interest: IOInterest = []
-    @exclusivity(unchecked) private var closeAfterFlushRequested = false
-    @exclusivity(unchecked) private var shutdownOutputRequested = false
+    private var closeAfterFlushRequested = false
+    private var shutdownOutputRequested = false
     private var outputShut = false
-    @exclusivity(unchecked) private var writeFailed = false
+    private var writeFailed = false
     private var drainScheduled = false
-    @exclusivity(unchecked) private var hadQueuedBytes = false
+    private var hadQueuedBytes = false
     var handshakeWaiter: ((SocketError?) -> Void)?
     private var handshakeTimer: LoopTimer?
 
@@ -167,32 +164,11 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         bytes.withUnsafeBytes { write($0) }
     }
 
-    /// Sends `bytes` and takes the array: what the socket does not take now is queued as the array
-    /// itself, not copied, and `bytes` is left empty without storage (a caller that fills it again
-    /// gets a new one). Otherwise `bytes` is emptied keeping its storage. For a writer that builds
-    /// large pieces in an array of its own (the socket server's lines to a subscriber, 64 KiB at a
-    /// time): under a slow reader every byte was copied into the queue a second time. With TLS the
-    /// bytes are encrypted into the queue's own buffers and the array is only emptied.
+    /// Sends `bytes` like ``write(_:)-([UInt8])`` and empties the array, keeping its storage for the
+    /// caller's next message.
     public func write(taking bytes: inout [UInt8]) {
-        loop.preconditionInEventLoop()
-        guard tls == nil else {
-            write(bytes)
-            bytes.removeAll(keepingCapacity: true)
-            return
-        }
-        guard isOpen, !writeFailed, !shutdownOutputRequested, !closeAfterFlushRequested, bytes.count > 0 else {
-            bytes.removeAll(keepingCapacity: true)
-            return
-        }
-        let sent = bytes.withUnsafeBytes { sendWhileNothingIsQueued($0) }
-        guard let sent, sent < bytes.count, mayQueue(bytes.count - sent) else {
-            bytes.removeAll(keepingCapacity: true)
-            return
-        }
-        var taken: [UInt8] = []
-        swap(&taken, &bytes)
-        queue.append(taking: taken, from: sent)
-        queued()
+        write(bytes)
+        bytes.removeAll(keepingCapacity: true)
     }
 
     /// Stops reading (backpressure): the kernel's receive buffer fills and TCP slows the peer down.
@@ -316,12 +292,19 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
 
     public func handleEvents(_ events: IOEvents) {
         guard isOpen else { return }
+        // Input first: a peer that wrote its last request and closed without reading what we
+        // queued makes our write fail (EPIPE); its request, already in our receive buffer, is
+        // still read and handled.
+        if wantsRead && !events.isDisjoint(with: [.readable, .hangup, .error]) {
+            readFromSocket()
+            guard isOpen else { return }
+        }
         if !queue.isEmpty && !events.isDisjoint(with: [.writable, .error, .hangup]) {
             flushQueue()
             guard isOpen else { return }
         }
         if wantsRead {
-            if !events.isDisjoint(with: [.readable, .hangup, .error]) { readFromSocket() }
+            return
         } else if events.contains(.error) {
             var code: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)

@@ -3,27 +3,20 @@ import Glibc
 #endif
 
 /// Bytes waiting for a socket to become writable: a list of owned chunks (small writes are coalesced into
-/// the tail chunk), flushed with one `sendmsg` of up to 64 iovecs. A byte array handed over whole
-/// (`append(taking:from:)`) is kept as it is, not copied, and sent with a `send` of its own. Loop
-/// thread only.
+/// the tail chunk), flushed with one `sendmsg` of up to 64 iovecs. Loop thread only.
 final class WriteQueue {
     private struct Chunk {
-        /// The chunk's memory (empty for a taken array).
         var storage: UnsafeMutableRawBufferPointer
-        /// An array taken whole: its bytes are the chunk's.
-        var array: [UInt8]?
         var start: Int
         var end: Int
         var count: Int { end - start }
-        var spare: Int { array == nil ? storage.count - end : 0 }
+        var spare: Int { storage.count - end }
     }
 
-    // Loop thread only, touched by this class's own synchronous methods: not checked for exclusive
-    // access at run time (see `WebSocketProtocol.parser`).
-    @exclusivity(unchecked) private var chunks: [Chunk] = []
-    @exclusivity(unchecked) private var head = 0
+    private var chunks: [Chunk] = []
+    private var head = 0
     /// Bytes queued.
-    @exclusivity(unchecked) private(set) var byteCount = 0
+    private(set) var byteCount = 0
     private static let minimumChunk = 16 * 1024
     private static let maxIOVecs = 64
 
@@ -46,40 +39,23 @@ final class WriteQueue {
         guard source.count > 0 else { return }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, WriteQueue.minimumChunk), alignment: 8)
         storage.copyMemory(from: source)
-        chunks.append(Chunk(storage: storage, array: nil, start: 0, end: source.count))
+        chunks.append(Chunk(storage: storage, start: 0, end: source.count))
         byteCount += source.count
-    }
-
-    /// Queues `bytes[start...]` without copying them: the array is kept until they are sent.
-    func append(taking bytes: consuming [UInt8], from start: Int) {
-        let end = bytes.count
-        guard start < end else { return }
-        chunks.append(Chunk(storage: UnsafeMutableRawBufferPointer(start: nil, count: 0), array: bytes, start: start, end: end))
-        byteCount += end - start
     }
 
     /// Sends as much as the socket takes. Returns 0 on progress or EAGAIN, or the errno of a failure.
     func flush(fd: Int32) -> Int32 {
         while byteCount > 0 {
-            let sent: Int
-            if let array = chunks[head].array {
-                // A taken array, alone (its storage is only borrowed for the call).
-                let (start, end) = (chunks[head].start, chunks[head].end)
-                sent = array.withUnsafeBytes { send(fd, $0.baseAddress! + start, end - start, Int32(MSG_NOSIGNAL)) }
-            } else {
-                // The owned chunks up to the next taken array, in one `sendmsg`.
-                var n = 0
-                while n < min(chunks.count - head, WriteQueue.maxIOVecs), chunks[head + n].array == nil { n += 1 }
-                sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { iov in
-                    for i in 0..<n {
-                        let c = chunks[head + i]
-                        iov[i] = iovec(iov_base: c.storage.baseAddress! + c.start, iov_len: c.count)
-                    }
-                    var message = msghdr()
-                    message.msg_iov = iov.baseAddress
-                    message.msg_iovlen = n
-                    return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
+            let n = min(chunks.count - head, WriteQueue.maxIOVecs)
+            let sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { iov in
+                for i in 0..<n {
+                    let c = chunks[head + i]
+                    iov[i] = iovec(iov_base: c.storage.baseAddress! + c.start, iov_len: c.count)
                 }
+                var message = msghdr()
+                message.msg_iov = iov.baseAddress
+                message.msg_iovlen = n
+                return sendmsg(fd, &message, Int32(MSG_NOSIGNAL))
             }
             if sent < 0 {
                 let e = errno
@@ -100,7 +76,7 @@ final class WriteQueue {
             let available = chunks[head].count
             if left >= available {
                 left -= available
-                if chunks[head].array == nil { chunks[head].storage.deallocate() } else { chunks[head].array = nil }
+                chunks[head].storage.deallocate()
                 head += 1
             } else {
                 chunks[head].start += left
@@ -117,7 +93,7 @@ final class WriteQueue {
     }
 
     func removeAll() {
-        for i in head..<chunks.count where chunks[i].array == nil { chunks[i].storage.deallocate() }
+        for i in head..<chunks.count { chunks[i].storage.deallocate() }
         chunks.removeAll()
         head = 0
         byteCount = 0

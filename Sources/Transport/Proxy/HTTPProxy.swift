@@ -1,39 +1,53 @@
 /// An HTTP proxy reached with `CONNECT` (RFC 9110 §9.3.6): `http://[user:pass@]host:port`.
-/// Its description never shows the password.
+/// The password never shows: not in the description, `dump`, reflection, errors or the encoded form.
 public struct HTTPProxy: Hashable, Sendable, CustomStringConvertible {
+    /// Lower-case host name or IP literal (IPv6 without brackets).
     public var host: String
     public var port: Int
     /// Credentials for `Proxy-Authorization: Basic`, when given.
     public var username: String?
-    public var password: String?
+    public var password: Password?
+
+    /// A proxy password: shown as `(masked)` by every way Swift turns a value into text; the raw
+    /// value only through ``exposedValue``, for the `Proxy-Authorization` header.
+    public struct Password: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible,
+        CustomDebugStringConvertible, CustomReflectable
+    {
+        public let exposedValue: String
+        public init(_ value: String) { exposedValue = value }
+        public init(stringLiteral value: String) { exposedValue = value }
+        public var description: String { "(masked)" }
+        public var debugDescription: String { "Password(masked)" }
+        public var customMirror: Mirror { Mirror(self, children: [], displayStyle: nil) }
+    }
 
     public init(host: String, port: Int, username: String? = nil, password: String? = nil) {
         self.host = host
         self.port = port
         self.username = username
-        self.password = password
+        self.password = password.map { Password($0) }
     }
 
-    /// Parses `http://[user[:pass]@]host[:port][/]` (port 80 by default; user info percent-decoded).
-    /// With `schemeOptional`, `host:port` alone is accepted (as environment variables often have it).
+    /// Parses `http://[user[:pass]@]host[:port][/]` (port 80 by default; user info percent-decoded;
+    /// the host lower-cased). With `schemeOptional`, `host:port` alone is accepted (as environment
+    /// variables often have it, and curl allows). Errors never contain the password.
     public init(url text: String, schemeOptional: Bool = false) throws(HTTPProxyError) {
+        func invalid(_ problem: String) -> HTTPProxyError { .invalidURL(url: HTTPProxy.masked(text), problem: problem) }
         var rest = Substring(text)
-        while rest.first == " " { rest = rest.dropFirst() }
-        while rest.last == " " { rest = rest.dropLast() }
-        guard !rest.isEmpty else { throw .invalidURL(url: text, problem: "empty") }
+        while rest.first == " " || rest.first == "\t" { rest = rest.dropFirst() }
+        while rest.last == " " || rest.last == "\t" { rest = rest.dropLast() }
+        guard !rest.isEmpty else { throw .invalidURL(url: text, problem: "it is empty") }
         if let sep = HTTPProxy.schemeSeparator(in: rest) {
             let scheme = rest[..<sep.lowerBound].lowercased()
             guard scheme == "http" else {
-                throw .invalidURL(url: HTTPProxy.masked(text), problem: "scheme \"\(scheme)\" is not supported; use http://")
+                throw invalid("the scheme \"\(scheme)\" is not supported; only http:// proxies (reached with HTTP CONNECT) are")
             }
             rest = rest[sep.upperBound...]
         } else if !schemeOptional {
-            throw .invalidURL(url: HTTPProxy.masked(text), problem: "missing http:// scheme")
+            throw invalid("it must start with http:// (the form is http://[user:pass@]host:port)")
         }
         if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
-            guard rest[end...] == "/" else {
-                throw .invalidURL(url: HTTPProxy.masked(text), problem: "a proxy URL has no path or query")
-            }
+            guard rest[end...] == "/" else { throw invalid("a proxy URL has no path, query or fragment") }
             rest = rest[..<end]
         }
         var user: String? = nil
@@ -42,42 +56,40 @@ public struct HTTPProxy: Hashable, Sendable, CustomStringConvertible {
             let info = rest[..<at]
             rest = rest[rest.index(after: at)...]
             let parts = info.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let u = HTTPProxy.percentDecode(parts[0]) else {
-                throw .invalidURL(url: HTTPProxy.masked(text), problem: "bad percent-encoding in the user name")
-            }
+            guard let u = HTTPProxy.percentDecode(parts[0]) else { throw invalid("bad %-encoding in the user name") }
             user = u
             if parts.count == 2 {
-                guard let p = HTTPProxy.percentDecode(parts[1]) else {
-                    throw .invalidURL(url: HTTPProxy.masked(text), problem: "bad percent-encoding in the password")
-                }
+                guard let p = HTTPProxy.percentDecode(parts[1]) else { throw invalid("bad %-encoding in the password") }
                 pass = p
             }
         }
         var hostPart = rest
         var portPart: Substring? = nil
         if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else {
-                throw .invalidURL(url: HTTPProxy.masked(text), problem: "unterminated IPv6 literal")
-            }
+            guard let close = rest.firstIndex(of: "]") else { throw invalid("unterminated IPv6 literal") }
             hostPart = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
             if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw .invalidURL(url: HTTPProxy.masked(text), problem: "junk after the IPv6 literal") }
+                guard after.hasPrefix(":") else { throw invalid("junk after the IPv6 literal") }
                 portPart = after.dropFirst()
             }
         } else if let colon = rest.lastIndex(of: ":") {
             hostPart = rest[..<colon]
             portPart = rest[rest.index(after: colon)...]
         }
-        guard !hostPart.isEmpty else { throw .invalidURL(url: HTTPProxy.masked(text), problem: "the host is empty") }
+        guard !hostPart.isEmpty else { throw invalid("the host is empty (the form is http://[user:pass@]host:port)") }
+        let allowed: (Unicode.Scalar) -> Bool = { s in
+            ("a"..."z").contains(s) || ("A"..."Z").contains(s) || ("0"..."9").contains(s) || ".-_:%".unicodeScalars.contains(s)
+        }
+        guard hostPart.unicodeScalars.allSatisfy(allowed), !(hostPart.contains(":") && !rest.hasPrefix("[")) else {
+            throw invalid("invalid host \"\(hostPart)\"")
+        }
         var port = 80
         if let portPart {
-            guard let n = Int(portPart), (1...65535).contains(n) else {
-                throw .invalidURL(url: HTTPProxy.masked(text), problem: "invalid port \"\(portPart)\"")
-            }
+            guard let n = Int(portPart), (1...65535).contains(n) else { throw invalid("invalid port \"\(portPart)\" (must be 1…65535)") }
             port = n
         }
-        self.init(host: String(hostPart), port: port, username: user, password: pass)
+        self.init(host: hostPart.lowercased(), port: port, username: user, password: pass)
     }
 
     /// `host:port` (IPv6 in brackets).
@@ -88,10 +100,10 @@ public struct HTTPProxy: Hashable, Sendable, CustomStringConvertible {
         return "http://" + username + (password == nil ? "" : ":(masked)") + "@" + authority
     }
 
-    /// `Basic base64(user:pass)` when credentials are set.
+    /// `Basic base64(user:pass)` when credentials are set: the raw secret, for the header only.
     public var authorizationHeaderValue: String? {
         guard let username else { return nil }
-        return "Basic " + WebSocketHandshake.Base64.encode(Array((username + ":" + (password ?? "")).utf8))
+        return "Basic " + Base64.encode((username + ":" + (password?.exposedValue ?? "")).utf8)
     }
 
     static func authority(host: String, port: Int) -> String {
@@ -139,42 +151,135 @@ public struct HTTPProxy: Hashable, Sendable, CustomStringConvertible {
         default: return nil
         }
     }
+}
 
-    /// The proxy for `host` from the environment, curl's rules: `https_proxy` (or `HTTPS_PROXY`) for
-    /// secure targets, `http_proxy` for plain ones (lowercase only: `HTTP_PROXY` is ignored, as CGI sets it
-    /// from a request header), then `all_proxy`/`ALL_PROXY`; none when `no_proxy`/`NO_PROXY` matches (`*`,
-    /// an exact host, or a domain suffix: `example.com` and `.example.com` match `a.example.com`).
-    /// A value that does not parse is returned as the error, so a typo is not silently ignored.
-    public static func fromEnvironment(
-        _ environment: [String: String], host: String, secure: Bool
-    ) throws(HTTPProxyError) -> HTTPProxy? {
-        func value(_ names: [String]) -> String? {
-            for n in names { if let v = environment[n], !v.isEmpty { return v } }
-            return nil
+/// A proxy in a configuration file is its URL; it is encoded masked, so that encoding a
+/// configuration for display never shows the password.
+extension HTTPProxy: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        do {
+            try self.init(url: try container.decode(String.self))
+        } catch let error as HTTPProxyError {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: error.description)
         }
-        if let noProxy = value(["no_proxy", "NO_PROXY"]), matchesNoProxy(noProxy, host: host) { return nil }
-        let names = secure ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "all_proxy", "ALL_PROXY"]
-        guard let text = value(names) else { return nil }
-        return try HTTPProxy(url: text, schemeOptional: true)
     }
 
-    /// True when `no_proxy` (comma-separated) excludes `host`.
-    public static func matchesNoProxy(_ list: String, host: String) -> Bool {
-        let h = host.lowercased()
-        for raw in list.split(separator: ",") {
-            var entry = Substring(raw.lowercased())
-            while entry.first == " " { entry = entry.dropFirst() }
-            while entry.last == " " { entry = entry.dropLast() }
-            if entry.isEmpty { continue }
-            if entry == "*" { return true }
-            // Drop a port ("example.com:443") when the entry is not an IPv6 literal.
-            if entry.filter({ $0 == ":" }).count == 1, let colon = entry.firstIndex(of: ":") { entry = entry[..<colon] }
-            if entry.hasPrefix("[") && entry.hasSuffix("]") { entry = entry.dropFirst().dropLast() }
-            if entry.hasPrefix("*.") { entry = entry.dropFirst() }
-            if entry.hasPrefix(".") { entry = entry.dropFirst() }
-            if h == entry || h.hasSuffix("." + entry) { return true }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+extension HTTPProxy {
+    /// The proxy settings of a process environment: `https_proxy`, `http_proxy` and `no_proxy`,
+    /// each in lower or upper case (lower case wins when both are set; an empty value counts as unset).
+    ///
+    /// - `wss://` and `https://` destinations use `https_proxy`; `ws://` and `http://` use `http_proxy`.
+    /// - `no_proxy` is a comma-separated list: `*` (no proxy at all), a host or domain
+    ///   (`example.com` matches it and every subdomain), a leading dot or `*.` (`.example.com`
+    ///   matches subdomains only), an IP literal (IPv6 in brackets when a port follows), each
+    ///   optionally with `:port` to match that port only. Matching ignores case.
+    /// - A proxy value may leave out `http://`. One that does not parse is reported when it would be
+    ///   used, naming its variable, so a typo is not silently ignored.
+    public struct Environment: Sendable {
+        private var https: (variable: String, proxy: Result<HTTPProxy, HTTPProxyError>)?
+        private var http: (variable: String, proxy: Result<HTTPProxy, HTTPProxyError>)?
+        private var noProxy: [NoProxyEntry]
+        /// The variable `no_proxy` came from, if any.
+        public let noProxyVariable: String?
+
+        public init(_ environment: [String: String]) {
+            func lookup(_ lower: String) -> (value: String, variable: String)? {
+                for name in [lower, lower.uppercased()] {
+                    if let value = environment[name], value.contains(where: { $0 != " " && $0 != "\t" }) {
+                        return (value, name)
+                    }
+                }
+                return nil
+            }
+            func parsed(_ found: (value: String, variable: String)?) -> (variable: String, proxy: Result<HTTPProxy, HTTPProxyError>)? {
+                found.map { found in
+                    (found.variable, Result { () throws(HTTPProxyError) in try HTTPProxy(url: found.value, schemeOptional: true) })
+                }
+            }
+            https = parsed(lookup("https_proxy"))
+            http = parsed(lookup("http_proxy"))
+            let no = lookup("no_proxy")
+            noProxyVariable = no?.variable
+            noProxy = (no?.value ?? "").split(separator: ",").compactMap { NoProxyEntry(String($0)) }
         }
-        return false
+
+        /// Whether `no_proxy` excludes `host:port`.
+        public func bypasses(host: String, port: Int) -> Bool {
+            noProxy.contains { $0.matches(host: host, port: port) }
+        }
+
+        /// The proxy for a destination and the variable it came from; nil to connect directly.
+        /// - Parameter secure: `wss://`/`https://` (true) or `ws://`/`http://` (false).
+        public func proxy(secure: Bool, host: String, port: Int) -> Result<(HTTPProxy, String)?, EnvironmentError> {
+            guard let setting = secure ? https : http, !bypasses(host: host, port: port) else { return .success(nil) }
+            switch setting.proxy {
+            case .success(let proxy): return .success((proxy, setting.variable))
+            case .failure(let error): return .failure(EnvironmentError(variable: setting.variable, error: error))
+            }
+        }
+    }
+
+    /// A proxy variable of the environment that would be used is not a valid proxy URL.
+    public struct EnvironmentError: Error, Hashable, Sendable, CustomStringConvertible {
+        /// The variable's name as set (`https_proxy`, `HTTPS_PROXY`…).
+        public var variable: String
+        public var error: HTTPProxyError
+        public var description: String { "\(variable): \(error)" }
+    }
+}
+
+/// One entry of `no_proxy`.
+private struct NoProxyEntry: Sendable {
+    /// Lower-case host, domain or IP (no brackets); empty for `*`.
+    var host = ""
+    /// Matches subdomains only (`.example.com`, `*.example.com`).
+    var subdomainsOnly = false
+    /// Only this port, when given.
+    var port: Int?
+    /// `*`: everything.
+    var matchesAll = false
+
+    /// Parses one comma-separated item; nil for an empty item.
+    init?(_ raw: String) {
+        var text = Substring(raw.lowercased())
+        while text.first == " " || text.first == "\t" { text = text.dropFirst() }
+        while text.last == " " || text.last == "\t" { text = text.dropLast() }
+        if text.isEmpty { return nil }
+        if text == "*" { matchesAll = true; return }
+        if text.hasPrefix("[") {
+            // [v6] or [v6]:port
+            guard let close = text.firstIndex(of: "]") else { host = String(text); return }
+            host = String(text[text.index(after: text.startIndex)..<close])
+            let after = text[text.index(after: close)...]
+            if after.hasPrefix(":"), let p = Int(after.dropFirst()) { port = p }
+            return
+        }
+        if text.filter({ $0 == ":" }).count == 1, let colon = text.firstIndex(of: ":") {
+            if let p = Int(text[text.index(after: colon)...]) { port = p }
+            text = text[..<colon]
+        }
+        if text.hasPrefix("*.") { text = text.dropFirst(2); subdomainsOnly = true }
+        else if text.hasPrefix(".") { text = text.dropFirst(); subdomainsOnly = true }
+        if text.hasSuffix(".") { text = text.dropLast() }
+        host = String(text)
+    }
+
+    func matches(host candidate: String, port candidatePort: Int) -> Bool {
+        if matchesAll { return true }
+        if let port, port != candidatePort { return false }
+        var h = candidate.lowercased()
+        if h.hasPrefix("["), h.hasSuffix("]") { h = String(h.dropFirst().dropLast()) }
+        if h.hasSuffix(".") { h = String(h.dropLast()) }
+        if host.isEmpty { return false }
+        if h.hasSuffix("." + host) { return true }
+        return !subdomainsOnly && h == host
     }
 }
 

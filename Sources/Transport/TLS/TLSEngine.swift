@@ -228,11 +228,7 @@ public final class TLSEngine {
             return i2d_X509_PUBKEY(publicKey, &cursor)
         }
         guard written == length else { return nil }
-        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        SHA256(der, der.count, &digest)
-        var encoded = [UInt8](repeating: 0, count: 64)
-        let count = EVP_EncodeBlock(&encoded, digest, Int32(digest.count))
-        return String(decoding: encoded[0..<Int(count)], as: UTF8.self)
+        return Base64.encode(Digest.sha256(der))
     }
 
     private func makeInfo() -> TLSConnectionInfo {

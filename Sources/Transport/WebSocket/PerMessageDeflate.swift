@@ -228,7 +228,7 @@ public enum PerMessageDeflateError: Error, Hashable, Sendable, CustomStringConve
     }
 }
 
-// MARK: - the codecs (deflate: zlib; inflate: DeflateDecoder)
+// MARK: - the codecs: zlib's raw deflate and inflate
 
 /// Why inflating a message failed.
 public enum InflateFailure: Error, Sendable, Hashable, CustomStringConvertible {
@@ -249,10 +249,10 @@ public enum InflateFailure: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Compresses messages for one direction (raw deflate, trailing `00 00 FF FF` stripped): the
-/// codec ``WebSocketProtocol`` uses for permessage-deflate. Public so benchmarks and tools can
-/// measure or use it alone; not thread-safe (one owner).
+/// codec ``WebSocketProtocol`` uses for permessage-deflate. Not thread-safe (one owner).
 public final class MessageDeflater {
-    private let strm: UnsafeMutablePointer<z_stream>
+    /// zlib keeps a pointer back to its `z_stream`: it must not move, so it lives on the heap.
+    private let stream: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
 
     /// - Parameters:
@@ -260,130 +260,171 @@ public final class MessageDeflater {
     ///   - noContextTakeover: reset the compression context after every message.
     ///   - level: zlib level 0...9; `memoryLevel`: 1...9.
     public init(windowBits: Int, noContextTakeover: Bool, level: Int, memoryLevel: Int) {
-        strm = .allocate(capacity: 1)
+        stream = .allocate(capacity: 1)
         self.noContextTakeover = noContextTakeover
         // zlib cannot deflate with a 2^8 window; 9 is safe for a peer inflating with 8 (see above).
         let bits = Int32(max(9, min(15, windowBits)))
-        let rc = smartico_deflate_init_raw(strm, Int32(max(0, min(9, level))), bits, Int32(max(1, min(9, memoryLevel))))
+        let rc = smartico_deflate_init_raw(stream, Int32(max(0, min(9, level))), bits, Int32(max(1, min(9, memoryLevel))))
         precondition(rc == Z_OK, "deflateInit2 failed with \(rc) (out of memory?)")
     }
 
     deinit {
-        deflateEnd(strm)
-        strm.deallocate()
+        deflateEnd(stream)
+        stream.deallocate()
     }
 
-    /// Output staging buffer, allocated once: zlib writes here, produced bytes are appended to `out`.
-    private var staging = [UInt8](repeating: 0, count: 16384)
-
-    /// Appends the compressed form of `message` to `out` (one whole message).
+    /// Appends the compressed form of `message` (one whole message) to `out`.
     public func compress(_ message: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         let start = out.count
-        // zlib counts in UInt32: feed messages of 4 GiB and more in slices.
-        var offset = 0
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        var input = message[...]
         repeat {
-            let n = min(message.count - offset, 1 << 30)
-            compressSlice(message.baseAddress.map { $0 + offset }, n, flush: offset + n == message.count, into: &out)
-            offset += n
-        } while offset < message.count
+            let piece = input.prefix(1 << 30)  // zlib counts in UInt32
+            input = input.dropFirst(piece.count)
+            stream.pointee.next_in = UnsafeMutablePointer(mutating: UnsafeRawBufferPointer(rebasing: piece).baseAddress?.assumingMemoryBound(to: Bytef.self))
+            stream.pointee.avail_in = UInt32(piece.count)
+            let flush = input.isEmpty ? Z_SYNC_FLUSH : Z_NO_FLUSH
+            repeat {
+                let produced = chunk.withUnsafeMutableBytes { raw in
+                    stream.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.pointee.avail_out = UInt32(raw.count)
+                    let rc = deflate(stream, flush)
+                    precondition(rc == Z_OK || rc == Z_BUF_ERROR, "deflate failed with \(rc)")
+                    return raw.count - Int(stream.pointee.avail_out)
+                }
+                out.append(contentsOf: chunk[..<produced])
+            } while stream.pointee.avail_out == 0
+        } while !input.isEmpty
+        stream.pointee.next_in = nil
+        stream.pointee.next_out = nil
         // A sync flush ends with an empty stored block: 00 00 FF FF. RFC 7692 §7.2.1: remove it.
-        // (Compared byte by byte: an array literal here would be a heap allocation per message.)
-        let n = out.count
-        if n - start >= 4 && out[n - 4] == 0 && out[n - 3] == 0 && out[n - 2] == 0xFF && out[n - 1] == 0xFF {
+        if out.count - start >= 4 && out.suffix(4).elementsEqual(MessageInflater.tail) {
             out.removeLast(4)
         }
         // An empty message right after a flush makes zlib produce nothing; an empty payload would
         // inflate as a broken stored block. RFC 7692 §7.2.3.6: send a single 0x00 byte instead.
         if out.count == start { out.append(0) }
-        if noContextTakeover { deflateReset(strm) }
-    }
-
-    private func compressSlice(_ base: UnsafeRawPointer?, _ count: Int, flush: Bool, into out: inout [UInt8]) {
-        strm.pointee.next_in = UnsafeMutablePointer(mutating: base?.assumingMemoryBound(to: Bytef.self))
-        strm.pointee.avail_in = UInt32(count)
-        let mode = flush ? Z_SYNC_FLUSH : Z_NO_FLUSH
-        while true {
-            let (produced, full): (Int, Bool) = staging.withUnsafeMutableBytes { raw in
-                strm.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
-                strm.pointee.avail_out = UInt32(raw.count)
-                let rc = deflate(strm, mode)
-                precondition(rc == Z_OK || rc == Z_BUF_ERROR, "deflate failed with \(rc)")
-                return (raw.count - Int(strm.pointee.avail_out), strm.pointee.avail_out == 0)
-            }
-            out.append(contentsOf: staging[0 ..< produced])
-            if !full && strm.pointee.avail_in == 0 { break }
-        }
-        strm.pointee.next_in = nil
-        strm.pointee.next_out = nil
+        if noContextTakeover { deflateReset(stream) }
     }
 }
 
-/// Inflates messages for one direction, with a cap on the output: the codec ``WebSocketProtocol``
-/// uses for permessage-deflate. A message's compressed pieces (frames, or parts of one) are gathered
-/// and decoded whole at ``finish(limit:into:)`` by ``DeflateDecoder`` (docs/transport.md,
-/// "Inflate"). Public so benchmarks and tools can measure or use it alone; not thread-safe (one
-/// owner).
+/// Inflates messages for one direction with zlib, with a cap on the output and on the input: the
+/// codec ``WebSocketProtocol`` uses for permessage-deflate. Each piece of a compressed message
+/// (a frame, or the part of one a read brought) is inflated as it arrives, in chunks of at most
+/// 16 KiB, so the message never holds more than `limit + 1` bytes: a small message that inflates
+/// to gigabytes is refused after `limit + 1`. Not thread-safe (one owner).
 public final class MessageInflater {
-    private let decoder: DeflateDecoder
+    /// zlib keeps a pointer back to its `z_stream`: it must not move, so it lives on the heap.
+    private let stream: UnsafeMutablePointer<z_stream>
     private let noContextTakeover: Bool
-    /// The message's compressed bytes so far.
-    /// Not checked for exclusive access at run time (see `WebSocketProtocol.parser`): only this
-    /// class's synchronous methods touch it.
-    @exclusivity(unchecked) private var pending: [UInt8] = []
+    /// Compressed bytes of the message so far.
+    private var compressedCount = 0
+    /// The message held a final block (BFINAL): the rest of it is ignored, and the next message
+    /// starts a new stream.
+    private var streamEnded = false
+    /// Where zlib writes before the bytes are appended to the message.
+    private var chunk = [UInt8](repeating: 0, count: 16 << 10)
+
+    /// The empty stored block a sender strips from the end of every message (RFC 7692 §7.2.2).
+    static let tail: [UInt8] = [0, 0, 0xFF, 0xFF]
 
     /// - Parameters:
     ///   - windowBits: the peer's window, 8...15.
     ///   - noContextTakeover: reset the context after every message (as negotiated for the peer).
     public init(windowBits: Int, noContextTakeover: Bool) {
-        decoder = DeflateDecoder(windowBits: windowBits)
+        stream = .allocate(capacity: 1)
         self.noContextTakeover = noContextTakeover
+        let rc = smartico_inflate_init_raw(stream, Int32(max(8, min(15, windowBits))))
+        precondition(rc == Z_OK, "inflateInit2 failed with \(rc) (out of memory?)")
     }
 
-    private static let tail: [UInt8] = [0, 0, 0xFF, 0xFF]
+    deinit {
+        inflateEnd(stream)
+        stream.deallocate()
+    }
 
     /// The most compressed bytes a message of at most `limit` bytes is taken with. DEFLATE's worst
     /// expansion is small (stored blocks: 5 bytes per 64 KiB; fixed codes: 9 bits for some bytes):
-    /// a message past this is refused before it is decoded, as one past `limit` is while it is.
+    /// a message past this is refused before zlib sees more of it.
     public static func compressedLimit(_ limit: Int) -> Int {
         let (quarter, _) = (limit / 4).addingReportingOverflow(1024)
         let (sum, overflow) = limit.addingReportingOverflow(quarter)
         return overflow ? Int.max : sum
     }
 
-    /// Takes a piece of a compressed message (decoded with the rest by ``finish(limit:into:)``:
-    /// `out` is not written here); throws when the message's compressed bytes pass
-    /// ``compressedLimit(_:)``.
+    /// Inflates a piece of a compressed message, appending to `out`, which never grows past
+    /// `limit + 1` bytes. Throws when the output passes `limit` or the message's compressed bytes
+    /// pass ``compressedLimit(_:)``; after a failure the context is reset.
     public func inflate(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
         guard !input.isEmpty else { return }
-        let total = pending.count + input.count
-        guard total <= Self.compressedLimit(limit) else {
-            pending = []
-            throw .compressedTooLarge(bytes: total)
+        compressedCount += input.count
+        do throws(InflateFailure) {
+            guard compressedCount <= Self.compressedLimit(limit) else { throw .compressedTooLarge(bytes: compressedCount) }
+            try feed(input, limit: limit, into: &out)
+        } catch {
+            endMessage(reset: true)
+            throw error
         }
-        pending.append(contentsOf: input)
     }
 
-    /// Ends a message: appends the stripped `00 00 FF FF` tail, decodes the message into `out`
-    /// (which never grows past `limit + 1` bytes) and resets the context if negotiated.
+    /// Ends a message: feeds the stripped `00 00 FF FF` tail, checks that the message ended on a
+    /// block boundary, and resets the context if negotiated.
     public func finish(limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
-        pending.append(contentsOf: Self.tail)
-        defer {
-            // A big message's buffer is not kept for the next one.
-            if pending.capacity > 1 << 16 { pending = [] } else { pending.removeAll(keepingCapacity: true) }
-        }
-        let room = limit - out.count
-        guard room >= 0 else { throw .tooLarge(produced: out.count) }
-        do {
-            _ = try withTypedBytes(pending) { (raw) throws(DeflateDecoder.Failure) in
-                try decoder.decodeMessage(raw, limit: room, into: &out)
+        do throws(InflateFailure) {
+            try withTypedBytes(Self.tail) { (raw) throws(InflateFailure) in try feed(raw, limit: limit, into: &out) }
+            // zlib sets 128 in data_type when it stopped at a block boundary. A message cut off
+            // inside a block would otherwise go on into the next message.
+            guard streamEnded || stream.pointee.data_type & 128 != 0 else {
+                throw .invalidData("the compressed message ends inside a block")
             }
         } catch {
-            decoder.reset()
-            switch error {
-            case .tooLarge: throw .tooLarge(produced: limit + 1)
-            case .invalid(let reason): throw .invalidData(reason)
+            endMessage(reset: true)
+            throw error
+        }
+        endMessage(reset: noContextTakeover || streamEnded)
+    }
+
+    private func endMessage(reset: Bool) {
+        if reset { inflateReset(stream) }
+        compressedCount = 0
+        streamEnded = false
+    }
+
+    private func feed(_ input: UnsafeRawBufferPointer, limit: Int, into out: inout [UInt8]) throws(InflateFailure) {
+        guard out.count <= limit else { throw .tooLarge(produced: out.count) }
+        defer {
+            stream.pointee.next_in = nil
+            stream.pointee.next_out = nil
+        }
+        var rest = input[...]
+        while !rest.isEmpty && !streamEnded {
+            let piece = rest.prefix(1 << 30)  // zlib counts in UInt32
+            rest = rest.dropFirst(piece.count)
+            stream.pointee.next_in = UnsafeMutablePointer(mutating: UnsafeRawBufferPointer(rebasing: piece).baseAddress!.assumingMemoryBound(to: Bytef.self))
+            stream.pointee.avail_in = UInt32(piece.count)
+            while true {
+                // At most one byte past the limit: enough to know the message is too large.
+                let room = limit - out.count < chunk.count ? limit - out.count + 1 : chunk.count
+                var rc: Int32 = Z_OK
+                let produced = chunk.withUnsafeMutableBytes { raw in
+                    stream.pointee.next_out = raw.baseAddress!.assumingMemoryBound(to: Bytef.self)
+                    stream.pointee.avail_out = UInt32(room)
+                    rc = COpenSSL.inflate(stream, Z_SYNC_FLUSH)
+                    return room - Int(stream.pointee.avail_out)
+                }
+                out.append(contentsOf: chunk[..<produced])
+                if out.count > limit { throw .tooLarge(produced: out.count) }
+                if rc == Z_STREAM_END {
+                    streamEnded = true
+                    break
+                }
+                guard rc == Z_OK || rc == Z_BUF_ERROR else {
+                    let message = stream.pointee.msg.map { String(cString: $0) } ?? "zlib error \(rc)"
+                    throw .invalidData(message)
+                }
+                // All of the piece taken and room left, or no progress possible: done with the piece.
+                if rc == Z_BUF_ERROR || (stream.pointee.avail_in == 0 && stream.pointee.avail_out > 0) { break }
             }
         }
-        if noContextTakeover { decoder.reset() }
     }
 }

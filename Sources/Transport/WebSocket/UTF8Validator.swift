@@ -4,7 +4,6 @@
 /// arrives. It fails fast: a byte is rejected as soon as the bytes seen so far cannot be the
 /// prefix of valid UTF-8 (RFC 6455 §8.1), e.g. `ED A0` (a surrogate) is rejected at `A0`,
 /// `F4 90` (> U+10FFFF) at `90`, `E0 80` (overlong) at `80`, `C0`/`C1`/`F5`–`FF` at once.
-/// ASCII runs are skipped 16 bytes at a time.
 public struct UTF8Validator: Sendable, Hashable {
     /// Continuation bytes still expected for the current sequence (0 = between characters).
     private var needed: UInt8 = 0
@@ -26,46 +25,10 @@ public struct UTF8Validator: Sendable, Hashable {
     /// offset (counted from the first byte ever given to this validator) of the first byte that
     /// makes the input invalid. After a failure the validator's state is unspecified.
     public mutating func validate(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        let n = bytes.count
-        guard n > 0, let base = bytes.baseAddress else { return nil }
-        var i = 0
-        var needed = self.needed, lower = self.lower, upper = self.upper
-        defer {
-            self.needed = needed; self.lower = lower; self.upper = upper
-        }
-        while i < n {
+        for (i, b) in bytes.enumerated() {
             if needed == 0 {
-                // ASCII fast path: 64 bytes (eight words OR-ed together, which the compiler
-                // turns into vector ORs) at a time, then 16, then 8.
-                while i + 64 <= n {
-                    var w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 32, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 40, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 48, as: UInt64.self)
-                    w |= base.loadUnaligned(fromByteOffset: i + 56, as: UInt64.self)
-                    if w & 0x8080_8080_8080_8080 != 0 { break }
-                    i += 64
-                }
-                while i + 16 <= n {
-                    let w = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                        | base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-                    if w & 0x8080_8080_8080_8080 != 0 { break }
-                    i += 16
-                }
-                if i + 8 <= n && base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 == 0 {
-                    i += 8
-                    continue
-                }
-                if i >= n { break }
-                let b = base.load(fromByteOffset: i, as: UInt8.self)
-                if b < 0x80 {
-                    i += 1
-                    continue
-                }
                 switch b {
+                case 0x00 ... 0x7F: continue
                 case 0xC2 ... 0xDF: needed = 1; lower = 0x80; upper = 0xBF
                 case 0xE0: needed = 2; lower = 0xA0; upper = 0xBF
                 case 0xE1 ... 0xEC, 0xEE ... 0xEF: needed = 2; lower = 0x80; upper = 0xBF
@@ -77,31 +40,23 @@ public struct UTF8Validator: Sendable, Hashable {
                     count += i
                     return count
                 }
-                i += 1
             } else {
-                let b = base.load(fromByteOffset: i, as: UInt8.self)
-                if b < lower || b > upper {
+                guard b >= lower && b <= upper else {
                     count += i
                     return count
                 }
                 needed -= 1
                 lower = 0x80
                 upper = 0xBF
-                i += 1
             }
         }
-        count += n
+        count += bytes.count
         return nil
     }
 
     /// Convenience: validates a complete buffer.
     public static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
         var v = UTF8Validator()
-        let failed: Int?? = bytes.withContiguousStorageIfAvailable { v.validate(UnsafeRawBufferPointer($0)) }
-        if let failed {
-            return failed == nil && v.isComplete
-        }
-        let copy = Array(bytes)
-        return copy.withUnsafeBytes { v.validate($0) } == nil && v.isComplete
+        return Array(bytes).withUnsafeBytes { v.validate($0) } == nil && v.isComplete
     }
 }

@@ -1,5 +1,3 @@
-import COpenSSL
-
 /// Why an opening handshake failed. Each case says what was wrong and with which value.
 public enum WebSocketHandshakeError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The HTTP head was malformed or too large.
@@ -65,12 +63,7 @@ public enum WebSocketHandshake {
 
     /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`: base64(SHA-1(key + GUID)).
     public static func acceptValue(forKey key: String) -> String {
-        let input = Array((key + guid).utf8)
-        var digest = [UInt8](repeating: 0, count: 20)
-        _ = input.withUnsafeBufferPointer { i in
-            digest.withUnsafeMutableBufferPointer { d in SHA1(i.baseAddress, i.count, d.baseAddress) }
-        }
-        return Base64.encode(digest)
+        Base64.encode(Digest.sha1((key + guid).utf8))
     }
 
     /// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64.
@@ -332,7 +325,7 @@ public struct WebSocketServerHandshake: Sendable {
         let versions = h.values(for: "Sec-WebSocket-Version")
         guard versions.count == 1, versions[0] == "13" else { throw .unsupportedVersion(h.combinedValue(for: "Sec-WebSocket-Version")) }
         let keys = h.values(for: "Sec-WebSocket-Key")
-        guard keys.count == 1, let decoded = WebSocketHandshake.Base64.decode(keys[0]), decoded.count == 16 else {
+        guard keys.count == 1, let decoded = Base64.decode(keys[0]), decoded.count == 16 else {
             throw .invalidKey(h.combinedValue(for: "Sec-WebSocket-Key"))
         }
         var extensions: [WebSocketExtensionElement] = []
@@ -392,69 +385,4 @@ public struct WebSocketServerHandshake: Sendable {
         headers.add(name: "Connection", value: "close")
         return HTTPResponseHead(status: status, reason: reason, headers: headers).serialized() + body
     }
-}
-
-// MARK: - Base64
-
-extension WebSocketHandshake {
-/// Standard base64 (RFC 4648 §4), no line breaks; nested to keep the module namespace clean.
-enum Base64 {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-
-    static func encode(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count + 2) / 3 * 4)
-        var i = 0
-        while i + 3 <= bytes.count {
-            let v = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            out.append(alphabet[Int(v >> 18 & 63)]); out.append(alphabet[Int(v >> 12 & 63)])
-            out.append(alphabet[Int(v >> 6 & 63)]); out.append(alphabet[Int(v & 63)])
-            i += 3
-        }
-        let rest = bytes.count - i
-        if rest > 0 {
-            let v = UInt32(bytes[i]) << 16 | (rest == 2 ? UInt32(bytes[i + 1]) << 8 : 0)
-            out.append(alphabet[Int(v >> 18 & 63)]); out.append(alphabet[Int(v >> 12 & 63)])
-            out.append(rest == 2 ? alphabet[Int(v >> 6 & 63)] : UInt8(ascii: "="))
-            out.append(UInt8(ascii: "="))
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    /// Strict decoding: canonical padding, no whitespace. `nil` if invalid.
-    static func decode(_ s: String) -> [UInt8]? {
-        let u = Array(s.utf8)
-        guard u.count % 4 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(u.count / 4 * 3)
-        var i = 0
-        while i < u.count {
-            var v: UInt32 = 0
-            var pad = 0
-            for k in 0 ..< 4 {
-                let c = u[i + k]
-                let d: UInt32
-                switch c {
-                case 0x41 ... 0x5A: d = UInt32(c - 0x41)
-                case 0x61 ... 0x7A: d = UInt32(c - 0x61 + 26)
-                case 0x30 ... 0x39: d = UInt32(c - 0x30 + 52)
-                case UInt8(ascii: "+"): d = 62
-                case UInt8(ascii: "/"): d = 63
-                case UInt8(ascii: "="):
-                    guard i + 4 == u.count, k >= 2 else { return nil }
-                    pad += 1
-                    d = 0
-                default: return nil
-                }
-                if pad > 0 && c != UInt8(ascii: "=") { return nil }
-                v = v << 6 | d
-            }
-            out.append(UInt8(v >> 16 & 0xFF))
-            if pad < 2 { out.append(UInt8(v >> 8 & 0xFF)) }
-            if pad < 1 { out.append(UInt8(v & 0xFF)) }
-            i += 4
-        }
-        return out
-    }
-}
 }

@@ -105,30 +105,24 @@ public final class WebSocketProtocol {
     public let deflate: PerMessageDeflateParameters?
     public private(set) var state: State = .open
 
-    // The receive path's state is not checked for exclusive access at run time: it is touched only
-    // by this class's own synchronous methods, none of which reaches this object again while it
-    // holds an access (the inflater and the validator are other objects and values). Each run-time
-    // check cost ~90 instructions and a thread-local lookup; with the daemon's other hot properties
-    // marked so, ~8 % of its CPU per event (docs/benchmarks.md, "Exclusivity checks").
-    @exclusivity(unchecked) private var parser: WebSocketFrameParser
+    private var parser: WebSocketFrameParser
     private var random: any RandomNumberGenerator
     private let deflater: MessageDeflater?
     private let inflater: MessageInflater?
 
     // Message being received.
-    @exclusivity(unchecked) private var messageOpcode: WebSocketOpcode? = nil
-    @exclusivity(unchecked) private var messageCompressed = false
-    @exclusivity(unchecked) private var message: [UInt8] = []
-    @exclusivity(unchecked) private var utf8 = UTF8Validator()
+    private var messageOpcode: WebSocketOpcode? = nil
+    private var messageCompressed = false
+    private var message: [UInt8] = []
+    private var utf8 = UTF8Validator()
     // Control frame being received.
-    @exclusivity(unchecked) private var control: [UInt8] = []
-    @exclusivity(unchecked) private var frameIsControl = false
-    @exclusivity(unchecked) private var frameOpcode: WebSocketOpcode = .binary
-    @exclusivity(unchecked) private var ignoringData = false
+    private var control: [UInt8] = []
+    private var frameIsControl = false
+    private var frameOpcode: WebSocketOpcode = .binary
+    private var ignoringData = false
     // Close bookkeeping.
     private var closeCode: WebSocketCloseCode = .abnormalClosure
     private var closeReason = ""
-    private var scratch: [UInt8] = []
 
     /// - Parameters:
     ///   - role: client (masks its frames) or server.
@@ -278,7 +272,7 @@ public final class WebSocketProtocol {
             messageOpcode = h.opcode
             messageCompressed = h.rsv1
             ignoringData = state != .open
-            if message.capacity > 1 << 16 { message = [] } else { message.removeAll(keepingCapacity: true) }
+            message = []
             utf8.reset()
         }
     }
@@ -337,19 +331,14 @@ public final class WebSocketProtocol {
             try validateText(from: before)
         }
         messageOpcode = nil
+        let bytes = message
+        message = []
         if opcode == .text {
-            guard utf8.isComplete else { throw .truncatedUTF8InText(messageLength: message.count, at: position) }
-            if configuration.textAsBytes {
-                // The buffer goes with the event; the next message starts a new one.
-                out.events.append(.textBytes(message))
-                message = []
-                return
-            }
-            out.events.append(.text(String(decoding: message, as: UTF8.self)))
+            guard utf8.isComplete else { throw .truncatedUTF8InText(messageLength: bytes.count, at: position) }
+            out.events.append(configuration.textAsBytes ? .textBytes(bytes) : .text(String(decoding: bytes, as: UTF8.self)))
         } else {
-            out.events.append(.binary(message))
+            out.events.append(.binary(bytes))
         }
-        if message.capacity > 1 << 16 { message = [] } else { message.removeAll(keepingCapacity: true) }
     }
 
     private func controlFrame(_ out: inout WebSocketOutput) throws(WebSocketError) {
@@ -442,14 +431,13 @@ public final class WebSocketProtocol {
         guard state == .open else { throw .notOpen }
         var out = WebSocketOutput()
         if let deflater, payload.count >= configuration.compressionThreshold {
-            scratch.removeAll(keepingCapacity: true)
-            deflater.compress(payload, into: &scratch)
-            scratch.withUnsafeBytes { compressed in
+            var compressed: [UInt8] = []
+            deflater.compress(payload, into: &compressed)
+            compressed.withUnsafeBytes { compressed in
                 WebSocketFrameEncoder.writeMessage(
                     opcode: opcode, rsv: 0x4, payload: compressed, fragmentSize: configuration.outboundFragmentSize,
                     maskKey: nextMaskKey, into: &out.outbound)
             }
-            if scratch.capacity > 1 << 16 { scratch = [] }
         } else {
             WebSocketFrameEncoder.writeMessage(
                 opcode: opcode, payload: payload, fragmentSize: configuration.outboundFragmentSize,
