@@ -149,7 +149,7 @@ enum Format {
 
     /// The names of socket-api.md's events (what `tail --types` accepts).
     static let eventNames = ["engagement", "minigame", "deeplink", "message", "session", "identified", "props",
-                             "game_opening", "bridge", "error", "overflow"]
+                             "game_opening", "bridge", "error", "gap"]
 
     /// The width of the type column of `tail`.
     static let typeWidth = 12
@@ -216,9 +216,9 @@ enum Format {
             return "bcid=\(describe(d["bcid"])) " + describe(d, limit: 200)
         case "error":
             return "\(describe(d["code"])): \(describe(d["message"], limit: 1000))"
-        case "overflow":
-            let seq = describe(d["dropped_after_seq"])
-            return "this client was too slow: events after seq \(seq) were not sent (resume with --since \(seq))"
+        case "gap":
+            let first = describe(d["first_available_seq"])
+            return "\(describe(d["missed"])) event(s) were no longer in the journal (retention); continuing from seq \(first)"
         default:
             return describe(d, limit: 200)
         }

@@ -17,8 +17,9 @@ struct Tail: ParsableCommand {
 
             Runs until interrupted, --count events, or --duration seconds (exit 0). Exits 69 when \
             the daemon closes the connection (restart): run again with --since <last seq> to \
-            continue without a gap, or use --durable NAME. Exits 1 when the daemon dropped this \
-            client for reading too slowly (an overflow line says from which seq to resume).
+            continue without a gap, or use --durable NAME. A client that reads slowly is never \
+            dropped: it catches up from the journal; only one that fell behind the journal's \
+            retention gets a gap line saying how many events it missed.
 
             --durable NAME resumes after the last event NAME acknowledged; events are \
             acknowledged once printed (at least once delivery: after a crash, some may print twice).
@@ -124,10 +125,6 @@ struct Tail: ParsableCommand {
                     Output.line(Format.event(value, previousProps: &previousProps))
                 }
                 if let seq = value["seq"]?.int64Value, seq > lastSeq { lastSeq = seq }
-                if name == "overflow" {
-                    let after = value["data"]?["dropped_after_seq"]?.int64Value ?? lastSeq
-                    throw .refused(op: "tail", code: "overflow", message: "the daemon dropped this client for reading too slowly; continue with --since \(after)")
-                }
                 printed += 1
                 if let count, printed >= count {
                     try finish(connection, ack: lastSeq, acked: acked, id: nextID)

@@ -18,7 +18,7 @@ public enum SocketRequestParser {
     /// Event names a `subscribe` may filter on.
     public static let eventNames: Set<String> = [
         "engagement", "minigame", "deeplink", "message", "session", "identified", "props",
-        "game_opening", "bridge", "error", "overflow", "gap",
+        "game_opening", "bridge", "error", "gap",
     ]
 
     /// Longest durable subscription name.
