@@ -180,8 +180,8 @@ public final class TLSContext:
 
     /// Chooses how to load the system store. OpenSSL's defaults parse every certificate of the default CA file
     /// (on Debian `/usr/lib/ssl/cert.pem` → `ca-certificates.crt`, ~140 CAs) into the context at once and hold
-    /// them as long as the context lives, ~0.8 MB of heap for a daemon whose session needs one or two of them
-    /// (docs/benchmarks.md, idle RSS). The system's hashed directory (`update-ca-certificates`/`c_rehash`
+    /// them as long as the context lives, a large share of an idle daemon's heap for a session that needs one or
+    /// two of them. The system's hashed directory (`update-ca-certificates`/`c_rehash`
     /// builds it from the same CAs as the bundle) holds the same roots, read on demand. So: the directory
     /// (`SSL_CERT_DIR` or OpenSSL's default) when it holds hashed names (`1a2b3c4d.0`); OpenSSL's defaults
     /// when `SSL_CERT_FILE` names a file (the operator chose it) or no directory is hashed (a distribution
