@@ -364,7 +364,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         connections.add(1, ordering: .relaxed)
         // A safety net against a peer that sends requests without reading their answers (events
         // never come near it: they stop at `maxQueueBytes`).
-        connection.writeQueueLimit = configuration.maxQueueBytes + 4 * configuration.maxLineBytes
+        connection.writeQueueLimit = configuration.maxQueueBytes + Self.responseSlackBytes + 4 * configuration.maxLineBytes
         connection.onRead = { [unowned self, unowned peer] bytes in self.received(bytes, from: peer) }
         connection.onWritable = { [unowned self, unowned peer] in self.drained(peer) }
         connection.onClose = { [unowned self, unowned peer] _ in self.closed(peer) }
@@ -404,17 +404,22 @@ public final class SocketAPIServer: CustomStringConvertible,
         updateOutputPause(peer)
     }
 
+    /// Room for answers beyond a peer's event queue before it stops being read.
+    static let responseSlackBytes = 64 << 10
+
     /// The connection's write queue is empty again.
     private func drained(_ peer: Peer) {
         updateOutputPause(peer)
         catchUpIfRoom(peer)
     }
 
-    /// A peer that sends requests but does not read the answers (more than its queue's bound waits)
-    /// is not read until it does: the answers are never dropped, so this is what bounds them.
+    /// A peer that sends requests but does not read the answers (more than its queue's bound and
+    /// ``responseSlackBytes`` wait) is not read until it does: the answers are never dropped, so
+    /// this is what bounds them. Event lines alone never fill the slack, so a subscriber whose
+    /// queue is full of events is still read: its `ack`s are heard.
     private func updateOutputPause(_ peer: Peer) {
         guard peer.isOpen else { return }
-        let full = queuedBytes(peer) > configuration.maxQueueBytes
+        let full = queuedBytes(peer) > configuration.maxQueueBytes + Self.responseSlackBytes
         if full != peer.pausedForOutput {
             peer.pausedForOutput = full
             peer.updateReading()

@@ -527,6 +527,12 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     private func flushQueue() {
         let error = queue.flush(fd: fd)
         if error != 0 {
+            // The peer went away (EPIPE, ECONNRESET): what it sent before it did is still in our
+            // receive buffer, and is handled before the connection ends (its last request, an ack).
+            if wantsRead {
+                readFromSocket()
+                guard isOpen else { return }
+            }
             closeNow(.failed(.system(operation: "send to", target: peerName, errno: error)))
             return
         }
@@ -554,7 +560,15 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
         guard !writeFailed else { return }
         writeFailed = true
         queue.removeAll()
-        loop.execute { [self] in closeNow(.failed(error)) }
+        loop.execute { [self] in
+            guard isOpen else { return }
+            // What the peer sent before it went away is still in our receive buffer: handled first.
+            if wantsRead {
+                readFromSocket()
+                guard isOpen else { return }
+            }
+            closeNow(.failed(error))
+        }
     }
 
     // MARK: Closing
