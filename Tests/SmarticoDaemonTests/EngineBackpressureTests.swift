@@ -225,7 +225,7 @@ struct EngineBackpressureTests {
     /// A peer that asks for more than retention kept gets one `gap` naming the first seq still
     /// there, then every event from it on, in order.
     @Test func aPeerBehindRetentionGetsOneGapThenContinuesInOrder() async throws {
-        let (setup, sim, client, _) = try await Self.identifiedDaemon(journal: ["retention_events": 500])
+        let (setup, sim, client, pid) = try await Self.identifiedDaemon(journal: ["retention_events": 500])
         defer { setup.remove() }
         defer { client.close() }
         let start = try await Self.lastSeq(client)
@@ -235,7 +235,11 @@ struct EngineBackpressureTests {
         let first = try await EngineSessionTests.status(client)["journal"]?["first_seq"]?.int64Value ?? -1
         #expect(first > start + 1 && first <= last - 499, "retention kept from \(first) (last \(last))")
 
+        let idle = try #require(Self.rssKiB(pid))
+        let sampler = PeakSampler(pid: pid)
         let reader = await Self.read(path: setup.socketPath, args: ["since": 0], expect: Int(last - first + 1))
+        let peak = await sampler.stop()
+        #expect(peak - idle < 24 << 10, "VmRSS grew by \(peak - idle) KiB during the replay")
         #expect(reader.gaps.count == 1, "gaps: \(reader.gaps)")
         #expect(reader.gaps.first?["first_available_seq"]?.int64Value == first, "gap: \(reader.gaps)")
         #expect(reader.seqs.first == first && reader.seqs.last == last && Self.contiguous(reader.seqs),
@@ -248,7 +252,7 @@ struct EngineBackpressureTests {
     /// its acknowledgement: what it missed comes from the journal (a catch-up larger than its
     /// queue), then live events, in order, no duplicate.
     @Test func aDurableNameResumesAfterItsAckThroughACatchUp() async throws {
-        let (setup, sim, client, _) = try await Self.identifiedDaemon(socket: ["max_queue_bytes": 65_536])
+        let (setup, sim, client, pid) = try await Self.identifiedDaemon(socket: ["max_queue_bytes": 65_536])
         defer { setup.remove() }
         defer { client.close() }
         let start = try await Self.lastSeq(client)
@@ -263,10 +267,14 @@ struct EngineBackpressureTests {
         // 1,000 more while it is away (~2 MB: thirty times its queue), then it comes back.
         try await Self.emit(sim, count: 1_000)
         #expect(try await Self.journaled(through: start + 1_300, client))
+        let idle = try #require(Self.rssKiB(pid))
+        let sampler = PeakSampler(pid: pid)
         async let resumed = Self.read(path: setup.socketPath, args: ["durable": "kiosk"], expect: 1_150)
         try await Task.sleep(for: .milliseconds(300))
         try await Self.emit(sim, count: 50)  // live, after the catch-up
         let second = await resumed
+        let peak = await sampler.stop()
+        #expect(peak - idle < 24 << 10, "VmRSS grew by \(peak - idle) KiB during the catch-up")
         #expect(second.seqs.first == start + 201, "resumed at \(second.seqs.first ?? -1), acknowledged \(start + 200)")
         #expect(second.seqs.count == 1_150 && Self.contiguous(second.seqs),
                 "resumed: \(second.seqs.count) of 1150, contiguous \(Self.contiguous(second.seqs))")

@@ -377,7 +377,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.lingerTimer = nil
         endSubscription(peer)
         // What its queue held goes back to the heap; the daemon trims the heap once it is quiet.
-        let held = peer.out.capacity + peer.connection.queuedByteCount
+        // (Its connection's queue may be gone already: the most it ever held counts.)
+        let held = max(peer.peakQueuedBytes, peer.out.capacity + peer.connection.queuedByteCount)
         if held >= Self.releaseNoticeBytes { handler?.peerReleased(bytes: held) }
         peer.out = []
         if peers.removeValue(forKey: peer.info.connectionNumber) != nil {
