@@ -33,6 +33,11 @@ struct EngineCrashTests {
             let seq = try #require(status["journal"]?["last_seq"]?.int64Value)
             #expect(seq >= lastSeq, "round \(round): seq went back from \(lastSeq) to \(seq)")
             lastSeq = max(lastSeq, seq)
+            if seq > 0 {
+                // The counter and the journal moved together: the event numbered last_seq is readable.
+                let first = await Self.firstReplayedSeq(path: setup.socketPath, since: seq - 1)
+                #expect(first == seq, "round \(round): last_seq \(seq), but the first event after \(seq - 1) is \(first.map(String.init) ?? "none")")
+            }
 
             // A random moment: 10–300 ms into the stream (start-up, handshake, steady traffic).
             let killAt = ContinuousClock.now + .milliseconds(Int.random(in: 10...300))
@@ -113,5 +118,22 @@ struct EngineCrashTests {
             once; last seq \(lastSeq); \(killedWithRequestInFlight) kills with a request in flight; integrity_check ok
             """)
         _ = await sim.stop()
+    }
+
+    /// The seq of the first journaled event a `subscribe` with `since` replays (nil within 5 s: none).
+    static func firstReplayedSeq(path: String, since: Int64) async -> Int64? {
+        await TestExecutables.onThread {
+            guard let socket = LineSocket.connect(path: path) else { return nil }
+            defer { socket.close() }
+            guard socket.writeLine(#"{"id":1,"op":"subscribe","since":\#(since)}"#) else { return nil }
+            let deadline = Date().addingTimeInterval(5)
+            while Date() < deadline {
+                guard let line = socket.readLine(timeoutMs: 1_000) else { continue }
+                guard let o = (try? JSONValue(parsing: line))?.objectValue, o["event"] != nil,
+                      let seq = o["seq"]?.int64Value, seq > since else { continue }
+                return seq
+            }
+            return nil
+        }
     }
 }
