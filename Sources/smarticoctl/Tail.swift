@@ -118,7 +118,6 @@ struct Tail: ParsableCommand {
                 throw .badAnswer(path: connection.path, detail: "a line that is not JSON (\(error)): \(oneLine(String(decoding: line.prefix(200), as: UTF8.self)))")
             }
             if value["event"] != nil {
-                let name = value["event"]?.stringValue
                 if options.json {
                     Output.lineBytes(line)
                 } else {
