@@ -14,14 +14,17 @@ import Glibc
 /// gets one `gap`; a durable name resumes after a catch-up.
 @Suite("Engine: subscribers are cursors over the journal", .serialized)
 struct EngineBackpressureTests {
-    /// `VmRSS` of `pid` in KiB.
-    static func rssKiB(_ pid: Int32) -> Int? {
+    /// A field of `/proc/PID/status` in KiB (`VmRSS`, `RssAnon`).
+    static func statusKiB(_ pid: Int32, _ field: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            return Int(line.dropFirst("VmRSS:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return Int(line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
         }
         return nil
     }
+
+    /// `VmRSS` of `pid` in KiB.
+    static func rssKiB(_ pid: Int32) -> Int? { statusKiB(pid, "VmRSS") }
 
     /// Samples the peak `VmRSS` of `pid` every 10 ms until stopped.
     final class PeakSampler: Sendable {
@@ -98,7 +101,7 @@ struct EngineBackpressureTests {
     }
 
     /// A daemon identified against a simulator of ~2 KB engagements.
-    static func identifiedDaemon(socket: JSONObject = [:], journal: JSONObject = [:]) async throws
+    static func identifiedDaemon(socket: JSONObject = [:], journal: JSONObject = [:], logLevel: String = "info") async throws
         -> (DaemonSetup, SimProcess, DaemonClient, Int32)
     {
         let setup = try DaemonSetup()
@@ -106,7 +109,7 @@ struct EngineBackpressureTests {
         let client: DaemonClient
         do {
             sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
-            try setup.writeConfig(url: sim.serverURL, socket: socket, journal: journal, logLevel: "info")
+            try setup.writeConfig(url: sim.serverURL, socket: socket, journal: journal, logLevel: logLevel)
             client = try await setup.start()
         } catch {
             setup.remove()

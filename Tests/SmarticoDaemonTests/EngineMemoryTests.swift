@@ -13,29 +13,12 @@ import Glibc
 /// arena, whose top `malloc_trim` can shrink: `ProcessMemory.useOneArena()`).
 @Suite("Engine: memory after a burst")
 struct EngineMemoryTests {
-    static func rssAnonKiB(_ pid: Int32) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("RssAnon:") {
-            return Int(line.dropFirst("RssAnon:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
-        }
-        return nil
-    }
+    static func rssAnonKiB(_ pid: Int32) -> Int? { EngineBackpressureTests.statusKiB(pid, "RssAnon") }
 
-    /// A daemon identified against a simulator of ~2 KB engagements, and its pid.
+    /// A daemon identified against a simulator of ~2 KB engagements, and its pid (debug log: the
+    /// tests read the trim's and the backpressure's lines).
     static func identifiedDaemon() async throws -> (DaemonSetup, SimProcess, DaemonClient, Int32) {
-        let setup = try DaemonSetup()
-        let sim: SimProcess
-        let client: DaemonClient
-        do {
-            sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
-            try setup.writeConfig(url: sim.serverURL)
-            client = try await setup.start()
-        } catch {
-            setup.remove()
-            throw error
-        }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
-        return (setup, sim, client, try #require(setup.daemon?.pid))
+        try await EngineBackpressureTests.identifiedDaemon(logLevel: "debug")
     }
 
     @Test func aBurstsMemoryIsGivenBackAfterIt() async throws {
