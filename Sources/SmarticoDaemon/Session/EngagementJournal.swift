@@ -141,35 +141,19 @@ enum EngagementJournal {
         return EngagementData(message: RawJSONObject(compacting: message), popupURL: popupURL)
     }
 
-    /// The line's `data` bytes for a journal row: an `engagement` row as ``EngagementData`` writes it
-    /// (`{"message":{…},"popup_url":…}`, however `message` is spelled) gets its `bridge` back, built
-    /// from the message's bytes as on the live line; every other row is returned as it is. The row
-    /// is split where it was joined (the last `,"popup_url":` — inside `message`'s strings a quote is
-    /// escaped, and `popup_url` is a string or null), so only `message` is parsed.
+    /// The line's `data` bytes for a journal row: an `engagement` row journaled without its
+    /// `bridge` (`{"message":{…},"popup_url":…}`, however `message` is spelled) gets it back,
+    /// built from the message's bytes as on the live line; every other row (older rows that kept
+    /// `bridge`, other events, anything unexpected) is returned as it is.
     static func lineData(name: String, journaled data: [UInt8]) -> [UInt8] {
-        let head = Array(#"{"message":"#.utf8)
-        let separator = Array(#","popup_url":"#.utf8)
-        guard name == "engagement", data.count > head.count + separator.count + 1,
-              data.starts(with: head), data.last == UInt8(ascii: "}"),
-              let cut = lastRange(of: separator, in: data)
-        else { return data }
-        let popup = data[cut.upperBound ..< data.count - 1]
-        let quote = UInt8(ascii: "\"")
-        guard popup.elementsEqual("null".utf8) || (popup.count >= 2 && popup.first == quote && popup.last == quote),
-              let message = try? RawJSONObject(validating: Array(data[head.count ..< cut.lowerBound]),
-                                                 options: JSONParseOptions(maxDepth: .max))
+        let trusted = JSONParseOptions(maxDepth: .max)
+        guard name == "engagement",
+              let row = try? RawJSONObject(validating: data, options: trusted),
+              row.objectRange.upperBound == data.count,
+              row.members.count == 2,
+              row.member(row.members[0], isNamed: "message"), row.member(row.members[1], isNamed: "popup_url"),
+              let message = try? RawJSONObject(validating: Array(data[row.members[0].value]), options: trusted)
         else { return data }
         return line(journal: data, message: message)
-    }
-
-    private static func lastRange(of needle: [UInt8], in bytes: [UInt8]) -> Range<Int>? {
-        var start = bytes.count - needle.count
-        while start >= 0 {
-            if bytes[start] == needle[0], bytes[start ..< start + needle.count].elementsEqual(needle) {
-                return start ..< start + needle.count
-            }
-            start -= 1
-        }
-        return nil
     }
 }
