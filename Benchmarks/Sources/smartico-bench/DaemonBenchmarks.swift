@@ -434,6 +434,18 @@ final class DaemonBench {
         return Double(events) / ((user + system) / 1e6)
     }
 
+    /// Closes the subscribers, then measures how soon the daemon's RSS settles; the peak covers
+    /// the whole row, the close included.
+    private func closePeers(_ d: DaemonProcess, _ fds: inout [Int32], _ sampler: OpaquePointer)
+        -> (peakKB: Int64, recovery: (seconds: Double?, rssKB: Int))
+    {
+        let peak = cbench_rss_peak_kb(sampler)
+        for fd in fds { close(fd) }
+        fds = []
+        let recovery = timeUnder(d, kb: Goal.settledRSSKB, within: Goal.settleSeconds)
+        return (max(peak, cbench_rss_stop(sampler)), recovery)
+    }
+
     // MARK: Burst
 
     func burstRow() async throws {
@@ -459,11 +471,8 @@ final class DaemonBench {
         var results = [cbench_sub_result](repeating: cbench_sub_result(), count: fds.count)
         cbench_subs_join(subs, &results)
         let sent = await emitter.sent() - start
-        let peak = cbench_rss_peak_kb(sampler)
-        for fd in fds { close(fd) }
+        let (peakAll, recovery) = closePeers(d, &fds, sampler)
         closed = true
-        let recovery = timeUnder(d, kb: Goal.settledRSSKB, within: Goal.settleSeconds)
-        let peakAll = max(peak, cbench_rss_stop(sampler))
         sampling = false
 
         func seconds(_ r: cbench_sub_result) -> String { r.last_ns > t0 ? fmt(Double(r.last_ns - t0) / 1e9, 2) + " s" : "—" }
@@ -547,11 +556,8 @@ final class DaemonBench {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             return poll(&p, 1, 0) >= 0 && (p.revents & Int16(POLLHUP | POLLERR)) == 0
         }.count
-        let peak = cbench_rss_peak_kb(sampler)
-        for fd in fds { close(fd) }
+        let (peakAll, recovery) = closePeers(d, &fds, sampler)
         closed = true
-        let recovery = timeUnder(d, kb: Goal.settledRSSKB, within: Goal.settleSeconds)
-        let peakAll = max(peak, cbench_rss_stop(sampler))
         sampling = false
         report.add(RowName.replay + " (\(thousands(Double(range.last - range.first + 1))) events journaled)",
                    figure: "peak RSS \(mb(Int(peakAll)))\(peakAll >= limitKB ? " (cut short)" : "") (\(mb(before)) before); "
