@@ -365,7 +365,7 @@ actor SessionDriver {
         case .stopped:
             stopped = true
             logger.info("session stopped")
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             preconditionFailure("a store action: performStore")
         }
     }
@@ -386,7 +386,8 @@ actor SessionDriver {
         case .storeOutbox(let entry):
             let failure: OutboxStoreFailure?
             do throws(StoreError) {
-                try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes, createdMs: entry.createdMs)
+                try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes,
+                                        createdMs: entry.createdMs, user: entry.user)
                 failure = nil
             } catch {
                 if case .queueFull(let max) = error { failure = .queueFull(max: max) } else {
@@ -398,7 +399,8 @@ actor SessionDriver {
         case .storeLatest(let slot, let entry):
             let failure: OutboxStoreFailure?
             do throws(StoreError) {
-                try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes, createdMs: entry.createdMs)
+                try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes,
+                                          createdMs: entry.createdMs, user: entry.user)
                 failure = nil
             } catch {
                 logger.error("outbox write failed: \(error)")
@@ -410,11 +412,11 @@ actor SessionDriver {
             do throws(StoreError) {
                 let waiting = try await store.peek(limit: limit, kind: .socket)
                 entries = waiting.map {
-                    OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
+                    OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs, user: $0.user)
                 }
                 if waiting.count < limit {
                     entries += try await store.latestMessages().map {
-                        OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs)
+                        OutboxEntry(uuid: $0.uuid, cid: $0.cid, bytes: $0.payload, createdMs: $0.createdMs, user: $0.user)
                     }
                 }
             } catch {
@@ -424,6 +426,14 @@ actor SessionDriver {
             results.append(.outboxLoaded(entries))
         case .markSent(let uuids):
             await storeWork("markSent") { _ = try await $0.markSent(uuids) }
+        case .dropOutbox(let user):
+            var count = 0
+            do throws(StoreError) {
+                count = try await store.dropOutbox(user: user)
+            } catch {
+                logger.error("outbox delete failed: \(error)")
+            }
+            results.append(.outboxDropped(user: user, count: count))
         default:
             preconditionFailure("not a store action: performNow")
         }
@@ -652,7 +662,7 @@ extension SessionAction {
     /// every other one is performed at once.
     var awaitsStore: Bool {
         switch self {
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             true
         default:
             false

@@ -41,7 +41,9 @@ extension SessionInput: CustomStringConvertible {
             }
         case .outboxStored(let uuid, let failure): "outboxStored(\(uuid)\(failure.map { ", failure: \($0)" } ?? ""))"
         case .outboxLoaded(let entries): "outboxLoaded(\(entries.count) messages)"
+        case .outboxDropped(let user, let count): "outboxDropped(\(user ?? "anonymous"), \(count))"
         case .request(let id, let r): "request(\(id), \(r))"
+        case .abandon(let ids): "abandon(\(ids.count) requests)"
         case .shutdown: "shutdown"
         case .reload: "reload"
         }
@@ -67,6 +69,7 @@ extension SessionAction: CustomStringConvertible {
         case .storeLatest(let slot, let e): "storeLatest(\(slot), uuid=\(e.uuid))"
         case .loadOutbox(let limit): "loadOutbox(\(limit))"
         case .markSent(let uuids): "markSent(\(uuids.count))"
+        case .dropOutbox(let user): "dropOutbox(\(user ?? "anonymous"))"
         case .emit(let e): "emit(\(e.name)\(e.journaled ? ", journaled" : ""))"
         case .journalOnce(let user, let uid, let e): "journalOnce(\(e.name), user: \(user), uid: \(uid))"
         case .reply(let id, let r):

@@ -40,6 +40,27 @@ extension SessionMachine {
         }
     }
 
+    /// The peer of these requests went away: they are forgotten. A message already being stored
+    /// stays queued (it was accepted); a `request` not yet answered is not sent any more.
+    mutating func abandon(_ ids: [SessionRequestID]) {
+        let gone = Set(ids)
+        pending.removeAll { gone.contains($0.id) }
+        identifyWaiters.removeAll { gone.contains($0.id) }
+        logoutWaiters.removeAll { gone.contains($0) }
+        for (uuid, w) in awaitingStore where w.id.map(gone.contains) == true { awaitingStore[uuid]?.id = nil }
+        rescheduleRequestTimer()
+    }
+
+    /// Messages of `user` that could not be sent under that user were removed from the outbox.
+    mutating func onOutboxDropped(user: String?, count: Int, now: Int64) {
+        guard count > 0 else { return }
+        let who = user.map { "user \($0)" } ?? "the anonymous session"
+        var d: JSONObject = ["code": .string("outbox_dropped"), "count": .number(Int64(count)),
+                             "user": user.map(JSONValue.string) ?? .null]
+        d["message"] = .string("dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available")
+        emit("error", .object(d), journaled: false)
+    }
+
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
     func checkForSend(_ o: JSONObject, field: String) -> SessionReplyError? {
         guard let cidValue = o["cid"] else { return SessionReplyError(.badRequest, "\(field).cid is missing (an integer class id)") }

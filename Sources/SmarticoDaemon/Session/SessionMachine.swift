@@ -258,7 +258,9 @@ public struct SessionMachine: Sendable {
         case .hashResult(let token, let outcome): onHashResult(token, outcome, now: now)
         case .outboxStored(let uuid, let failure): onOutboxStored(uuid, failure, now: now)
         case .outboxLoaded(let entries): onOutboxLoaded(entries, now: now)
+        case .outboxDropped(let user, let count): onOutboxDropped(user: user, count: count, now: now)
         case .request(let id, let request): onRequest(id, request, now: now)
+        case .abandon(let ids): abandon(ids)
         case .shutdown: onShutdown(now: now)
         case .reload(let newConfig): onReload(newConfig, now: now)
         }

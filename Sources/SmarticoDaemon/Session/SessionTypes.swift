@@ -94,12 +94,15 @@ public struct OutboxEntry: Sendable, Equatable {
     public var cid: Int
     public var bytes: [UInt8]
     public var createdMs: Int64
+    /// The user it was made for; nil: made on an anonymous session (session rule 5).
+    public var user: String?
 
-    public init(uuid: String, cid: Int, bytes: [UInt8], createdMs: Int64) {
+    public init(uuid: String, cid: Int, bytes: [UInt8], createdMs: Int64, user: String? = nil) {
         self.uuid = uuid
         self.cid = cid
         self.bytes = bytes
         self.createdMs = createdMs
+        self.user = user
     }
 }
 
@@ -267,8 +270,12 @@ public enum SessionInput: Sendable, Equatable {
     case outboxStored(uuid: String, failure: OutboxStoreFailure?)
     /// The result of `.loadOutbox`: the waiting messages, oldest first.
     case outboxLoaded([OutboxEntry])
+    /// The result of `.dropOutbox(user:)`: how many messages were removed.
+    case outboxDropped(user: String?, count: Int)
     /// A socket API request.
     case request(SessionRequestID, SessionRequest)
+    /// The peer that made these requests went away: forget them (no answer is sent).
+    case abandon([SessionRequestID])
     /// SIGTERM/SIGINT.
     case shutdown
     /// SIGHUP with the reloaded configuration.
@@ -314,6 +321,9 @@ public enum SessionAction: Sendable, Equatable {
     /// `store.latestMessages()`; report `.outboxLoaded` with both, in that order. (The machine
     /// skips the messages it already wrote on the connection.)
     case loadOutbox(limit: Int)
+    /// `store.dropOutbox(user:)`: these messages can never be sent under their own user; report
+    /// `.outboxDropped`.
+    case dropOutbox(user: String?)
     /// `store.markSent(uuids)`: the server proved it read these outbox messages (a PONG to a
     /// PING written after them, or the clean end of a close we started); they leave the outbox.
     /// Outbox messages written but never confirmed stay and are sent again, same uuid, on the

@@ -94,7 +94,7 @@ public actor SmarticoStore {
             try connection.execute("PRAGMA synchronous = FULL")
             // Bound the WAL file left after checkpoints.
             try connection.execute("PRAGMA journal_size_limit = 4194304")
-            if empty { try StoreSchema.create(connection) }
+            if empty { try StoreSchema.create(connection) } else { try StoreSchema.migrate(connection) }
         } catch {
             connection.close()
             throw Self.storeError(error)
@@ -259,11 +259,11 @@ public actor SmarticoStore {
 
     // MARK: outbox
 
-    /// Stores a client message accepted while offline, after the ones already waiting.
-    /// Throws `.queueFull` when `maxOutboxMessages` are waiting and `.duplicateUUID` for a uuid already
-    /// in the outbox. On return the message is on disk.
+    /// Stores a client message made for `user` (nil: on an anonymous session), after the ones already
+    /// waiting. Throws `.queueFull` when `maxOutboxMessages` are waiting and `.duplicateUUID` for a
+    /// uuid already in the outbox. On return the message is on disk.
     public func enqueue(
-        uuid: String, cid: Int, kind: OutboxKind = .socket, payload: [UInt8], createdMs: Int64
+        uuid: String, cid: Int, kind: OutboxKind = .socket, payload: [UInt8], createdMs: Int64, user: String? = nil
     ) throws(StoreError) {
         let max = options.maxOutboxMessages
         try inTransaction { db in
@@ -272,8 +272,9 @@ public actor SmarticoStore {
             if try db.queryFirst("SELECT 1 FROM outbox WHERE uuid = ?", [.text(uuid)], { _ in true }) != nil {
                 throw StoreError.duplicateUUID(uuid)
             }
-            try db.run("INSERT INTO outbox(uuid, cid, kind, payload, created_ms) VALUES (?, ?, ?, ?, ?)",
-                       [.text(uuid), .integer(Int64(cid)), .text(kind.rawValue), .blob(payload), .integer(createdMs)])
+            try db.run("INSERT INTO outbox(uuid, cid, kind, payload, created_ms, user) VALUES (?, ?, ?, ?, ?, ?)",
+                       [.text(uuid), .integer(Int64(cid)), .text(kind.rawValue), .blob(payload), .integer(createdMs),
+                        user.map { .text($0) } ?? .null])
         }
     }
 
@@ -281,11 +282,11 @@ public actor SmarticoStore {
     public func peek(limit: Int, kind: OutboxKind? = nil) throws(StoreError) -> [OutboxMessage] {
         guard limit > 0 else { return [] }
         return try withDB { db in
-            let columns = "SELECT position, uuid, cid, kind, payload, created_ms, attempts FROM outbox"
+            let columns = "SELECT position, uuid, cid, kind, payload, created_ms, attempts, user FROM outbox"
             let map: (SQLiteRow) -> OutboxMessage = { row in
                 OutboxMessage(position: row.int64(0), uuid: row.text(1), cid: Int(row.int64(2)),
                               kind: OutboxKind(rawValue: row.text(3)) ?? .socket, payload: row.blob(4),
-                              createdMs: row.int64(5), attempts: Int(row.int64(6)))
+                              createdMs: row.int64(5), attempts: Int(row.int64(6)), user: row.optionalText(7))
             }
             if let kind {
                 return try db.query(columns + " WHERE kind = ? ORDER BY position LIMIT ?",
@@ -312,6 +313,22 @@ public actor SmarticoStore {
         }
     }
 
+    /// Removes every waiting message made for `user` (nil: the anonymous ones), outbox rows and
+    /// latest-value slots, in one transaction; returns how many. For messages that can never be sent
+    /// under their own user (daemon.md, session rule 5).
+    @discardableResult
+    public func dropOutbox(user: String?) throws(StoreError) -> Int {
+        try inTransaction { db in
+            let match = user == nil ? "user IS NULL" : "user = ?"
+            let args: [SQLiteValue] = user.map { [.text($0)] } ?? []
+            try db.run("DELETE FROM outbox WHERE " + match, args)
+            var removed = db.changes
+            try db.run("DELETE FROM latest WHERE " + match, args)
+            removed += db.changes
+            return removed
+        }
+    }
+
     /// Counts one more sending attempt for these outbox messages (HTTP retries).
     public func recordAttempt(_ uuids: [String]) throws(StoreError) {
         guard !uuids.isEmpty else { return }
@@ -324,14 +341,16 @@ public actor SmarticoStore {
 
     /// Puts a message in a latest-value-only slot (e.g. `language`), replacing what waited there.
     /// Slots do not count against `maxOutboxMessages`.
-    public func putLatest(slot: String, uuid: String, cid: Int, payload: [UInt8], createdMs: Int64) throws(StoreError) {
+    public func putLatest(slot: String, uuid: String, cid: Int, payload: [UInt8], createdMs: Int64,
+                          user: String? = nil) throws(StoreError) {
         try inTransaction { db in
             try db.run("""
-                INSERT INTO latest(slot, uuid, cid, payload, created_ms) VALUES (?, ?, ?, ?, ?)
+                INSERT INTO latest(slot, uuid, cid, payload, created_ms, user) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(slot) DO UPDATE SET uuid = excluded.uuid, cid = excluded.cid,
-                    payload = excluded.payload, created_ms = excluded.created_ms
+                    payload = excluded.payload, created_ms = excluded.created_ms, user = excluded.user
                 """,
-                [.text(slot), .text(uuid), .integer(Int64(cid)), .blob(payload), .integer(createdMs)])
+                [.text(slot), .text(uuid), .integer(Int64(cid)), .blob(payload), .integer(createdMs),
+                 user.map { .text($0) } ?? .null])
         }
     }
 
@@ -339,9 +358,9 @@ public actor SmarticoStore {
     /// a newer value put meanwhile has another uuid and stays.
     public func latestMessages() throws(StoreError) -> [LatestMessage] {
         try withDB { db in
-            try db.query("SELECT slot, uuid, cid, payload, created_ms FROM latest ORDER BY created_ms, slot") { row in
+            try db.query("SELECT slot, uuid, cid, payload, created_ms, user FROM latest ORDER BY created_ms, slot") { row in
                 LatestMessage(slot: row.text(0), uuid: row.text(1), cid: Int(row.int64(2)),
-                              payload: row.blob(3), createdMs: row.int64(4))
+                              payload: row.blob(3), createdMs: row.int64(4), user: row.optionalText(5))
             }
         }
     }

@@ -1,13 +1,14 @@
 // The store's schema: one CREATE script, version 1. `PRAGMA application_id` marks a database as this
 // format, so one written by a development build of smarticod (which used `user_version` 1 to 8 and
 // kept its events in segment files beside the database) is told apart from one of a newer release.
-// A later change adds a step from version 1 to 2 here.
+// Each later version adds one step to `migrations`; a store of an older version is brought up to date
+// when it is opened, in one transaction.
 
 enum StoreSchema {
     /// `PRAGMA application_id` of a smarticod store ("SMCD").
     static let applicationID: Int32 = 0x534D_4344
     /// The schema version this code writes.
-    static let version = 1
+    static let version = 2
 
     static let createSQL = """
         CREATE TABLE meta(
@@ -42,7 +43,10 @@ enum StoreSchema {
             kind TEXT NOT NULL CHECK (kind IN ('socket', 'http')),
             payload BLOB NOT NULL,
             created_ms INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0
+            attempts INTEGER NOT NULL DEFAULT 0,
+            -- The user the message was made for; NULL: made on an anonymous session (daemon.md,
+            -- session rule 5: it is sent only on a session identified as that user, or anonymous).
+            user TEXT
         );
         -- Latest-value-only messages (the language op): one row per slot, replaced by a new value.
         CREATE TABLE latest(
@@ -50,11 +54,15 @@ enum StoreSchema {
             uuid TEXT NOT NULL,
             cid INTEGER NOT NULL,
             payload BLOB NOT NULL,
-            created_ms INTEGER NOT NULL
+            created_ms INTEGER NOT NULL,
+            user TEXT
         ) WITHOUT ROWID;
+        -- Durable subscriber cursors; owner_uid: the peer uid that created the name (socket-api.md,
+        -- "Permissions"); NULL for a name made before names had owners.
         CREATE TABLE cursors(
             name TEXT PRIMARY KEY NOT NULL,
-            seq INTEGER NOT NULL
+            seq INTEGER NOT NULL,
+            owner_uid INTEGER
         ) WITHOUT ROWID;
         CREATE TABLE user(
             id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -73,6 +81,20 @@ enum StoreSchema {
             app_package_id TEXT
         );
         """
+
+    /// `migrations[v - 1]` brings a version-`v` store to version `v + 1`.
+    static let migrations: [String] = [
+        // 1 → 2: outbox messages and latest-value slots carry their user. Those already waiting were
+        // made before rows had one: they are given the stored user (the one the daemon acted for),
+        // or stay anonymous when there is none. Cursors get an owner.
+        """
+        ALTER TABLE outbox ADD COLUMN user TEXT;
+        ALTER TABLE latest ADD COLUMN user TEXT;
+        ALTER TABLE cursors ADD COLUMN owner_uid INTEGER;
+        UPDATE outbox SET user = (SELECT ext_user_id FROM user WHERE id = 1);
+        UPDATE latest SET user = (SELECT ext_user_id FROM user WHERE id = 1);
+        """,
+    ]
 
     static func userVersion(_ db: SQLiteConnection) throws(SQLiteError) -> Int {
         Int(try db.queryFirst("PRAGMA user_version") { $0.int64(0) } ?? 0)
@@ -93,6 +115,22 @@ enum StoreSchema {
         }
         if application == 0 && found >= 1 && found <= 8 { throw StoreError.developmentFormat(path: db.path, found: found) }
         throw StoreError.notAStore(path: db.path)
+    }
+
+    /// Brings a store of an older version of this format up to `version`, in one transaction.
+    static func migrate(_ db: SQLiteConnection) throws {
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            let found = try userVersion(db)
+            if found < version {
+                for step in migrations[(found - 1)...] { try db.execute(step) }
+                try db.execute("PRAGMA user_version = \(version)")
+            }
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
     }
 
     /// Creates the schema in an empty database (`check` first, in the same transaction: another

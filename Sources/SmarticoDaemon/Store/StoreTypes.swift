@@ -192,6 +192,8 @@ public struct OutboxMessage: Sendable, Equatable {
     public var createdMs: Int64
     /// How many times sending was attempted (`recordAttempt`).
     public var attempts: Int
+    /// The user it was made for; nil: made on an anonymous session.
+    public var user: String?
 }
 
 /// A "latest value only" message (the `language` op): a new value replaces the waiting one.
@@ -202,6 +204,8 @@ public struct LatestMessage: Sendable, Equatable {
     public var cid: Int
     public var payload: [UInt8]
     public var createdMs: Int64
+    /// The user it was made for; nil: anonymous.
+    public var user: String?
 }
 
 /// Outbox numbers for `status`.
