@@ -76,6 +76,10 @@ struct EngineOpsTests {
         let late = try await client.request("request", ["message": ["cid": 500], "timeout_ms": 300])
         #expect(late["error"]?["code"]?.stringValue == "timeout", "a late answer: \(late)")
         _ = try await sim.control(["op": "fault", "kind": "clear"])
+        // The late answer is nobody's any more: it is delivered as a `message` (before the checks
+        // below, which end by expecting no more events).
+        let lateAnswer = await Self.event(client, "message") { $0["data"]?["message"]?["cid"]?.int64Value == 501 }
+        #expect(lateAnswer != nil, "the late 501: no message event")
 
         // --- the bridge ---
         _ = try await client.ok("bridge", ["message": ["bcid": 6, "cid": 9, "eventType": "ops_test_bridge"]])

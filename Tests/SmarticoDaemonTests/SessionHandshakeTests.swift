@@ -97,7 +97,9 @@ import Testing
         #expect(same.sent(cid: 5).isEmpty)
         #expect(same.reply(1)?.value?["ext_user_id"] == .string("u1"))
 
-        // Another user: close 1000, reconnect, IDENTIFY the new user on the new connection.
+        // Another user: close 1000 (once the outbox load shows nothing more of u1 waits),
+        // reconnect, IDENTIFY the new user on the new connection.
+        h.feed(.outboxLoaded([]))
         let sw = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u2", hash: "hash-2")))
         #expect(sw.sent(cid: 5).isEmpty)
         #expect(sw.closes == [1000])
@@ -151,7 +153,7 @@ import Testing
         #expect(h.machine.state == .backoff)
     }
 
-    @Test func fatalIdentifyErrorNeverRepeatsThatHash() throws {
+    @Test func aRejectedUserIsNotTheCurrentUser() throws {
         var h = Harness(SessionFixtures.config(user: "u1", hash: "bad-hash"))
         h.bringUp(identify: false)
         let a = h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil,
@@ -159,53 +161,63 @@ import Testing
         let err = try #require(a.events("error").first?.data.objectValue)
         #expect(err["code"] == .string("identify_rejected"))
         #expect(err["errCode"] == .number(100_000))
-        #expect(a.connects.isEmpty && a.closes.isEmpty && a.aborts == 0) // stays connected, anonymous
-        #expect(h.machine.state == .ready)
+        // No longer the user: forgotten, its queued messages dropped, a fresh connection.
+        #expect(a.contains(.clearUser))
+        #expect(a.contains(.dropOutbox(user: "u1")))
+        #expect(a.closes == [1000])
+        let user = try #require(h.machine.status().objectValue?["user"]?.objectValue)
+        #expect(user["ext_user_id"] == .null)
+        #expect(user["identified"] == .bool(false))
+        #expect(user["rejected"]?.objectValue?["ext_user_id"] == .string("u1"))
+        #expect(user["rejected"]?.objectValue?["errCode"] == .number(100_000))
 
-        // User messages wait for the identify gate.
-        h.feed(.request(SessionRequestID(1), .event(eventType: "x", payload: nil)))
-        let uuid = try #require(h.all.stored.last?.uuid)
-        let stored = h.feed(.outboxStored(uuid: uuid, failure: nil))
-        #expect(stored.sent.isEmpty)
-        #expect(stored.reply(1)?.value?["queued"] == .bool(true))
-
-        // After a reconnect: INIT only, no IDENTIFY with the rejected hash.
-        h.reconnect()
-        let again = h.initOK()
-        #expect(again.sent(cid: 5).isEmpty)
-        #expect(h.machine.state == .ready)
-
-        // A new hash arrives: IDENTIFY on this connection (it has not sent one), then the outbox.
-        let fresh = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u1", hash: "good-hash")))
-        #expect(fresh.sent(cid: 5).first?["hash"] == .string("good-hash"))
-        let ok = h.identifyOK()
-        #expect(ok.reply(2)?.value?["ext_user_id"] == .string("u1"))
-        #expect(ok.loads == 1)
-    }
-
-    @Test func fatalIdentifyWithHashCommandSkipsTheSameHashButTriesANewOne() throws {
-        var h = Harness(SessionFixtures.config(user: "u1", hashCommand: ["make-hash"]))
-        h.start()
-        h.connected()
-        var run = try #require(h.initOK().hashRuns.first)
-        h.feed(.hashResult(token: run.0, .hash(Secret("h1"))))
-        h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil, errCode: 100_000).json)
-        h.reconnect()
-        run = try #require(h.initOK().hashRuns.first)
-        #expect(h.feed(.hashResult(token: run.0, .hash(Secret("h1")))).sent(cid: 5).isEmpty)
-        #expect(h.machine.state == .ready)
-        h.reconnect()
-        run = try #require(h.initOK().hashRuns.first)
-        #expect(h.feed(.hashResult(token: run.0, .hash(Secret("h2")))).sent(cid: 5).first?["hash"] == .string("h2"))
-        h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil, errCode: 100_000).json)
-        // Asked again for the same user without a hash: a new connection and a new run of the command.
-        let retry = h.feed(.request(SessionRequestID(1), .identify(extUserID: "u1", hash: nil)))
-        #expect(retry.closes == [1000])
+        // The next connection is anonymous: INIT only, no IDENTIFY with the rejected hash.
         h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
         h.connected()
-        run = try #require(h.initOK().hashRuns.first)
-        h.feed(.hashResult(token: run.0, .hash(Secret("h3"))))
-        #expect(h.identifyOK().reply(1)?.value?["ext_user_id"] == .string("u1"))
+        #expect(h.initOK().sent(cid: 5).isEmpty)
+        #expect(h.machine.state == .ready)
+        h.feed(.outboxLoaded([])) // the anonymous gate's load
+
+        // A new hash arrives: IDENTIFY on this connection (it has not sent one) once the anonymous
+        // messages at the outbox's head are written.
+        let fresh = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u1", hash: "good-hash")))
+        #expect(fresh.loads == 1)
+        #expect(h.feed(.outboxLoaded([])).sent(cid: 5).first?["hash"] == .string("good-hash"))
+        let ok = h.identifyOK()
+        #expect(ok.reply(2)?.value?["ext_user_id"] == .string("u1"))
+        #expect(h.machine.status().objectValue?["user"]?.objectValue?["rejected"] == .null)
+    }
+
+    @Test func aRefusedSwitchGoesBackToThePreviousUser() throws {
+        var h = Harness(SessionFixtures.config(user: "u1", hash: "hash-1"))
+        h.bringUp()
+        h.feed(.outboxLoaded([]))
+        let sw = h.feed(.request(SessionRequestID(1), .identify(extUserID: "u2", hash: "bad")))
+        #expect(sw.closes == [1000])
+        h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
+        h.connected()
+        #expect(h.initOK().sent(cid: 5).first?["ext_user_id"] == .string("u2"))
+        let refused = h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil,
+                                                    errCode: 100_000, errMsg: "bad hash").json)
+        #expect(refused.reply(1)?.error?.code == .serverError)
+        let message = try #require(refused.events("error").first?.data["message"]?.stringValue)
+        #expect(message.contains("u2") && message.contains("acting for u1 again"))
+        #expect(refused.contains(.persistUser(StoredUser(extUserID: "u1", hash: "hash-1"))))
+        #expect(refused.contains(.dropOutbox(user: "u2")))
+        var user = try #require(h.machine.status().objectValue?["user"]?.objectValue)
+        #expect(user["ext_user_id"] == .string("u1"))
+        #expect(user["identified"] == .bool(false))
+        #expect(user["rejected"]?.objectValue?["ext_user_id"] == .string("u2"))
+
+        h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
+        h.connected()
+        let again = h.initOK().sent(cid: 5)
+        #expect(again.first?["ext_user_id"] == .string("u1"))
+        #expect(again.first?["hash"] == .string("hash-1"))
+        h.identifyOK()
+        user = try #require(h.machine.status().objectValue?["user"]?.objectValue)
+        #expect(user["ext_user_id"] == .string("u1"))
+        #expect(user["identified"] == .bool(true))
     }
 
     @Test func identifyResponseTimeoutAndInitResponseTimeout() throws {
@@ -261,6 +273,7 @@ import Testing
         #expect(op.sent(cid: 7).count == 1)
         #expect(op.reply(1)?.value?["sent"] == .bool(true))
 
+        h.feed(.outboxLoaded([]))
         h.feed(.request(SessionRequestID(2), .identify(extUserID: "u2", hash: "h2")))
         h.feed(.closed(h.conn!, code: 1000, reason: "", clean: true))
         h.connected()

@@ -103,7 +103,9 @@ import Testing
         h.connected()
         h.initOK()
         let inputs: [SessionInput] = [
+            .outboxLoaded([]), // the anonymous gate's load
             .request(SessionRequestID(1), .identify(extUserID: "u1", hash: hash)),
+            .outboxLoaded([]),
             .request(SessionRequestID(2), .pushToken(token: "PUSHTOKEN-SECRET-VALUE", platform: 7, status: 0, appPackageID: nil)),
             .hashResult(token: 1, .hash(Secret(hash))),
         ]

@@ -59,9 +59,11 @@ struct Harness {
     @discardableResult
     mutating func feed(_ input: SessionInput) -> [SessionAction] {
         machine.handle(input, now: now, into: &reused)
+        if case .outboxLoaded = input { unansweredLoads = max(0, unansweredLoads - 1) }
         let actions = reused
         for a in actions {
             switch a {
+            case .loadOutbox: unansweredLoads += 1
             case .schedule(let t, let at): timers[t] = at
             case .cancel(let t): timers[t] = nil
             case .connect(let c, _): conn = c
@@ -100,9 +102,20 @@ struct Harness {
     @discardableResult
     mutating func serverBytes(_ text: String) -> [SessionAction] { feed(.received(conn!, Array(text.utf8))) }
 
+    /// What the outbox holds when a connection sorts it after INIT (session rule 5): `initOK`
+    /// answers the machine's load with it.
+    var waitingAtInit: [OutboxEntry] = []
+    /// `.loadOutbox` actions not answered yet (a driver answers each before the next input).
+    var unansweredLoads = 0
+
+    /// cid 4, and the answers to the outbox loads: earlier connections' ones (left unanswered by
+    /// the test) with nothing, the sorting one with ``waitingAtInit``.
     @discardableResult
     mutating func initOK(settings: JSONObject? = nil) -> [SessionAction] {
-        server(InitSessionResponse(products: [.gamification], payload: ["country": "MT"], settings: settings).json)
+        var a = server(InitSessionResponse(products: [.gamification], payload: ["country": "MT"], settings: settings).json)
+        guard a.loads > 0 else { return a }
+        for k in stride(from: unansweredLoads, to: 0, by: -1) { a += feed(.outboxLoaded(k == 1 ? waitingAtInit : [])) }
+        return a
     }
 
     @discardableResult

@@ -151,11 +151,14 @@ import Testing
             #expect(a.sent.isEmpty)
         }
         #expect(h.all.reply(1)?.value?["queued"] == .bool(true))
+        #expect(entries.allSatisfy { $0.user == "u1" }) // made for the user, whoever is identified later
         h.connected()
-        // INIT answered, IDENTIFY in flight: still nothing for the user.
+        // INIT answered: the outbox's head is the user's, so IDENTIFY the user; nothing for the
+        // user before its answer.
+        h.waitingAtInit = entries
         let init4 = h.initOK()
         #expect(init4.sent.map(\.cid) == [5])
-        #expect(init4.loads == 0)
+        #expect(init4.loads == 1)
         let ok = h.identifyOK()
         #expect(ok.loads == 1)
         let flushed = h.feed(.outboxLoaded(entries))
@@ -194,14 +197,14 @@ import Testing
 
     @Test func pushTokenWhileAnonymousGoesIntoTheNextIdentify() throws {
         var h = Harness(SessionFixtures.config())
-        #expect(h.bringUp().loads == 1) // anonymous: the gate is open
+        #expect(h.bringUp().loads == 2) // the sorting after INIT, then anonymous: the gate is open
         h.feed(.outboxLoaded([]))
         let a = h.feed(.request(SessionRequestID(1), .pushToken(token: "tok-1", platform: 7, status: 0, appPackageID: nil)))
         #expect(a.sent.isEmpty)
         #expect(a.contains(.persistPush(StoredPush(token: "tok-1", platform: 7, status: 0))))
         #expect(a.reply(1)?.value?["with_identify"] == .bool(true))
-        let id = h.feed(.request(SessionRequestID(2), .identify(extUserID: "u9", hash: "h9")))
-        let identify = try #require(id.sent(cid: 5).first)
+        #expect(h.feed(.request(SessionRequestID(2), .identify(extUserID: "u9", hash: "h9"))).loads == 1)
+        let identify = try #require(h.feed(.outboxLoaded([])).sent(cid: 5).first)
         #expect(identify["token"] == .string("tok-1"))
         #expect(identify["platform"] == .number(7))
         #expect(identify["pushNotificationUserStatus"] == .number(0))
@@ -448,9 +451,9 @@ import Testing
 
     @Test func aLoadAnsweredAfterItsConnectionDiedIsNotUsed() throws {
         var h = Harness(SessionFixtures.config())
-        #expect(h.bringUp().loads == 1)
+        #expect(h.bringUp().loads == 2) // the sorting (answered), the gate's (not yet)
         h.reconnect()
-        #expect(h.initOK().loads == 1)
+        #expect(h.server(InitSessionResponse(products: [.gamification]).json).loads == 1)
         let old = OutboxEntry(uuid: "old", cid: 9, bytes: Array(#"{"cid":9,"eventType":"a","uuid":"old"}"#.utf8), createdMs: 1)
         #expect(h.feed(.outboxLoaded([old])).sent.isEmpty) // the first connection's load
         let fresh = h.feed(.outboxLoaded([old]))

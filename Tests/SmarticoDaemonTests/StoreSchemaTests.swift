@@ -92,9 +92,10 @@ private func openFails(_ directory: String) async throws -> StoreError {
         let path = dir.sub(SmarticoStore.fileName)
         let store = try await SmarticoStore.open(directory: dir.path)
         await store.close()
-        try await rawSQL(path, "PRAGMA user_version = 2")
+        let newer = StoreSchema.version + 1
+        try await rawSQL(path, "PRAGMA user_version = \(newer)")
         let error = try await openFails(dir.path)
-        #expect(error == .databaseTooNew(path: path, found: 2, known: 1))
+        #expect(error == .databaseTooNew(path: path, found: newer, known: StoreSchema.version))
         #expect(error.description.contains("newer smarticod"))
     }
 

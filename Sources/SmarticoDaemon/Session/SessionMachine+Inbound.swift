@@ -20,8 +20,17 @@ extension SessionMachine {
         }
     }
 
-    /// The seen-set key: the identified user, or "" for an anonymous session.
-    var engagementUser: String { identifiedOnConn ? (user?.extUserID ?? "") : "" }
+    /// Whom what the server pushes on this connection is for: the daemon's user ("" when
+    /// anonymous) — also before the IDENTIFY answer, so an engagement sent then and re-sent after
+    /// it is seen once — or nil when the connection speaks (or is about to) for another user
+    /// (an earlier user's queued messages, or after a switch or logout): nothing of that goes to
+    /// the apps, which show the current user's.
+    var pushesFor: String? {
+        guard let c = connection else { return nil }
+        let bound = c.speaker ?? c.identifyingAs
+        if let b = bound, b != user?.extUserID { return nil }
+        return user?.extUserID ?? ""
+    }
 
     /// How late the server's PING may be, after the gap between its last two, before we PING.
     static let serverPingGraceMs: Int64 = 3_000
@@ -121,6 +130,9 @@ extension SessionMachine {
         }
 
         if matchPending(msg, now: now) { return }
+        // Pushes for another user than the daemon's are not delivered (the server sends them again
+        // when that user is next identified).
+        guard let engagementUser = pushesFor else { return }
 
         switch msg {
         case .engagement(let e):

@@ -18,7 +18,7 @@ extension SessionMachine {
             guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
             languageOverride = code
             let m = stamp(ClientEvent.languageChanged(code).json, now: now)
-            let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now)
+            let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
             awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
             out.append(.storeLatest(slot: "language", entry))
         case .event(let type, let payload):
@@ -53,12 +53,18 @@ extension SessionMachine {
 
     /// Messages of `user` that could not be sent under that user were removed from the outbox.
     mutating func onOutboxDropped(user: String?, count: Int, now: Int64) {
+        defer { afterOutboxDropped() }
         guard count > 0 else { return }
         let who = user.map { "user \($0)" } ?? "the anonymous session"
         var d: JSONObject = ["code": .string("outbox_dropped"), "count": .number(Int64(count)),
                              "user": user.map(JSONValue.string) ?? .null]
         d["message"] = .string("dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available")
         emit("error", .object(d), journaled: false)
+    }
+
+    /// After `.dropOutbox`: a connection still sorting goes on from the next oldest message.
+    mutating func afterOutboxDropped() {
+        if phase == .sorting { startFlush() }
     }
 
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
@@ -86,11 +92,11 @@ extension SessionMachine {
         queueDurable(json, id: id, now: now)
     }
 
-    /// Stamps a user message and asks the driver to store it; the answer and the sending
-    /// follow `.outboxStored`.
+    /// Stamps a message made for the daemon's user (or the anonymous session) and asks the driver
+    /// to store it with that user; the answer and the sending follow `.outboxStored`.
     mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64) {
         let m = stamp(json, now: now)
-        let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now)
+        let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
         awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
         out.append(.storeOutbox(entry))
     }
@@ -110,7 +116,7 @@ extension SessionMachine {
             return
         }
         var queued = true
-        if gateOpen, let c = connection {
+        if gateOpen, let c = connection, c.speaker == w.entry.user {
             if c.flushing {
                 connection?.flushAgain = true
             } else if !stopping {
@@ -136,8 +142,7 @@ extension SessionMachine {
                 user?.hash = h
                 user?.source = .op
                 freshHash = h
-                rejectedHash = nil
-                rejection = nil
+                knownHashes[ext] = h
                 out.append(.persistUser(StoredUser(extUserID: ext, hash: h, publicUsername: identity?.publicUsername,
                                                    props: props.serialized(), lastActivityMs: lastActivityMs)))
             }
@@ -146,15 +151,11 @@ extension SessionMachine {
             }
             identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
             rescheduleRequestTimer()
-            if phase == .hashing, hash != nil {
+            if let h = hash, let c = connection, c.phase == .hashing, c.identifyingAs == ext {
                 // A hash command is running for this user: the given hash wins.
-                beginIdentify(now: now)
-            } else if let c = connection, c.phase == .ready {
-                // Anonymous on this connection: IDENTIFY now if this connection has not sent one,
-                // else (the server rejected it) reconnect for the new hash.
-                if !c.identifySent { beginIdentify(now: now) } else if hash != nil || hasCommand {
-                    closeGracefully(then: .reconnect, reason: "identify", now: now)
-                }
+                hashToken &+= 1
+                freshHash = nil
+                sendIdentify(ext, hash: h, now: now)
             }
             return
         }
@@ -172,30 +173,31 @@ extension SessionMachine {
         identifyWaiters.removeAll()
     }
 
+    /// Logout: the user's queued messages go first, under the user; then LOGOUT, cid 12, close,
+    /// and an anonymous session. What is made after this op is anonymous.
     mutating func opLogout(_ id: SessionRequestID, now: Int64) {
-        guard user != nil else { return reply(id, .success(.object([:]))) }
-        switch phase {
-        case .ready where identifiedOnConn:
+        guard let u = user else {
+            if phase == .loggingOut { logoutWaiters.append(id) } else { reply(id, .success(.object([:]))) }
+            return
+        }
+        forgetUser()
+        guard let c = connection else { return reply(id, .success(.object([:]))) }
+        switch c.phase {
+        case .ready where c.speaker == u.extUserID:
+            // Answered once cid 12 came (or its wait ran out).
             logoutWaiters.append(id)
-            send(Logout().json, now: now)
-            enter(.loggingOut, reason: "logout", now: now)
-            schedule(.logoutWait, at: now + env.logoutWaitMs)
-        case .loggingOut:
-            logoutWaiters.append(id)
-        case .hashing:
-            forgetUser()
-            reply(id, .success(.object([:])))
+            connection?.logoutPending = true
+            reconsider(now: now)
+        case .hashing where c.identifyingAs == u.extUserID:
             hashToken &+= 1
-            becomeReady(reason: "logout", now: now)
-        default:
-            let reconnect = connection?.identifySent == true
-            forgetUser()
+            connection?.identifyingAs = nil
             reply(id, .success(.object([:])))
-            if reconnect {
-                closeGracefully(then: .reconnect, reason: "logout", now: now)
-            } else if gateOpen {
-                onGateOpen(now: now) // now anonymous on a ready connection: what waited may go
-            }
+            sort(now: now)
+        default:
+            // IDENTIFY of the user under way: LOGOUT follows its answer and the user's messages.
+            if c.identifyingAs == u.extUserID || c.speaker == u.extUserID { connection?.logoutPending = true }
+            reply(id, .success(.object([:])))
+            reconsider(now: now)
         }
     }
 
@@ -242,7 +244,7 @@ extension SessionMachine {
         let cid = message["cid"]?.int64Value ?? 0
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
         let m = stamp(message, now: now)
-        pending.append(PendingRequest(id: id, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
+        pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
         if gateOpen, let c = connection {
             pending[pending.count - 1].sentOn = c.id
             write(m, now: now)

@@ -66,7 +66,14 @@ public struct SessionMachine: Sendable {
 
     /// One open WebSocket: everything here belongs to it and goes with it.
     struct ConnectionState {
-        enum Phase: Equatable { case initializing, hashing, identifying, ready, loggingOut }
+        /// `initializing`: INIT sent. `sorting`: INIT answered; the outbox is read from its oldest
+        /// message to learn whom this connection must speak for first (session rule 5): the
+        /// anonymous messages at its head are written, and the first user's message decides whom
+        /// to identify. `hashing`/`identifying`: for `identifyingAs`. `ready`: identified as the
+        /// daemon's user (or anonymous with no user). `draining`: identified as an earlier user
+        /// only to send that user's queued messages; the connection is left when they are written.
+        /// `loggingOut`: LOGOUT sent, waiting for cid 12.
+        enum Phase: Equatable { case initializing, sorting, hashing, identifying, ready, draining, loggingOut }
 
         let id: ConnectionID
         var phase: Phase = .initializing
@@ -75,7 +82,12 @@ public struct SessionMachine: Sendable {
         let sessionID: String
         var initResponse: InitSessionResponse?
         var identifySent = false
-        var identified = false
+        /// The user of the hash command or IDENTIFY under way or sent on this connection.
+        var identifyingAs: String?
+        /// The user the server accepted on this connection (nil: anonymous).
+        var speaker: String?
+        /// The speaker logged out: LOGOUT goes after the speaker's last queued message.
+        var logoutPending = false
         /// The hash of this connection's IDENTIFY.
         var usedHash: String?
         var languageSent = false
@@ -154,6 +166,8 @@ public struct SessionMachine: Sendable {
 
     struct PendingRequest {
         var id: SessionRequestID
+        /// The user it was made for (nil: anonymous); it goes only on a session speaking as them.
+        var user: String?
         var message: OutgoingMessage
         var expectCid: Int64
         var deadlineMs: Int64
@@ -207,9 +221,15 @@ public struct SessionMachine: Sendable {
     var push: StoredPush?
     /// A hash given with the `identify` op, used by the next IDENTIFY before the hash command.
     var freshHash: String?
-    /// The hash the server rejected with a fatal errCode (`.some(nil)`: IDENTIFY without hash).
-    var rejectedHash: String??
-    var rejection: (errCode: Int64?, errMsg: String?)?
+    /// The last user whose IDENTIFY the server refused (fatal errCode): shown as `user.rejected`,
+    /// never as the current user.
+    var rejected: (extUserID: String, errCode: Int64?, errMsg: String?)?
+    /// The user before an `identify` of another one, until the server answered for the new one:
+    /// a refused IDENTIFY for the new user does not leave the device without its user.
+    var previousUser: UserState?
+    /// Hashes known per user (given with `identify` or configured), for sending an earlier user's
+    /// queued messages under that user when `user.hash_command` is not configured. Memory only.
+    var knownHashes: [String: String] = [:]
     /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
     var hashToken: UInt64 = 0
     var forceLogin = false
@@ -281,7 +301,8 @@ public struct SessionMachine: Sendable {
         case .connected(let c):
             switch c.phase {
             case .initializing: .initializing
-            case .hashing, .identifying: .identifying
+            case .sorting: c.speaker == nil && c.identifyingAs == nil ? .initializing : .identifying
+            case .hashing, .identifying, .draining: .identifying
             case .ready, .loggingOut: .ready
             }
         case .closing(let s): s.after == .stop ? .stopping : .connecting
@@ -313,12 +334,18 @@ public struct SessionMachine: Sendable {
     /// The phase of the open connection.
     var phase: ConnectionState.Phase? { connection?.phase }
 
-    /// The user is identified on the connection (also while we close it).
-    var identifiedOnConn: Bool { lastConnection?.identified ?? false }
+    /// The daemon's user is identified on the connection (also while we close it).
+    var identifiedOnConn: Bool {
+        guard let s = lastConnection?.speaker else { return false }
+        return s == user?.extUserID
+    }
 
-    /// Messages that act for the user may go: the session is ready and either the user is
-    /// identified on this connection or there is no user at all (an anonymous session).
-    var gateOpen: Bool { phase == .ready && (identifiedOnConn || user == nil) }
+    /// Messages that act for the user may go: the session is ready and speaks as the daemon's user
+    /// (identified as them, or anonymous when there is no user).
+    var gateOpen: Bool {
+        guard let c = connection, c.phase == .ready else { return false }
+        return c.speaker == user?.extUserID
+    }
 
     var page: String {
         if let p = config.config.client.page { return p }
@@ -401,6 +428,7 @@ public struct SessionMachine: Sendable {
         } else if let ext = config.config.user.extUserID {
             user = UserState(extUserID: ext, hash: config.config.user.hash?.exposedValue, source: .config)
         }
+        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
         push = snapshot.push ?? Self.configPush(config)
         connect(now: now, reason: "start")
     }
@@ -465,7 +493,7 @@ public struct SessionMachine: Sendable {
         out.append(.send(c.id, m))
         // Keepalive is not activity: an idle but connected device still starts a new logical
         // session after login_after_inactivity_min.
-        if c.identified, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
+        if c.speaker != nil, c.speaker == user?.extUserID, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
     }
 
     mutating func stamp(_ json: JSONObject, now: Int64) -> OutgoingMessage {
@@ -625,7 +653,7 @@ public struct SessionMachine: Sendable {
         }
     }
 
-    // MARK: INIT → IDENTIFY → LOGIN → ready
+    // MARK: INIT → (earlier users' messages) → IDENTIFY → LOGIN → ready
 
     mutating func onInitResponse(_ r: InitSessionResponse, now: Int64) {
         guard phase == .initializing else { return }
@@ -638,53 +666,70 @@ public struct SessionMachine: Sendable {
             return
         }
         connection?.initResponse = r
-        if user != nil { beginIdentify(now: now) } else { becomeReady(reason: "anonymous", now: now) }
+        sort(now: now)
     }
 
-    mutating func beginIdentify(now: Int64) {
-        guard let u = user else { becomeReady(reason: "anonymous", now: now); return }
-        if let h = freshHash {
+    /// Reads the outbox from its oldest message before identifying (session rule 5).
+    mutating func sort(now: Int64) {
+        enter(.sorting, reason: "outbox", now: now)
+        startFlush()
+    }
+
+    /// Identifies `ext` on the open connection: the daemon's user, or an earlier user whose queued
+    /// messages must go first. An earlier user needs a fresh hash from `user.hash_command`, or a
+    /// hash the daemon was given for them; without one their messages are dropped.
+    mutating func beginIdentify(_ ext: String, now: Int64) {
+        connection?.identifyingAs = ext
+        let forUser = ext == user?.extUserID
+        if forUser, let h = freshHash {
             freshHash = nil
-            sendIdentify(hash: h, now: now)
+            sendIdentify(ext, hash: h, now: now)
         } else if let argv = config.config.user.hashCommand, !argv.isEmpty {
             hashToken &+= 1
             cancel(.response)
             enter(.hashing, reason: "hash_command", now: now)
-            out.append(.runHashCommand(token: hashToken, argv: argv, user: u.extUserID))
+            out.append(.runHashCommand(token: hashToken, argv: argv, user: ext))
+        } else if forUser {
+            sendIdentify(ext, hash: user?.hash, now: now)
+        } else if let h = knownHashes[ext] {
+            sendIdentify(ext, hash: h, now: now)
         } else {
-            sendIdentify(hash: u.hash, now: now)
+            dropMessages(of: ext, now: now)
         }
+    }
+
+    /// `ext`'s queued messages cannot be sent under `ext`: they are removed (`.outboxDropped`
+    /// reports how many, and sorting goes on when this connection has not sent IDENTIFY).
+    mutating func dropMessages(of ext: String, now: Int64) {
+        connection?.identifyingAs = nil
+        out.append(.dropOutbox(user: ext))
+        if phase == .hashing { enter(.sorting, reason: "outbox", now: now) }
     }
 
     mutating func onHashResult(_ token: UInt64, _ outcome: HashCommandOutcome, now: Int64) {
-        guard token == hashToken, phase == .hashing else { return }
+        guard token == hashToken, phase == .hashing, let ext = connection?.identifyingAs else { return }
         switch outcome {
-        case .hash(let secret): sendIdentify(hash: secret.exposedValue, now: now)
+        case .hash(let secret): sendIdentify(ext, hash: secret.exposedValue, now: now)
         case .failed(let error):
-            let msg = "user.hash_command failed: \(error)"
+            let msg = "user.hash_command failed for \(ext): \(error)"
             emitError("hash_command_failed", msg)
-            fail(reason: "hash_command_failed", message: msg, now: now, closeCode: 1000)
+            if ext == user?.extUserID {
+                fail(reason: "hash_command_failed", message: msg, now: now, closeCode: 1000)
+            } else {
+                dropMessages(of: ext, now: now)
+            }
         }
     }
 
-    mutating func sendIdentify(hash: String?, now: Int64) {
-        guard let u = user else { becomeReady(reason: "anonymous", now: now); return }
-        if let rejected = rejectedHash, rejected == hash {
-            // Never IDENTIFY again with a hash the server called invalid: stay anonymous.
-            let msg = "not identifying \(u.extUserID): the server rejected this hash (errCode \(rejection?.errCode.map(String.init) ?? "?")); identify again with a new hash"
-            for w in identifyWaiters {
-                reply(w.id, .failure(SessionReplyError(.serverError, msg, errCode: rejection?.errCode, errMsg: rejection?.errMsg)))
-            }
-            identifyWaiters.removeAll()
-            becomeReady(reason: "identify_rejected", now: now)
-            return
-        }
-        let p = push
+    mutating func sendIdentify(_ ext: String, hash: String?, now: Int64) {
+        // Push data belongs to the device's current user: an earlier user's IDENTIFY carries none.
+        let p = ext == user?.extUserID ? push : nil
         let request = IdentifyUserRequest(
-            extUserID: u.extUserID, hash: hash, ua: userAgent(now: now), page: page,
+            extUserID: ext, hash: hash, ua: userAgent(now: now), page: page,
             pushNotificationUserStatus: p.flatMap { PushNotificationUserStatus(rawValue: Int64($0.status)) },
             token: p?.token, trackerVersion: config.config.client.effectiveTrackerVersion,
             platform: p.flatMap { PushClientPlatform(rawValue: Int64($0.platform)) })
+        connection?.identifyingAs = ext
         connection?.identifySent = true
         connection?.usedHash = hash
         send(request.json, now: now)
@@ -693,12 +738,20 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func onIdentifyResponse(_ r: IdentifyUserResponse, now: Int64) {
-        guard let c = connection, c.phase == .identifying, let u = user else { return }
+        guard let c = connection, c.phase == .identifying, let ext = c.identifyingAs else { return }
         cancel(.response)
+        let forUser = ext == user?.extUserID
         if r.isSuccess {
-            connection?.identified = true
-            rejectedHash = nil
-            rejection = nil
+            connection?.speaker = ext
+            if let h = c.usedHash { knownHashes[ext] = h }
+            guard forUser, let u = user else {
+                // An earlier user: only their queued messages go on this connection.
+                enter(.draining, reason: "draining", now: now)
+                startFlush()
+                return
+            }
+            rejected = nil
+            previousUser = nil
             props = r.props ?? props
             identity = r
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
@@ -715,19 +768,58 @@ public struct SessionMachine: Sendable {
             becomeReady(reason: "identified", now: now)
         } else if r.isFatalError {
             let code = r.errCode ?? 0
-            rejectedHash = .some(c.usedHash)
-            rejection = (code, r.errMsg)
-            let msg = "the server rejected IDENTIFY for \(u.extUserID): errCode \(code)\(r.errMsg.map { " (\($0))" } ?? ""); staying anonymous until a new hash arrives"
-            emitError("identify_rejected", msg, errCode: code, errMsg: r.errMsg)
-            for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.serverError, msg, errCode: code, errMsg: r.errMsg))) }
-            identifyWaiters.removeAll()
-            becomeReady(reason: "identify_rejected", now: now)
+            knownHashes[ext] = nil
+            if forUser {
+                userRejected(ext, errCode: code, errMsg: r.errMsg)
+            } else {
+                emitError("identify_rejected", "the server rejected IDENTIFY for \(ext), whose queued messages were waiting: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")",
+                          errCode: code, errMsg: r.errMsg)
+            }
+            out.append(.dropOutbox(user: ext))
+            // One IDENTIFY per connection: the next one starts afresh.
+            closeGracefully(then: .reconnect, reason: "identify_rejected", now: now)
         } else {
             let code = r.errCode ?? 0
-            let msg = "IDENTIFY for \(u.extUserID) failed: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
+            let msg = "IDENTIFY for \(ext) failed: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
             emitError("identify_failed", msg, errCode: code, errMsg: r.errMsg)
             fail(reason: "identify_failed", message: msg, now: now, closeCode: 1000)
         }
+    }
+
+    /// The server refused the daemon's user: it is `rejected`, no longer the current user. The user
+    /// acted for before an `identify` of this one comes back; else the session is anonymous.
+    mutating func userRejected(_ ext: String, errCode: Int64, errMsg: String?) {
+        rejected = (ext, errCode, errMsg)
+        let back = previousUser.flatMap { $0.extUserID == ext ? nil : $0 }
+        let msg = "the server rejected IDENTIFY for \(ext): errCode \(errCode)\(errMsg.map { " (\($0))" } ?? ""); "
+            + (back.map { "acting for \($0.extUserID) again" } ?? "the session is anonymous until identify is called with a valid hash")
+        emitError("identify_rejected", msg, errCode: errCode, errMsg: errMsg)
+        for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
+        identifyWaiters.removeAll()
+        failRequests(notFor: back?.extUserID, why: "the server rejected IDENTIFY for \(ext)")
+        identity = nil
+        props = [:]
+        freshHash = nil
+        forceLogin = false
+        lastActivityMs = nil
+        activityPersistedMs = nil
+        previousUser = nil
+        user = back
+        if let b = back {
+            freshHash = b.hash
+            forceLogin = true
+            out.append(.persistUser(StoredUser(extUserID: b.extUserID, hash: b.hash)))
+        } else {
+            out.append(.clearUser)
+        }
+    }
+
+    /// Answers `not_ready` to the waiting `request`s made for another user than `ext`.
+    mutating func failRequests(notFor ext: String?, why: String) {
+        let (kept, gone) = (pending.filter { $0.user == ext }, pending.filter { $0.user != ext })
+        pending = kept
+        for p in gone { reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")"))) }
+        rescheduleRequestTimer()
     }
 
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
@@ -754,7 +846,7 @@ public struct SessionMachine: Sendable {
     /// The identify gate opened: send waiting requests, the configured language, the outbox.
     mutating func onGateOpen(now: Int64) {
         guard let c = connection else { return }
-        for k in pending.indices where pending[k].sentOn != c.id {
+        for k in pending.indices where pending[k].sentOn != c.id && pending[k].user == c.speaker {
             pending[k].sentOn = c.id
             write(pending[k].message, now: now)
         }
@@ -778,36 +870,94 @@ public struct SessionMachine: Sendable {
         out.append(.loadOutbox(limit: env.outboxBatch + c.receipts.written.count))
     }
 
+    /// The outbox from its oldest message: the run that belongs to whom the connection speaks as
+    /// (anonymous while sorting) is written; the first message of someone else ends the run.
     mutating func onOutboxLoaded(_ entries: [OutboxEntry], now: Int64) {
         outstandingLoads = max(0, outstandingLoads - 1)
         // A load asked for by an earlier connection: a newer one follows, use that.
         guard let c = connection, c.flushing, outstandingLoads == 0 else { return }
         connection?.flushing = false
-        guard gateOpen else { return }
+        guard [.sorting, .ready, .draining].contains(c.phase) else { return }
         let written = Set(c.receipts.written)
         let fresh = entries.filter { !written.contains($0.uuid) }
+        var other: OutboxEntry?
         for e in fresh {
+            guard e.user == c.speaker else { other = e; break }
             write(OutgoingMessage(bytes: e.bytes, cid: Int64(e.cid), uuid: e.uuid), now: now, fromOutbox: true)
         }
-        if fresh.count >= env.outboxBatch || c.flushAgain { startFlush() }
+        if let other {
+            // Someone else's message: identify them when this connection has not identified
+            // anyone yet, else leave it (one IDENTIFY per connection).
+            if c.phase == .sorting, let ext = other.user, !c.identifySent {
+                beginIdentify(ext, now: now)
+            } else {
+                leave(now: now)
+            }
+        } else if fresh.count >= env.outboxBatch || c.flushAgain {
+            startFlush()
+        } else {
+            outboxWritten(now: now)
+        }
+    }
+
+    /// Everything of whom the connection speaks as is written.
+    mutating func outboxWritten(now: Int64) {
+        guard let c = connection else { return }
+        switch c.phase {
+        case .sorting:
+            if let ext = user?.extUserID, !c.identifySent {
+                beginIdentify(ext, now: now)
+            } else if user == nil {
+                becomeReady(reason: "anonymous", now: now)
+            } else {
+                leave(now: now)
+            }
+        case .ready, .draining:
+            if c.speaker != user?.extUserID { leave(now: now) }
+        default:
+            break
+        }
+    }
+
+    /// The connection has said all it may for whom it speaks as: LOGOUT when they logged out, then
+    /// close and connect again for the next user.
+    mutating func leave(now: Int64) {
+        guard let c = connection else { return }
+        if c.logoutPending, c.speaker != nil {
+            connection?.logoutPending = false
+            send(Logout().json, now: now)
+            enter(.loggingOut, reason: "logout", now: now)
+            schedule(.logoutWait, at: now + env.logoutWaitMs)
+            return
+        }
+        closeGracefully(then: .reconnect, reason: c.phase == .draining ? "drained" : "user_switch", now: now)
+    }
+
+    /// The user or the outbox changed while connected: go on from where the connection is.
+    mutating func reconsider(now: Int64) {
+        guard let c = connection, !c.flushing else { return }
+        switch c.phase {
+        case .sorting, .ready, .draining: outboxWritten(now: now)
+        default: break
+        }
     }
 
     // MARK: logout, shutdown, reload
 
     mutating func finishLogout(now: Int64) {
         cancel(.logoutWait)
-        forgetUser()
         for w in logoutWaiters { reply(w, .success(.object([:]))) }
         logoutWaiters.removeAll()
         closeGracefully(then: .reconnect, reason: "logout", now: now)
     }
 
+    /// No user any more (logout): what is made from now on is anonymous.
     mutating func forgetUser() {
+        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
         user = nil
+        previousUser = nil
         identity = nil
         props = [:]
-        rejectedHash = nil
-        rejection = nil
         freshHash = nil
         forceLogin = false
         lastActivityMs = nil
@@ -815,6 +965,7 @@ public struct SessionMachine: Sendable {
         out.append(.clearUser)
         for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
         identifyWaiters.removeAll()
+        failRequests(notFor: nil, why: "the user logged out")
     }
 
     mutating func onShutdown(now: Int64) {
@@ -850,8 +1001,7 @@ public struct SessionMachine: Sendable {
                     return
                 } else if newUser.hash != oldUser.hash {
                     user?.hash = newUser.hash?.exposedValue
-                    rejectedHash = nil
-                    rejection = nil
+                    freshHash = user?.hash
                 }
             }
         }
@@ -863,28 +1013,40 @@ public struct SessionMachine: Sendable {
         }
     }
 
-    /// Another user: persist (op), reconnect when this connection already sent IDENTIFY.
+    /// Another user. What was queued for the previous one still goes under the previous one
+    /// (session rule 5): the connection finishes writing it, then is left for the new user.
     mutating func switchUser(to newUser: UserState, now: Int64, persist: Bool) {
-        let changed = user?.extUserID != newUser.extUserID
+        let old = user
+        let changed = old?.extUserID != newUser.extUserID
+        if changed, let o = old {
+            previousUser = o
+            if let h = o.hash ?? (lastConnection?.speaker == o.extUserID ? lastConnection?.usedHash : nil) {
+                knownHashes[o.extUserID] = h
+            }
+        }
         user = newUser
         freshHash = newUser.hash
-        rejectedHash = nil
-        rejection = nil
+        if let h = newUser.hash { knownHashes[newUser.extUserID] = h }
         if changed {
             identity = nil
             props = [:]
             forceLogin = true
+            failRequests(notFor: newUser.extUserID, why: "the user changed to \(newUser.extUserID)")
         }
         if persist { out.append(.persistUser(StoredUser(extUserID: newUser.extUserID, hash: newUser.hash))) }
-        // Connecting, initializing, backoff, closing: the next INIT leads to IDENTIFY.
-        guard let c = connection, c.phase != .initializing else { return }
-        if c.phase == .ready && !c.identifySent {
-            beginIdentify(now: now)
-        } else if c.phase == .hashing && !c.identifySent {
+        // Connecting, initializing, backoff, closing: the next INIT sorts the outbox.
+        guard let c = connection else { return }
+        switch c.phase {
+        case .hashing where c.identifyingAs == old?.extUserID:
+            // The hash of the replaced user is no longer wanted.
             hashToken &+= 1
-            beginIdentify(now: now)
-        } else {
-            closeGracefully(then: .reconnect, reason: "user_switch", now: now)
+            connection?.identifyingAs = nil
+            sort(now: now)
+        case .ready where c.speaker == nil && !c.identifySent:
+            // Anonymous on this connection: identify on it, after the anonymous messages.
+            sort(now: now)
+        default:
+            reconsider(now: now)
         }
     }
 }

@@ -26,6 +26,11 @@ extension SessionMachine {
                 "public_username": opt(identity?.publicUsername),
                 "props": .object(props),
                 "identified": .bool(identifiedOnConn),
+                "rejected": rejected.map { r in .object([
+                    "ext_user_id": .string(r.extUserID),
+                    "errCode": opt(r.errCode),
+                    "errMsg": opt(r.errMsg),
+                ]) } ?? .null,
             ]),
             "counters": .object([
                 "reconnects": .number(counters.reconnects),
