@@ -181,7 +181,9 @@ extension SessionMachine {
             return
         }
         forgetUser()
-        guard let c = connection else { return reply(id, .success(.object([:]))) }
+        let c = connection
+        if c?.speaker != u.extUserID && c?.identifyingAs != u.extUserID { loggedOutOffline.insert(u.extUserID) }
+        guard let c else { return reply(id, .success(.object([:]))) }
         switch c.phase {
         case .ready where c.speaker == u.extUserID:
             // Answered once cid 12 came (or its wait ran out).

@@ -230,6 +230,9 @@ public struct SessionMachine: Sendable {
     /// Hashes known per user (given with `identify` or configured), for sending an earlier user's
     /// queued messages under that user when `user.hash_command` is not configured. Memory only.
     var knownHashes: [String: String] = [:]
+    /// Users who logged out while no connection spoke for them: the connection that sends their
+    /// last messages ends with LOGOUT. Memory only.
+    var loggedOutOffline: Set<String> = []
     /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
     var hashToken: UInt64 = 0
     var forceLogin = false
@@ -923,8 +926,9 @@ public struct SessionMachine: Sendable {
     /// close and connect again for the next user.
     mutating func leave(now: Int64) {
         guard let c = connection else { return }
-        if c.logoutPending, c.speaker != nil {
+        if let s = c.speaker, c.logoutPending || loggedOutOffline.contains(s) {
             connection?.logoutPending = false
+            loggedOutOffline.remove(s)
             send(Logout().json, now: now)
             enter(.loggingOut, reason: "logout", now: now)
             schedule(.logoutWait, at: now + env.logoutWaitMs)
@@ -1026,6 +1030,7 @@ public struct SessionMachine: Sendable {
         }
         user = newUser
         freshHash = newUser.hash
+        loggedOutOffline.remove(newUser.extUserID)
         if let h = newUser.hash { knownHashes[newUser.extUserID] = h }
         if changed {
             identity = nil
