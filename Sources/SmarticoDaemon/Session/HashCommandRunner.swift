@@ -313,17 +313,13 @@ public enum HashCommandRunner {
     /// The start of stderr: at most 300 characters, leading and trailing blanks and line breaks
     /// removed. Control characters stay (the log handler escapes them).
     static func excerpt(_ bytes: [UInt8]) -> String {
-        let text = String(decoding: bytes, as: UTF8.self)
-        var out = String.UnicodeScalarView()
-        var cut = false
-        for ch in text.unicodeScalars {
-            if out.count >= 300 { cut = true; break }
-            out.append(ch)
-        }
+        let all = String(decoding: bytes, as: UTF8.self).unicodeScalars
+        var out = Array(all.prefix(300))
+        let cut = out.count == 300 && all.count > 300
         func blankOrBreak(_ s: Unicode.Scalar) -> Bool { isBlank(s) || s == "\n" || s == "\r" }
         while let last = out.last, blankOrBreak(last) { out.removeLast() }
         while let first = out.first, blankOrBreak(first) { out.removeFirst() }
-        return String(out) + (cut ? "…" : "")
+        return String(String.UnicodeScalarView(out)) + (cut ? "…" : "")
     }
 
     /// Bytes of a stderr excerpt kept by ``masked(_:)``.
