@@ -53,6 +53,10 @@ struct CtlSystemdUnitTests {
         #expect(values("CapabilityBoundingSet") == [""])
         #expect(values("RestrictAddressFamilies") == ["AF_UNIX AF_INET AF_INET6"])
         #expect(values("SystemCallFilter").first == "@system-service")
+        // Bounded memory (docs/operations.md, "Memory limits"): a soft limit below the hard one.
+        let high = values("MemoryHigh").first.flatMap(Self.megabytes)
+        let max = values("MemoryMax").first.flatMap(Self.megabytes)
+        #expect(high != nil && max != nil && high! < max!, "MemoryHigh=\(values("MemoryHigh")) MemoryMax=\(values("MemoryMax"))")
 
         let socket = try Self.settings("smarticod.socket")
         func socketValues(_ key: String) -> [String] { socket.filter { $0.0 == key }.map(\.1) }
@@ -63,6 +67,12 @@ struct CtlSystemdUnitTests {
 
         let sysusers = try String(contentsOf: Self.unitDir.appendingPathComponent("smarticod.sysusers"), encoding: .utf8)
         #expect(sysusers.split(separator: "\n").contains { $0.hasPrefix("u smarticod ") })
+    }
+
+    /// `96M` → 96; nil for anything else (the unit uses whole megabytes).
+    static func megabytes(_ value: String) -> Int? {
+        guard value.hasSuffix("M") else { return nil }
+        return Int(value.dropLast())
     }
 
     /// The units with ExecStart pointing at the smarticod built with the tests (verify checks

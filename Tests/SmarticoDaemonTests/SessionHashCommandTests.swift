@@ -20,8 +20,10 @@ import Testing
         guard case .failed(let error) = r else { Issue.record("expected a failure, got \(r)"); return }
         #expect(error == .exited(program: "/bin/sh", status: 3, stderr: "salt file missing"))
         #expect(error.description.contains("exited with status 3"))
-        #expect(error.description.contains("salt file missing"))
-        #expect(!error.description.contains("TOPSECRETHASH"))
+        // The description goes into events: the stderr stays out of it, kept for the log.
+        #expect(!error.description.contains("salt file missing"))
+        #expect(error.stderrExcerpt == "salt file missing")
+        #expect(!error.description.contains("TOPSECRETHASH") && !error.stderrExcerpt.contains("TOPSECRETHASH"))
     }
 
     @Test func hangingCommandIsKilledWithItsProcessGroup() async throws {

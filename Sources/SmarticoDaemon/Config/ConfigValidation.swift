@@ -61,7 +61,7 @@ extension DaemonConfig {
         }
 
         // user
-        v.nonEmpty("user.ext_user_id", user.extUserID)
+        if let id = user.extUserID, let problem = ExtUserID.problem(id) { v.add("user.ext_user_id", problem) }
         if let hash = user.hash {
             if hash.isEmpty { v.add("user.hash", "must be a non-empty string or null") }
             if user.extUserID == nil { v.add("user.hash", "is set but user.ext_user_id is not; a hash only makes sense for a user") }
@@ -75,6 +75,9 @@ extension DaemonConfig {
             for (i, arg) in command.enumerated() where arg.contains("\0") {
                 v.add("user.hash_command[\(i)]", "must not contain NUL")
             }
+        }
+        for (i, name) in user.hashCommandEnv.enumerated() where !Validator.isEnvironmentName(name) {
+            v.add("user.hash_command_env[\(i)]", "must be an environment variable name (a letter or _, then letters, digits or _), got \(ConfigJSON.quoted(name))")
         }
         if let token = user.push.token, token.isEmpty { v.add("user.push.token", "must be a non-empty string or null") }
         v.range("user.push.platform", user.push.platform, User.Push.platformRange, note: " (PushClientPlatform)")
@@ -155,6 +158,16 @@ private struct Validator {
 
     mutating func range(_ key: String, _ value: Int, _ range: ClosedRange<Int>, note: String) {
         if !range.contains(value) { add(key, "must be \(Expect.integer(range))\(note), got \(value)") }
+    }
+
+    /// `[A-Za-z_][A-Za-z0-9_]*`
+    static func isEnvironmentName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first == UInt8(ascii: "_") || isASCIILetter(first) else { return false }
+        return name.utf8.allSatisfy { $0 == UInt8(ascii: "_") || isASCIILetter($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    static func isASCIILetter(_ b: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
     }
 
     mutating func nonEmpty(_ key: String, _ value: String?) {

@@ -289,13 +289,18 @@ extension DaemonConfig {
         public var hash: Secret?
         /// `user.hash_command`: argv run before every IDENTIFY; its first stdout line is the hash.
         public var hashCommand: [String]?
+        /// `user.hash_command_env`: names of the daemon's environment variables `hash_command`
+        /// also gets (besides `PATH`, `LANG` and `SMARTICO_EXT_USER_ID`); default none.
+        public var hashCommandEnv: [String]
         /// `user.push.*`
         public var push: Push
 
-        public init(extUserID: String? = nil, hash: Secret? = nil, hashCommand: [String]? = nil, push: Push = Push()) {
+        public init(extUserID: String? = nil, hash: Secret? = nil, hashCommand: [String]? = nil, hashCommandEnv: [String] = [],
+                    push: Push = Push()) {
             self.extUserID = extUserID
             self.hash = hash
             self.hashCommand = hashCommand
+            self.hashCommandEnv = hashCommandEnv
             self.push = push
         }
 
@@ -303,6 +308,7 @@ extension DaemonConfig {
             case extUserID = "ext_user_id"
             case hash
             case hashCommand = "hash_command"
+            case hashCommandEnv = "hash_command_env"
             case push
         }
 
@@ -310,6 +316,7 @@ extension DaemonConfig {
             extUserID = c.optional(.extUserID, expect: Expect.nonEmptyString)
             hash = c.optional(.hash, expect: Expect.nonEmptyString, secret: true)
             hashCommand = c.optional(.hashCommand, expect: "a non-empty array of strings (program and arguments)")
+            hashCommandEnv = c.field(.hashCommandEnv, default: [], expect: "an array of environment variable names")
             push = c.section(.push, default: Push())
         }
 

@@ -16,10 +16,11 @@ public enum Daemon {
     /// Exit status when the daemon cannot start (store or socket unusable); the reason is logged.
     public static let startFailureExitCode: Int32 = 1
 
-    /// Logs to stderr at `level` (swift-log's `StreamLogHandler`). Call once, before anything logs.
+    /// Logs to stderr at `level`, one line per call with untrusted text escaped
+    /// (``DaemonLogHandler``). Call once, before anything logs.
     public static func bootstrapLogging(level: Logger.Level) {
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = DaemonLogHandler(label: label)
             handler.logLevel = level
             return handler
         }

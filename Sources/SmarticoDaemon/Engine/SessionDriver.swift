@@ -350,8 +350,14 @@ actor SessionDriver {
             connections[conn]?.abort()
         case .runHashCommand(let token, let argv, let user):
             let inbox = self.inbox
-            // The runner spawns and waits on its own thread; this only awaits its answer.
-            HashCommandRunner.start(argv: argv, user: user) { outcome in
+            let log = logger
+            // The runner spawns and waits on its own thread; this only awaits its answer. The
+            // command's stderr goes to the log only, masked (never into events).
+            HashCommandRunner.start(argv: argv, user: user, environment: environment,
+                                    passing: config.config.user.hashCommandEnv) { outcome in
+                if case .failed(let error) = outcome, !error.stderrExcerpt.isEmpty {
+                    log.debug("user.hash_command stderr (masked): \(HashCommandRunner.masked(error.stderrExcerpt))")
+                }
                 inbox.yield(.session(.hashResult(token: token, outcome)))
             }
         case .reply(let id, let result):

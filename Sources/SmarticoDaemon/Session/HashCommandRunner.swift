@@ -9,8 +9,11 @@ import Musl
 import Darwin
 #endif
 
-/// Why `user.hash_command` gave no hash. Descriptions name the program and what happened,
-/// with a short excerpt of its stderr; they never contain its stdout (the hash is a secret).
+/// Why `user.hash_command` gave no hash. Descriptions name the program and what happened (exit
+/// status, signal, timeout, no output) and nothing the program printed: they go into `error`
+/// events every subscriber sees. Its stdout (the hash) is never kept; a short excerpt of its
+/// stderr is, in ``stderrExcerpt``, for the daemon's debug log only (masked:
+/// ``HashCommandRunner/masked(_:)``).
 public enum HashCommandError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `user.hash_command` is an empty array.
     case emptyCommand
@@ -28,23 +31,39 @@ public enum HashCommandError: Error, Sendable, Equatable, CustomStringConvertibl
     case noOutput(program: String, stderr: String)
 
     public var description: String {
-        func tail(_ s: String) -> String { s.isEmpty ? "" : "; stderr: \(s)" }
         switch self {
         case .emptyCommand: return "user.hash_command is empty"
         case .spawnFailed(let p, let e): return "cannot start \"\(p)\": \(String(cString: strerror(e))) (errno \(e))"
         case .ioFailed(let p, let op, let e): return "\(op) failed while running \"\(p)\": \(String(cString: strerror(e))) (errno \(e))"
-        case .exited(let p, let s, let err): return "\"\(p)\" exited with status \(s)\(tail(err))"
-        case .signaled(let p, let sig, let err): return "\"\(p)\" was killed by signal \(sig)\(tail(err))"
+        case .exited(let p, let s, let err): return "\"\(p)\" exited with status \(s)\(stderrNote(err))"
+        case .signaled(let p, let sig, let err): return "\"\(p)\" was killed by signal \(sig)\(stderrNote(err))"
         case .timedOut(let p, let ms): return "\"\(p)\" did not finish within \(ms) ms and was killed"
-        case .noOutput(let p, let err): return "\"\(p)\" printed no hash (its first stdout line is empty)\(tail(err))"
+        case .noOutput(let p, let err): return "\"\(p)\" printed no hash (its first stdout line is empty)\(stderrNote(err))"
+        }
+    }
+
+    /// Where the stderr went, when there was some (never what it said).
+    private func stderrNote(_ stderr: String) -> String {
+        stderr.isEmpty ? "" : "; its stderr is in the daemon's log at debug level"
+    }
+
+    /// The start of what the program wrote to stderr (at most 300 characters, control characters
+    /// kept: the log handler escapes them), or "" when nothing or not applicable. Not masked: log
+    /// it through ``HashCommandRunner/masked(_:)``.
+    public var stderrExcerpt: String {
+        switch self {
+        case .exited(_, _, let err), .signaled(_, _, let err), .noOutput(_, let err): return err
+        case .emptyCommand, .spawnFailed, .ioFailed, .timedOut: return ""
         }
     }
 }
 
 /// Runs `user.hash_command`: argv without a shell (`posix_spawnp`, searched on `PATH`), stdin
-/// from `/dev/null`, `SMARTICO_EXT_USER_ID` set to the user, in its own process group. The
-/// first stdout line (trailing `\r` and blanks removed) is the hash. The command must exit 0
-/// within the timeout (default 10 s); otherwise its whole process group is killed with SIGKILL.
+/// from `/dev/null`, in its own process group, with a minimal environment
+/// (``childEnvironment(user:daemonEnvironment:passing:)``: `PATH`, `LANG`,
+/// `SMARTICO_EXT_USER_ID` and the variables `user.hash_command_env` names). The first stdout
+/// line (trailing `\r` and blanks removed) is the hash. The command must exit 0 within the
+/// timeout (default 10 s); otherwise its whole process group is killed with SIGKILL.
 ///
 /// Every blocking call (poll, read, waitpid) runs on a dedicated thread created per run.
 public enum HashCommandRunner {
@@ -55,11 +74,32 @@ public enum HashCommandRunner {
     static let maxStderr = 2 * 1024
     /// The environment variable that tells the command whose hash to print.
     public static let userVariable = "SMARTICO_EXT_USER_ID"
+    /// `PATH` for the command when the daemon has none.
+    public static let defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+    /// The command's whole environment, as `NAME=value` strings sorted by name: `PATH` (the
+    /// daemon's, or ``defaultPath``), `LANG` when the daemon has it, the variables named in
+    /// `passing` (`user.hash_command_env`) that the daemon has, and ``userVariable`` set to
+    /// `user` (when there is one; never taken from the daemon's environment).
+    public static func childEnvironment(user: String?, daemonEnvironment: [String: String], passing: [String]) -> [String] {
+        var env: [String: String] = ["PATH": daemonEnvironment["PATH"] ?? defaultPath]
+        for name in ["LANG"] + passing where name != userVariable {
+            if let value = daemonEnvironment[name] { env[name] = value }
+        }
+        if let user { env[userVariable] = user }
+        return env.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+    }
 
     /// Runs the command and returns its outcome without blocking the caller's thread.
-    public static func run(argv: [String], user: String?, timeoutMs: Int = defaultTimeoutMs) async -> HashCommandOutcome {
+    /// `environment`: the daemon's environment, of which the command gets only what
+    /// ``childEnvironment(user:daemonEnvironment:passing:)`` keeps; `passing`:
+    /// `user.hash_command_env`.
+    public static func run(argv: [String], user: String?, environment: [String: String] = [:], passing: [String] = [],
+                           timeoutMs: Int = defaultTimeoutMs) async -> HashCommandOutcome {
         await withCheckedContinuation { continuation in
-            start(argv: argv, user: user, timeoutMs: timeoutMs) { continuation.resume(returning: $0) }
+            start(argv: argv, user: user, environment: environment, passing: passing, timeoutMs: timeoutMs) {
+                continuation.resume(returning: $0)
+            }
         }
     }
 
@@ -86,15 +126,18 @@ public enum HashCommandRunner {
     static var runningCount: Int { running.withLock { $0.count } }
 
     /// Runs the command on a new detached pthread (named ``threadName``) and calls
-    /// `completion` there with the outcome.
-    public static func start(argv: [String], user: String?, timeoutMs: Int = defaultTimeoutMs,
+    /// `completion` there with the outcome. `environment` and `passing`: as for
+    /// ``run(argv:user:environment:passing:timeoutMs:)``.
+    public static func start(argv: [String], user: String?, environment: [String: String] = [:], passing: [String] = [],
+                             timeoutMs: Int = defaultTimeoutMs,
                              completion: @escaping @Sendable (HashCommandOutcome) -> Void) {
-        let job = Unmanaged.passRetained(Job(argv: argv, user: user, timeoutMs: timeoutMs, completion: completion))
+        let env = childEnvironment(user: user, daemonEnvironment: environment, passing: passing)
+        let job = Unmanaged.passRetained(Job(argv: argv, environment: env, timeoutMs: timeoutMs, completion: completion))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { context in
             let job = Unmanaged<Job>.fromOpaque(context!).takeRetainedValue()
             _ = smartico_set_thread_name(HashCommandRunner.threadName)
-            job.completion(HashCommandRunner.runBlocking(argv: job.argv, user: job.user, timeoutMs: job.timeoutMs))
+            job.completion(HashCommandRunner.runBlocking(argv: job.argv, environment: job.environment, timeoutMs: job.timeoutMs))
             return nil
         }, job.toOpaque())
         if rc == 0 {
@@ -108,20 +151,21 @@ public enum HashCommandRunner {
     /// What the runner thread needs; immutable, so handing it to the new thread is safe.
     final class Job: Sendable {
         let argv: [String]
-        let user: String?
+        let environment: [String]
         let timeoutMs: Int
         let completion: @Sendable (HashCommandOutcome) -> Void
 
-        init(argv: [String], user: String?, timeoutMs: Int, completion: @escaping @Sendable (HashCommandOutcome) -> Void) {
+        init(argv: [String], environment: [String], timeoutMs: Int, completion: @escaping @Sendable (HashCommandOutcome) -> Void) {
             self.argv = argv
-            self.user = user
+            self.environment = environment
             self.timeoutMs = timeoutMs
             self.completion = completion
         }
     }
 
-    /// The blocking implementation (call it only on a thread of your own).
-    static func runBlocking(argv: [String], user: String?, timeoutMs: Int) -> HashCommandOutcome {
+    /// The blocking implementation (call it only on a thread of your own). `environment`: the
+    /// command's whole environment (`NAME=value`).
+    static func runBlocking(argv: [String], environment env: [String], timeoutMs: Int) -> HashCommandOutcome {
         guard let program = argv.first, !program.isEmpty else { return .failed(.emptyCommand) }
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
@@ -152,15 +196,6 @@ public enum HashCommandRunner {
         sigemptyset(&defaults)
         for s in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigdefault(&attr, &defaults)
-
-        var env: [String] = []
-        var p = environ
-        while let entry = p.pointee {
-            let s = String(cString: entry)
-            if !s.hasPrefix(userVariable + "=") { env.append(s) }
-            p += 1
-        }
-        if let user { env.append("\(userVariable)=\(user)") }
 
         var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         var cEnv: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
@@ -275,14 +310,72 @@ public enum HashCommandRunner {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
-    /// A printable one-line excerpt of stderr (at most 300 characters).
+    /// The start of stderr: at most 300 characters, leading and trailing blanks and line breaks
+    /// removed. Control characters stay (the log handler escapes them).
     static func excerpt(_ bytes: [UInt8]) -> String {
-        let text = String(decoding: bytes, as: UTF8.self)
-        var out = ""
-        for ch in text.unicodeScalars {
-            if out.unicodeScalars.count >= 300 { out += "…"; break }
-            out.unicodeScalars.append(ch.value < 0x20 || ch.value == 0x7F ? " " : ch)
+        let all = String(decoding: bytes, as: UTF8.self).unicodeScalars
+        var out = Array(all.prefix(300))
+        let cut = out.count == 300 && all.count > 300
+        func blankOrBreak(_ s: Unicode.Scalar) -> Bool { isBlank(s) || s == "\n" || s == "\r" }
+        while let last = out.last, blankOrBreak(last) { out.removeLast() }
+        while let first = out.first, blankOrBreak(first) { out.removeFirst() }
+        return String(String.UnicodeScalarView(out)) + (cut ? "…" : "")
+    }
+
+    /// Bytes of a stderr excerpt kept by ``masked(_:)``.
+    public static let maskedMaxBytes = 300
+
+    /// A stderr excerpt fit for the daemon's debug log: cut to ``maskedMaxBytes`` bytes, then
+    /// - everything after a `hash`, `secret`, `token`, `key` or `password` (any case, also inside
+    ///   a longer word such as `api_key`) followed by `=` or `:` is replaced by `***`;
+    /// - every run of 16 or more characters from `A–Z a–z 0–9 + / = _ -` that contains a digit
+    ///   (a hex digest, a base64 token) is replaced by `***`.
+    ///
+    /// Control characters are left to the log handler, which escapes them.
+    public static func masked(_ text: String) -> String {
+        var scalars: [Unicode.Scalar] = []
+        var bytes = 0
+        var cut = false
+        for s in text.unicodeScalars {
+            bytes += UTF8.width(s)
+            if bytes > maskedMaxBytes { cut = true; break }
+            scalars.append(s)
         }
-        return out.trimmingBlanks()
+        // The keyword rule: keep through the first `keyword =`/`keyword :`, drop the rest.
+        let lower = scalars.map { ("A"..."Z").contains($0) ? Unicode.Scalar($0.value + 0x20)! : $0 }
+        let keywords: [[Unicode.Scalar]] = ["password", "secret", "token", "hash", "key"].map { Array($0.unicodeScalars) }
+        var end = scalars.count
+        var secretFollows = false
+        search: for i in scalars.indices {
+            for word in keywords where i + word.count <= lower.count && Array(lower[i..<(i + word.count)]) == word {
+                var j = i + word.count
+                while j < scalars.count, scalars[j] == " " || scalars[j] == "\t" { j += 1 }
+                if j < scalars.count, scalars[j] == "=" || scalars[j] == ":" {
+                    end = j + 1
+                    secretFollows = true
+                    break search
+                }
+            }
+        }
+        // The run rule, on what is kept.
+        func runScalar(_ s: Unicode.Scalar) -> Bool {
+            s.isASCII && (("A"..."Z").contains(s) || ("a"..."z").contains(s) || ("0"..."9").contains(s) || "+/=_-".unicodeScalars.contains(s))
+        }
+        var out = String.UnicodeScalarView()
+        var i = 0
+        while i < end {
+            guard runScalar(scalars[i]) else { out.append(scalars[i]); i += 1; continue }
+            var j = i
+            while j < end, runScalar(scalars[j]) { j += 1 }
+            let run = scalars[i..<j]
+            if run.count >= 16 && run.contains(where: { ("0"..."9").contains($0) }) {
+                out.append(contentsOf: "***".unicodeScalars)
+            } else {
+                out.append(contentsOf: run)
+            }
+            i = j
+        }
+        if secretFollows { out.append(contentsOf: "***".unicodeScalars) } else if cut { out.append("…") }
+        return String(out)
     }
 }

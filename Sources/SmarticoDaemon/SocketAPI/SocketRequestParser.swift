@@ -99,6 +99,7 @@ public enum SocketRequestParser {
             request = .ack(seq: try args.requiredInt("seq", range: 0...Int64.max))
         case .identify:
             let user = try args.requiredString("ext_user_id", nonEmpty: true)
+            if let problem = ExtUserID.problem(user) { throw .badRequest("field \"ext_user_id\" \(problem)") }
             let hash = try args.optionalString("hash")
             request = .session(.identify(extUserID: user, hash: hash))
         case .pushToken:

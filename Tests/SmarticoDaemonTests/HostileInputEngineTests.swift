@@ -1,0 +1,152 @@
+// Hostile input through the real daemon (issue 25): smarticod against smartico-sim, its stderr
+// read from the log file, peers on the real socket.
+import Foundation
+import SmarticoProtocol
+import SmarticoTestSupport
+import Testing
+@testable import SmarticoDaemon
+
+@Suite("Hostile input: smarticod against smartico-sim")
+struct HostileInputEngineTests {
+    /// What a forged line would start with: a whole record of the daemon's own shape.
+    static let forged = "2026-11-27T23:00:00+0000 critical smarticod: [SmarticoDaemon] FORGED"
+
+    /// The log's lines that start with `prefix`.
+    static func lines(of log: String, startingWith prefix: String) -> [Substring] {
+        log.split(separator: "\n").filter { $0.hasPrefix(prefix) }
+    }
+
+    @Test func aServerErrMsgWithANewlineIsEscapedOnOneLogLine() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": .string("maintenance\n" + Self.forged)])
+        try setup.writeConfig(url: sim.serverURL, hash: "h")
+        let client = try await setup.start()
+        defer { client.close() }
+        _ = try await client.ok("subscribe", ["types": ["error"]])
+        let initRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "init_rejected" }
+        // Subscribers get the server's text as it is (JSON escapes it); only the log must not break.
+        #expect(initRejected?["data"]?["errMsg"]?.stringValue == "maintenance\n" + Self.forged, "log:\n\(setup.log)")
+
+        _ = try await sim.control(["op": "fault", "kind": "reject_identify", "errCode": 100000, "errMsg": .string("bad hash\r\n" + Self.forged)])
+        _ = try await sim.control(["op": "fault", "kind": "clear", "only": "reject_init"])
+        let identifyRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
+        #expect(identifyRejected != nil, "log:\n\(setup.log)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+
+        let log = setup.log
+        #expect(log.contains(#"(maintenance\n"# + Self.forged + ")"), "log:\n\(log)")
+        #expect(log.contains(#"(bad hash\r\n"# + Self.forged + ")"), "log:\n\(log)")
+        #expect(Self.lines(of: log, startingWith: "2026-11-27T23:00:00+0000").isEmpty, "log:\n\(log)")
+        #expect(!log.contains("\r"), "log:\n\(log)")
+        // Every line is a record of the daemon's shape: a timestamp, a level, the label.
+        for line in log.split(separator: "\n") {
+            #expect(line.split(separator: " ").dropFirst().first.map { ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains($0) } == true,
+                    "not a log record: \(line)")
+        }
+    }
+
+    @Test func identifyRefusesControlCharactersAndOverlongIDsOnTheRealSocket() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        for (id, words) in [("victim\n" + Self.forged, "U+000A at byte offset 6"),
+                            ("bob\u{0}", "U+0000 at byte offset 3"),
+                            (String(repeating: "b", count: 257), "257 bytes")] {
+            let response = try await client.request("identify", ["ext_user_id": .string(id), "hash": "h"])
+            #expect(response["ok"]?.boolValue == false)
+            #expect(response["error"]?["code"]?.stringValue == "bad_request", "\(response.text)")
+            let message = response["error"]?["message"]?.stringValue ?? ""
+            #expect(message.contains("ext_user_id") && message.contains(words), "\(message)")
+        }
+        // Nothing reached the session: the configured user is still the one identified.
+        #expect(try await eventually { try await client.ok("status")["user"]?["ext_user_id"]?.stringValue == "alice" })
+        #expect(try await sim.received(cids: [5]).allSatisfy { $0["ext_user_id"]?.stringValue == "alice" })
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+        #expect(Self.lines(of: setup.log, startingWith: "2026-11-27T23:00:00+0000").isEmpty, "log:\n\(setup.log)")
+    }
+
+    /// Adds `user.hash_command_env` to the configuration `setup` wrote.
+    static func addHashCommandEnv(_ names: [String], to setup: DaemonSetup) throws {
+        let text = try String(contentsOfFile: setup.configPath, encoding: .utf8)
+        var root = try #require(try JSONValue(parsing: text).objectValue)
+        var user = root["user"]?.objectValue ?? [:]
+        user["hash_command_env"] = .array(names.map { .string($0) })
+        root["user"] = .object(user)
+        try Data(root.serialized()).write(to: URL(fileURLWithPath: setup.configPath))
+    }
+
+    @Test func theDaemonRunsTheHashCommandWithAMinimalEnvironment() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        let script = try writeEnvDumpingHashScript(dir: setup.dir)
+        let dump = setup.dir + "/env.txt"
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", script, dump])
+        try Self.addHashCommandEnv(["VAULT_ADDR", "NOT_SET_ANYWHERE"], to: setup)
+        let client = try await setup.start(environment: [
+            "LANG": "C.UTF-8", "HOME": "/root", "SECRET_TOKEN": "s3cr3t", "VAULT_ADDR": "https://vault.local",
+        ])
+        defer { client.close() }
+        #expect(try await eventually {
+            try await client.ok("status")["user"]?["identified"]?.boolValue == true
+        }, "log:\n\(setup.log)")
+        var seen = try environmentDump(dump)
+        seen["PWD"] = nil  // the shell's own (dash exports it)
+        // DaemonSetup starts the daemon with PATH=/usr/bin:/bin.
+        #expect(seen == ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "SMARTICO_EXT_USER_ID": "alice", "VAULT_ADDR": "https://vault.local"])
+        #expect(try await sim.received(cids: [5]).first?["hash"]?.stringValue == "h-alice")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+
+    static let failingHashCommand = ["/bin/sh", "-c", "printf 'oops\\nSECRET-abc token=hunter2\\n' >&2; exit 3"]
+
+    @Test func hashCommandStderrReachesOnlyTheDebugLogMaskedNeverEvents() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "debug")
+        let client = try await setup.start()
+        defer { client.close() }
+        _ = try await client.ok("subscribe", ["types": ["error", "session"]])
+        let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
+        let event = failed?.text ?? ""
+        #expect(event.contains("exited with status 3"), "event: \(event); log:\n\(setup.log)")
+        for secret in ["oops", "SECRET-abc", "hunter2"] { #expect(!event.contains(secret), "event: \(event)") }
+        // The session events after it carry nothing of it either.
+        for e in await client.drainEvents(forMs: 300) {
+            for secret in ["SECRET-abc", "hunter2"] { #expect(!e.text.contains(secret), "event: \(e.text)") }
+        }
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+
+        let log = setup.log
+        #expect(log.contains(#"user.hash_command stderr (masked): oops\nSECRET-abc token=***"#), "log:\n\(log)")
+        #expect(!log.contains("hunter2"), "log:\n\(log)")
+        #expect(Self.lines(of: log, startingWith: "SECRET-abc").isEmpty, "log:\n\(log)")
+    }
+
+    @Test func atInfoLevelTheHashCommandStderrIsNotLogged() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "info")
+        let client = try await setup.start()
+        defer { client.close() }
+        _ = try await client.ok("subscribe", ["types": ["error"]])
+        let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
+        #expect(failed != nil, "log:\n\(setup.log)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+        let log = setup.log
+        #expect(log.contains("hash_command_failed"), "log:\n\(log)")  // the failure itself is logged
+        for secret in ["oops", "SECRET-abc", "hunter2"] { #expect(!log.contains(secret), "log:\n\(log)") }
+    }
+}
