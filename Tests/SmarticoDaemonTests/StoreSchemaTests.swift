@@ -33,17 +33,17 @@ private func openFails(_ directory: String) async throws -> StoreError {
 }
 
 @Suite struct StoreSchemaTests {
-    @Test func createsVersion1InAnEmptyDirectoryAndReopensIt() async throws {
+    @Test func createsTheCurrentVersionInAnEmptyDirectoryAndReopensIt() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         var store = try await SmarticoStore.open(directory: dir.path)
-        #expect(try await store.schemaVersion() == 1)
+        #expect(try await store.schemaVersion() == StoreSchema.version)
         let durability = try await store.durabilitySettings()
         #expect(durability.journalMode == "wal" && durability.synchronous == 2)
         _ = try await store.appendEvents([journalEvent("message", ts: 1, "{}")])
         await store.close()
         store = try await SmarticoStore.open(directory: dir.path)
-        #expect(try await store.schemaVersion() == 1)
+        #expect(try await store.schemaVersion() == StoreSchema.version)
         #expect(await store.lastSeq() == 1)
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
@@ -84,6 +84,30 @@ private func openFails(_ directory: String) async throws -> StoreError {
         #expect(error == .developmentFormat(path: dir.sub("events"), found: nil))
         #expect(error.description.contains("event-log files"))
         #expect(!FileManager.default.fileExists(atPath: dir.sub(SmarticoStore.fileName)))
+    }
+
+    @Test func aVersion1StoreIsMigratedAndItsWaitingMessagesGetTheStoredUser() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        var store = try await SmarticoStore.open(directory: dir.path)
+        try await store.setUser(StoredUser(extUserID: "alice", hash: nil))
+        try await store.enqueue(uuid: "u-1", cid: 9, payload: Array("{}".utf8), createdMs: 1)
+        try await store.putLatest(slot: "language", uuid: "l-1", cid: 9, payload: Array("{}".utf8), createdMs: 2)
+        _ = try await store.setCursor("app", 0)
+        await store.close()
+        // Back to version 1's tables, as the previous release wrote them.
+        try await rawSQL(path, """
+            ALTER TABLE outbox DROP COLUMN user; ALTER TABLE latest DROP COLUMN user;
+            ALTER TABLE cursors DROP COLUMN owner_uid; PRAGMA user_version = 1;
+            """)
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == StoreSchema.version)
+        #expect(try await store.peek(limit: 10).map(\.user) == ["alice"])
+        #expect(try await store.latestMessages().map(\.user) == ["alice"])
+        #expect(try await store.cursor("app") == 0)
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
     }
 
     @Test func refusesADatabaseOfANewerVersion() async throws {

@@ -36,6 +36,8 @@ enum StoreSchema {
             UNIQUE (user, uid)
         );
         CREATE INDEX seen_user_id ON seen(user, id);
+        -- user: the user a message was made for; NULL: made on an anonymous session (daemon.md,
+        -- session rule 5: it is sent only on a session identified as that user, or anonymous).
         CREATE TABLE outbox(
             position INTEGER PRIMARY KEY AUTOINCREMENT,
             uuid TEXT NOT NULL UNIQUE,
@@ -44,8 +46,6 @@ enum StoreSchema {
             payload BLOB NOT NULL,
             created_ms INTEGER NOT NULL,
             attempts INTEGER NOT NULL DEFAULT 0,
-            -- The user the message was made for; NULL: made on an anonymous session (daemon.md,
-            -- session rule 5: it is sent only on a session identified as that user, or anonymous).
             user TEXT
         );
         -- Latest-value-only messages (the language op): one row per slot, replaced by a new value.
