@@ -38,9 +38,15 @@ enum Format {
         if let user = s["user"]?["ext_user_id"], !user.isNull {
             var text = describe(user)
             if let name = s["user"]?["public_username"], !name.isNull { text += " (\(describe(name)))" }
+            text += s["user"]?["identified"]?.boolValue == true ? ", identified" : ", not identified on this session"
             rows.append(("user", text))
         } else {
             rows.append(("user", "anonymous"))
+        }
+        if let r = s["user"]?["rejected"]?.objectValue {
+            var text = "\(describe(r["ext_user_id"])): errCode \(describe(r["errCode"]))"
+            if let m = r["errMsg"], !m.isNull { text += " (\(describe(m)))" }
+            rows.append(("rejected", text))
         }
         if let props = s["user"]?["props"]?.objectValue, !props.isEmpty {
             rows.append(("props", describe(.object(props), limit: 200)))

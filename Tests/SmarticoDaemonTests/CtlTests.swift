@@ -126,7 +126,7 @@ struct CtlTests {
         })
         #expect(columns.count == 1, "values not aligned:\n\(human.stdout)")
         let expected = [
-            "state", "server", "session", "user", "props", "messages", "keepalive", "reconnects", "outbox", "journal", "subscribers",
+            "state", "server", "session", "user", "rejected", "props", "messages", "keepalive", "reconnects", "outbox", "journal", "subscribers",
         ]
         #expect(lines.map { String($0.prefix { $0 != ":" }) } == expected, "\(human.stdout)")
         func value(_ name: String) -> String {
@@ -137,7 +137,8 @@ struct CtlTests {
         #expect(value("state").hasSuffix("(since 2023-11-14 22:13:20.000)"))
         #expect(value("server") == "wss://api.example.test/websocket/services?master&domain=demo&version=0.1.0, connected at 2023-11-14 22:13:21.000")
         #expect(value("session") == "id s-1234, products 100 101")
-        #expect(value("user") == "user-42 (Player One)")
+        #expect(value("user") == "user-42 (Player One), identified")
+        #expect(value("rejected") == "mallory: errCode 100000 (bad hash)")
         #expect(value("props") == #"{"level":3}"#)
         #expect(value("messages") == "in 120, out 98")
         #expect(value("keepalive").hasPrefix("pings 4, pongs 5, last "))
