@@ -16,7 +16,7 @@ import SmarticoTestSupport
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", salt])
         let script = try writeHashScript(dir: setup.dir, salt: salt)
         try setup.writeConfig(url: sim.serverURL, user: hashCommand ? "alice" : nil, hash: nil,
-                              hashCommand: hashCommand ? [script] : nil)
+                              hashCommand: hashCommand ? ["/bin/sh", script] : nil)
         let client = try await setup.start()
         return (setup, sim, client)
     }

@@ -25,7 +25,7 @@ struct EngineSessionTests {
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
         let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: [hashCommand])
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
         let client = try await setup.start()
         defer { client.close() }
 
@@ -91,7 +91,7 @@ struct EngineSessionTests {
         defer { setup.remove() }
         let sim1 = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
         let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
-        try setup.writeConfig(url: sim1.serverURL, hash: nil, hashCommand: [hashCommand])
+        try setup.writeConfig(url: sim1.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
         let client = try await setup.start()
         defer { client.close() }
         #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")

@@ -37,7 +37,7 @@ struct EngineThreadsTests {
         let maskFile = setup.dir + "/sigblk.txt"
         let hashScript = try writeHashScript(dir: setup.dir, salt: "s3cret")
         let hashCommand = ["/usr/bin/awk",
-                           "/^SigBlk/ { print > \"\(maskFile)\" } END { close(\"\(maskFile)\"); exit system(\"\(hashScript)\") }",
+                           "/^SigBlk/ { print > \"\(maskFile)\" } END { close(\"\(maskFile)\"); exit system(\"/bin/sh \(hashScript)\") }",
                            "/proc/self/status"]
         try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: hashCommand)
         let client = try await setup.start()
