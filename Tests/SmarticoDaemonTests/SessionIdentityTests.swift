@@ -178,3 +178,23 @@ import Testing
         #expect(keys == ["u1/e-1", "u1/e-1"])
     }
 }
+
+extension SessionIdentityTests {
+    @Test func anEarlierUserTheServerKeepsFailingIsDroppedAfterThreeTries() throws {
+        var h = Harness(SessionFixtures.config(hashCommand: ["make-hash"]))
+        h.start(Self.alice)
+        h.feed(.request(SessionRequestID(1), .identify(extUserID: "bob", hash: nil)))
+        let a = Self.entry("a-1", "alice_only_event", user: "alice")
+        for attempt in 1...3 {
+            if attempt > 1 { h.reconnect() } else { h.connected() }
+            h.waitingAtInit = [a]
+            let run = try #require(h.initOK().hashRuns.first)
+            #expect(run.2 == "alice")
+            h.feed(.hashResult(token: run.0, .hash(Secret("ha"))))
+            let failed = h.server(IdentifyUserResponse(publicUsername: nil, avatarID: nil, gamificationURL: nil, popupURL: nil,
+                                                       errCode: 5, errMsg: "try later").json)
+            #expect(failed.contains(.dropOutbox(user: "alice")) == (attempt == 3), "attempt \(attempt)")
+            #expect(h.machine.state == (attempt == 3 ? .connecting : .backoff), "attempt \(attempt)")
+        }
+    }
+}

@@ -233,6 +233,10 @@ public struct SessionMachine: Sendable {
     /// Users who logged out while no connection spoke for them: the connection that sends their
     /// last messages ends with LOGOUT. Memory only.
     var loggedOutOffline: Set<String> = []
+    /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their messages
+    /// are dropped, so an earlier user the server keeps refusing cannot hold the current one back.
+    var drainFailures: [String: Int] = [:]
+    static let maxDrainFailures = 3
     /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
     var hashToken: UInt64 = 0
     var forceLogin = false
@@ -746,6 +750,7 @@ public struct SessionMachine: Sendable {
         let forUser = ext == user?.extUserID
         if r.isSuccess {
             connection?.speaker = ext
+            drainFailures[ext] = nil
             if let h = c.usedHash { knownHashes[ext] = h }
             guard forUser, let u = user else {
                 // An earlier user: only their queued messages go on this connection.
@@ -785,6 +790,16 @@ public struct SessionMachine: Sendable {
             let code = r.errCode ?? 0
             let msg = "IDENTIFY for \(ext) failed: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
             emitError("identify_failed", msg, errCode: code, errMsg: r.errMsg)
+            if !forUser {
+                let failures = drainFailures[ext, default: 0] + 1
+                drainFailures[ext] = failures
+                if failures >= Self.maxDrainFailures {
+                    drainFailures[ext] = nil
+                    out.append(.dropOutbox(user: ext))
+                    closeGracefully(then: .reconnect, reason: "identify_failed", now: now)
+                    return
+                }
+            }
             fail(reason: "identify_failed", message: msg, now: now, closeCode: 1000)
         }
     }
