@@ -52,7 +52,7 @@ struct SocketAPIParsingTests {
     }
 
     @Test func everyOpIsKnown() throws {
-        #expect(SocketOp.allCases.count == 17)
+        #expect(SocketOp.allCases.count == 18)
         for op in SocketOp.allCases {
             let parsed = SocketRequestParser.parse(#"{"op":"\#(op.rawValue)"}"#)
             if case .failure(let e) = parsed.request { #expect(e.code == .badRequest, "\(op): \(e)") }
