@@ -64,13 +64,18 @@ import Glibc
     @Test func theUpstreamReconnectsWhileAThousandLocalConnectionsAreHeld() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, logLevel: "info")  // root is not capped per uid
+        // The hash comes from hash_command: each new connection runs it (pipes, a fork), so the
+        // reconnect needs more descriptors than the closed connection gave back.
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
+        let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: [hashCommand], logLevel: "info")  // root is not capped per uid
         // 256 descriptors: at most 192 local connections, 64 kept for everything else.
         let watcher = try await setup.start(launcher: ["/usr/bin/prlimit", "--nofile=256:256", "--"])
         defer { watcher.close() }
         #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
         let initsBefore = try await sim.received(cids: [3]).count
+        let identifiesBefore = try await sim.received(cids: [5]).count
 
         let path = setup.socketPath
         let held: [LineSocket] = await TestExecutables.onThread {
@@ -94,7 +99,10 @@ import Glibc
         _ = try await sim.control(["op": "fault", "kind": "close_abruptly"])
         #expect(try await eventually(timeout: .seconds(20)) { try await sim.received(cids: [3]).count > initsBefore },
                 "no new INIT; log:\n\(setup.log.suffix(3000))")
+        #expect(try await eventually(timeout: .seconds(20)) { try await sim.received(cids: [5]).count > identifiesBefore },
+                "no new IDENTIFY; log:\n\(setup.log.suffix(3000))")
         #expect(try await eventually(timeout: .seconds(20)) { try await Self.isReady(watcher) }, "log:\n\(setup.log.suffix(3000))")
+        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
         let status = try await Self.status(watcher)
         #expect((status["counters"]?["reconnects"]?.int64Value ?? 0) >= 1, "\(status)")
         #expect(!setup.log.contains("Too many open files"), "log:\n\(setup.log.suffix(3000))")
