@@ -61,6 +61,30 @@ import Glibc
         _ = await sim.stop()
     }
 
+    @Test func rootAndTheDaemonsOwnUIDControlWhenTheDaemonIsNotRoot() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
+        // The daemon runs as uid 4260: its directory (state, socket) is that uid's.
+        #expect(chown(setup.dir, 4260, 4260) == 0 && chmod(setup.dir, 0o755) == 0)
+        let root = try await setup.start(launcher: ["/usr/bin/setpriv", "--reuid=4260", "--regid=4260", "--clear-groups"])
+        defer { root.close() }
+        let event = #"{"id":1,"op":"event","event_type":"probe"}"#
+        // Root has control though the daemon is not root.
+        _ = try await root.ok("event", ["event_type": "probe"])
+        // So has the daemon's own uid.
+        let own = try await ForeignPeer(uid: 4260, gid: 4260).run(dir: setup.dir, ["calls", setup.socketPath, event])
+        #expect(own.first?["ok"] == true, "\(own); log:\n\(setup.log.suffix(2000))")
+        // Anyone else only reads.
+        let other = try await ForeignPeer(uid: 65534, gid: 65534).run(
+            dir: setup.dir, ["calls", setup.socketPath, event, #"{"id":2,"op":"hello"}"#])
+        #expect(other.first?["error"]?["code"] == "not_permitted", "\(other)")
+        #expect(other.last?["ok"] == true, "\(other)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+
     @Test func theUpstreamReconnectsWhileAThousandLocalConnectionsAreHeld() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

@@ -266,6 +266,22 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         #expect(other.first?["ok"] == true, "\(other)")
     }
 
+    @Test func smarticoctlForgetDeletesAName() async throws {
+        let dir = try makeSocketTempDir()
+        let store = try await SmarticoStore.open(directory: dir + "/state")
+        let rig = try await CtlRig.start(store: store, dir: dir)
+        defer { Task { await rig.stop(); await store.close() } }
+        try await journalAndPublish(2, store: store, server: rig.server)
+        try await store.claimCursor("kiosk", uid: 0, start: 1)
+        let forgotten = try await rig.ctl(["forget", "kiosk"])
+        #expect(forgotten.status == 0, "\(forgotten)")
+        #expect(forgotten.stdoutLines == ["forgotten"], "\(forgotten)")
+        #expect(try await store.cursor("kiosk") == nil)
+        let again = try await rig.ctl(["forget", "kiosk"])
+        #expect(again.status == 1, "\(again)")
+        #expect(again.stderr.contains("bad_request") && again.stderr.contains("kiosk"), "\(again)")
+    }
+
     @Test func connectionsPerUIDAreCapped() async throws {
         let rig = try await openRig(.init(maxPeersPerUID: 3))
         defer { Task { await rig.stop() } }
