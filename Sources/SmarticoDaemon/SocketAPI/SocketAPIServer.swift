@@ -199,7 +199,7 @@ public final class SocketAPIServer: CustomStringConvertible,
 
     // MARK: Starting and stopping
 
-    /// Starts listening and serving. `handler` answers everything but `subscribe`/`unsubscribe`/`ack`
+    /// Starts listening and serving. `handler` answers everything but `subscribe`/`unsubscribe`/`ack`/`forget`
     /// and is kept until ``close()``. The seq counter starts at the store's last seq.
     /// Returns the bound address (the path, or the adopted socket's name).
     @discardableResult
