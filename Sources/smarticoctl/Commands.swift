@@ -25,7 +25,7 @@ struct Smarticoctl: ParsableCommand {
             """,
         version: SmarticoVersion.string,
         subcommands: [
-            Status.self, Hello.self, Tail.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self,
+            Status.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self,
             Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self,
         ]
     )
@@ -66,6 +66,27 @@ struct Hello: ParsableCommand {
             """)
     @OptionGroup var options: GlobalOptions
     func run() throws { try runOp("hello", options: options) }
+}
+
+struct Forget: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete a durable subscription name (its cursor) that tail --durable or an app created.",
+        discussion: """
+            Only the uid that created the name, or root, may delete it. A uid keeps at most \
+            socket.max_durable_per_uid names: forget the ones no app uses any more.
+
+            Examples:
+              smarticoctl forget kiosk
+            """)
+    @Argument(help: ArgumentHelp("The durable subscription name.", valueName: "name"))
+    var name: String
+    @OptionGroup var options: GlobalOptions
+
+    func validate() throws {
+        if name.isEmpty { throw ValidationError("<name> must not be empty") }
+    }
+
+    func run() throws { try runOp("forget", ["durable": .string(name)], options: options) }
 }
 
 struct Identify: ParsableCommand {

@@ -116,6 +116,8 @@ enum Format {
             return aligned(rows)
         case "logout":
             return ["logged out; a new anonymous session opens"]
+        case "forget":
+            return ["forgotten"]
         case "login":
             if r["sent"]?.boolValue == true { return ["LOGIN sent"] }
             if r["after_identify"]?.boolValue == true { return ["LOGIN will be sent after the next IDENTIFY"] }

@@ -22,6 +22,7 @@ struct SocketAPIParsingTests {
             == .subscribe(SubscribeRequest(types: ["engagement", "session"], since: 5, durable: "kiosk")))
         #expect(try request(#"{"op":"unsubscribe"}"#) == .unsubscribe)
         #expect(try request(#"{"op":"ack","seq":12}"#) == .ack(seq: 12))
+        #expect(try request(#"{"op":"forget","durable":"kiosk"}"#) == .forget(durable: "kiosk"))
         #expect(try request(#"{"op":"identify","ext_user_id":"u1"}"#) == .session(.identify(extUserID: "u1", hash: nil)))
         #expect(try request(#"{"op":"identify","ext_user_id":"u1","hash":"h:1"}"#) == .session(.identify(extUserID: "u1", hash: "h:1")))
         #expect(try request(#"{"op":"logout"}"#) == .session(.logout))
@@ -52,7 +53,7 @@ struct SocketAPIParsingTests {
     }
 
     @Test func everyOpIsKnown() throws {
-        #expect(SocketOp.allCases.count == 17)
+        #expect(SocketOp.allCases.count == 18)
         for op in SocketOp.allCases {
             let parsed = SocketRequestParser.parse(#"{"op":"\#(op.rawValue)"}"#)
             if case .failure(let e) = parsed.request { #expect(e.code == .badRequest, "\(op): \(e)") }

@@ -244,7 +244,7 @@ struct SocketTestRig {
 
     static func start(
         configuration: SocketAPIServer.Configuration = SocketAPIServer.Configuration(),
-        store: SmarticoStore? = nil, dir: String? = nil
+        store: SmarticoStore? = nil, dir: String? = nil, mode: UInt32 = 0o600
     ) async throws -> SocketTestRig {
         let dir = try dir ?? makeSocketTempDir()
         let path = dir + "/s.sock"
@@ -252,7 +252,7 @@ struct SocketTestRig {
         let clientLoop = try EventLoop(name: "sapi-clients")
         let server = SocketAPIServer(loop: serverLoop, configuration: configuration, store: store)
         let handler = FakeSocketHandler()
-        try await server.start(.path(path, mode: 0o600), handler: handler)
+        try await server.start(.path(path, mode: mode), handler: handler)
         return SocketTestRig(dir: dir, path: path, serverLoop: serverLoop, clientLoop: clientLoop, server: server, handler: handler)
     }
 

@@ -455,9 +455,10 @@ extension DaemonConfig {
         public var mode: String
         /// `socket.group`: group name (or numeric id as a string) given to the socket file.
         public var group: String?
-        /// `socket.control_uids`: when set (or `control_gids` is), other peers may only read.
+        /// `socket.control_uids`: uids with the control role besides root and the daemon's uid; every
+        /// other peer may only read (control is denied by default).
         public var controlUIDs: [UInt32]?
-        /// `socket.control_gids`
+        /// `socket.control_gids`: groups with the control role (primary or supplementary).
         public var controlGIDs: [UInt32]?
         /// `socket.max_line_bytes`; default 1048576.
         public var maxLineBytes: Int
@@ -465,9 +466,9 @@ extension DaemonConfig {
         public var maxQueueBytes: Int
         /// `socket.max_total_queue_bytes`: unsent bytes of all peers together; default 16777216.
         public var maxTotalQueueBytes: Int
-        /// `socket.max_peers_per_uid`: connections of one uid at a time; default 64.
+        /// `socket.max_peers_per_uid`: connections of one uid at a time (root not limited); default 64.
         public var maxPeersPerUID: Int
-        /// `socket.max_durable_per_uid`: durable subscriptions of one uid; default 16.
+        /// `socket.max_durable_per_uid`: durable subscription names one uid owns (root not limited); default 16.
         public var maxDurablePerUID: Int
 
         public static let defaultPath = SocketAPIDefaults.socketPath

@@ -16,8 +16,11 @@ enum DriverInput: Sendable {
     /// The transport of `conn` ended (the last event of a connection). `clean`: a close
     /// handshake completed (no error, not 1006).
     case transportClosed(ConnectionID, code: Int?, reason: String, clean: Bool)
-    /// A socket API call that needs the session (`status` and the session ops).
-    case call(SocketAPICall, SocketAPIReply)
+    /// A socket API call that needs the session (`status` and the session ops), from the peer
+    /// with this connection number.
+    case call(SocketAPICall, SocketAPIReply, peer: UInt64)
+    /// The peer with this connection number went away: its requests still waiting are abandoned.
+    case peerClosed(UInt64)
     /// SIGTERM or SIGINT.
     case terminate(signal: Int32)
     /// SIGHUP: the configuration file was re-read (on the blocking pool).
@@ -126,7 +129,7 @@ final class DriverSocketHandler: SocketAPIHandler {
                 .notImplemented,
                 "push_report is not implemented in this version of smarticod (Smartico's public HTTP API client is not built yet); nothing was stored"))
         case .status, .session:
-            if !inbox.yield(.call(call, reply)) {
+            if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }
@@ -134,5 +137,11 @@ final class DriverSocketHandler: SocketAPIHandler {
 
     func peerReleased(bytes: Int) {
         inbox.yield(.peerReleasedMemory)
+    }
+
+    /// Queued after the peer's last call (both on the server's loop thread, in order), so the
+    /// driver knows every request of the peer when it gets this.
+    func peerClosed(_ peer: SocketPeer) {
+        inbox.yield(.peerClosed(peer.connectionNumber))
     }
 }

@@ -60,6 +60,10 @@ actor SessionDriver {
     /// How often journal retention runs without appends.
     static let maintenanceInterval: Duration = .seconds(3600)
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
+    /// The requests in `replies` by peer connection number, and the peer of each: a peer that goes
+    /// away has its requests abandoned (socket-api.md, "Permissions").
+    private var requestsOfPeer: [UInt64: Set<SessionRequestID>] = [:]
+    private var peerOfRequest: [SessionRequestID: UInt64] = [:]
     private var nextRequestID: UInt64 = 1
     private var stopped = false
     private var terminating = false
@@ -146,7 +150,7 @@ actor SessionDriver {
         // Requests that arrived during the last steps get a proper answer, not the reply's
         // "dropped" fallback.
         for input in leftover {
-            if case .call(_, let reply) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
+            if case .call(_, let reply, _) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
         }
         for timer in timers.values { timer.invalidate() }
         timers.removeAll()
@@ -210,8 +214,16 @@ actor SessionDriver {
             connections[conn] = nil
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason, clean: clean))
-        case .call(let call, let reply):
-            await answer(call, reply)
+        case .call(let call, let reply, let peer):
+            await answer(call, reply, peer: peer)
+        case .peerClosed(let peer):
+            guard let ids = requestsOfPeer.removeValue(forKey: peer), !ids.isEmpty else { return }
+            for id in ids {
+                peerOfRequest[id] = nil
+                // Nobody to answer: released unanswered, its answer goes to a closed connection.
+                replies[id] = nil
+            }
+            await feed(.abandon(Array(ids)))
         case .terminate(let signal):
             guard !terminating else { return }
             terminating = true
@@ -249,16 +261,24 @@ actor SessionDriver {
         }
     }
 
-    private func answer(_ call: SocketAPICall, _ reply: SocketAPIReply) async {
+    private func answer(_ call: SocketAPICall, _ reply: SocketAPIReply, peer: UInt64) async {
         switch call {
         case .status:
             let outbox = try? await store.outboxStatus()
             let journal = try? await store.journalBounds()
-            reply.succeed(machine.status(outbox: outbox, journal: journal, subscribers: server.subscriberCount))
+            var status = machine.status(outbox: outbox, journal: journal, subscribers: server.subscriberCount)
+            if case .object(var object) = status {
+                // `request` ops waiting for the server's answer, all peers together.
+                object["requests_pending"] = .number(Int64(machine.pending.count))
+                status = .object(object)
+            }
+            reply.succeed(status)
         case .session(let request):
             let id = SessionRequestID(nextRequestID)
             nextRequestID += 1
             replies[id] = reply
+            requestsOfPeer[peer, default: []].insert(id)
+            peerOfRequest[id] = peer
             await feed(.request(id, request))
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: machine.state))
@@ -362,6 +382,10 @@ actor SessionDriver {
             }
         case .reply(let id, let result):
             replies.removeValue(forKey: id)?.complete(result)
+            if let peer = peerOfRequest.removeValue(forKey: id) {
+                requestsOfPeer[peer]?.remove(id)
+                if requestsOfPeer[peer]?.isEmpty == true { requestsOfPeer[peer] = nil }
+            }
         case .statusChanged(let state):
             socketHandler.state.withLock { $0 = state }
             notify { try $0.status(state.rawValue) }

@@ -13,6 +13,10 @@ public protocol SocketAPIHandler: AnyObject, Sendable {
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply)
     /// A peer that held `bytes` of queued output went away (the heap may be trimmed soon).
     func peerReleased(bytes: Int)
+    /// `peer`'s connection closed, after every request it sent was handed to ``handle(_:from:reply:)``:
+    /// what it still waits for may be cancelled (its replies go nowhere). On the server's loop thread;
+    /// must not block.
+    func peerClosed(_ peer: SocketPeer)
 }
 
 /// The answer slot of one request. Answer exactly once with ``succeed(_:)`` or ``fail(_:)``, from any
@@ -75,4 +79,5 @@ public final class SocketAPIClosureHandler: SocketAPIHandler {
 
 extension SocketAPIHandler {
     public func peerReleased(bytes: Int) {}
+    public func peerClosed(_ peer: SocketPeer) {}
 }

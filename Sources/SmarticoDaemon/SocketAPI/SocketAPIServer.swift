@@ -51,10 +51,22 @@ public final class SocketAPIServer: CustomStringConvertible,
     public struct Configuration: Sendable, Equatable {
         /// `socket.max_line_bytes`.
         public var maxLineBytes: Int
-        /// `socket.control_uids`, `socket.control_gids`: when either is set, other peers may only use
-        /// `hello`, `status`, `subscribe`, `unsubscribe`, `ack`.
+        /// `socket.control_uids`, `socket.control_gids`: who besides root and the daemon's own uid has
+        /// the control role (a gid matches the peer's primary or any supplementary group). Everyone
+        /// else may only use `hello`, `status`, `subscribe`, `unsubscribe`, `ack`, `forget`.
         public var controlUIDs: [UInt32]?
         public var controlGIDs: [UInt32]?
+        /// `socket.max_peers_per_uid`: connections of one uid at a time (root is not limited).
+        public var maxPeersPerUID: Int
+        /// `socket.max_durable_per_uid`: durable subscription names one uid may own (root is not
+        /// limited).
+        public var maxDurablePerUID: Int
+        /// Connections of all peers together: by default the descriptor limit less
+        /// ``descriptorReserve`` (``peerLimit(reserve:)``), so the upstream connection, the store
+        /// and the hash command always find a descriptor.
+        public var maxPeers: Int
+        /// `request` ops of one connection waiting for the server's answer.
+        public var maxPendingRequestsPerPeer: Int
         /// `socket.max_queue_bytes`: output queued for one peer (not yet taken by its socket) beyond
         /// which it gets no more live events and catches up from the journal instead.
         public var maxQueueBytes: Int
@@ -69,11 +81,17 @@ public final class SocketAPIServer: CustomStringConvertible,
         public init(
             maxLineBytes: Int = 1_048_576, controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
             maxQueueBytes: Int = 256 << 10, maxTotalQueueBytes: Int = 16 << 20,
-            maxInFlightPerConnection: Int = 256, lingerMs: Int = 2000
+            maxInFlightPerConnection: Int = 256, lingerMs: Int = 2000,
+            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16, maxPeers: Int? = nil,
+            maxPendingRequestsPerPeer: Int = 64
         ) {
             self.maxLineBytes = max(1, maxLineBytes)
             self.controlUIDs = controlUIDs
             self.controlGIDs = controlGIDs
+            self.maxPeersPerUID = max(1, maxPeersPerUID)
+            self.maxDurablePerUID = max(1, maxDurablePerUID)
+            self.maxPeers = max(1, maxPeers ?? SocketAPIServer.peerLimit())
+            self.maxPendingRequestsPerPeer = max(1, maxPendingRequestsPerPeer)
             self.maxQueueBytes = max(1024, maxQueueBytes)
             self.maxTotalQueueBytes = max(1024, maxTotalQueueBytes)
             self.maxInFlightPerConnection = max(1, maxInFlightPerConnection)
@@ -83,8 +101,21 @@ public final class SocketAPIServer: CustomStringConvertible,
         /// The configuration's `socket` section.
         public init(_ socket: DaemonConfig.Socket) {
             self.init(maxLineBytes: socket.maxLineBytes, controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs,
-                      maxQueueBytes: socket.maxQueueBytes, maxTotalQueueBytes: socket.maxTotalQueueBytes)
+                      maxQueueBytes: socket.maxQueueBytes, maxTotalQueueBytes: socket.maxTotalQueueBytes,
+                      maxPeersPerUID: socket.maxPeersPerUID, maxDurablePerUID: socket.maxDurablePerUID)
         }
+    }
+
+    /// Descriptors kept out of the peers' reach: the upstream WebSocket (and its DNS, TLS and proxy
+    /// sockets), the store's files, the hash command's pipes, the loops' own descriptors.
+    public static let descriptorReserve = 64
+
+    /// The connections all peers may hold: the soft `RLIMIT_NOFILE` less `reserve`, at least 8.
+    public static func peerLimit(reserve: Int = descriptorReserve) -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 - reserve }
+        let soft = limit.rlim_cur == rlim_t.max ? 1 << 20 : Int(clamping: limit.rlim_cur)
+        return max(8, soft - reserve)
     }
 
     /// Where to listen.
@@ -113,6 +144,10 @@ public final class SocketAPIServer: CustomStringConvertible,
     private var listener: StreamListener?
     private var handler: (any SocketAPIHandler)?
     private var peers: [UInt64: Peer] = [:]
+    /// Open connections by uid (not root's), for `maxPeersPerUID`.
+    private var peersByUID: [UInt32: Int] = [:]
+    /// The daemon's effective uid: it has the control role, as root has.
+    private let ownUID = geteuid()
     private var nextPeerNumber: UInt64 = 1
     private var nextSubscriptionNumber: UInt64 = 1
     private var dirty: [Peer] = []
@@ -164,7 +199,7 @@ public final class SocketAPIServer: CustomStringConvertible,
 
     // MARK: Starting and stopping
 
-    /// Starts listening and serving. `handler` answers everything but `subscribe`/`unsubscribe`/`ack`
+    /// Starts listening and serving. `handler` answers everything but `subscribe`/`unsubscribe`/`ack`/`forget`
     /// and is kept until ``close()``. The seq counter starts at the store's last seq.
     /// Returns the bound address (the path, or the adopted socket's name).
     @discardableResult
@@ -346,21 +381,24 @@ public final class SocketAPIServer: CustomStringConvertible,
             return
         }
         let credentials = connection.peerCredentials()
+        if let refusal = connectionRefusal(uid: credentials?.uid) {
+            // One line, then closed at once: a refused connection must not hold a descriptor.
+            var line: [UInt8] = []
+            line.appendLiteral("{\"id\":null,\"ok\":false,\"error\":")
+            refusal.json.serialize(into: &line)
+            line.appendLiteral("}\n")
+            connection.write(line)
+            connection.close()
+            return
+        }
         let number = nextPeerNumber
         nextPeerNumber += 1
-        let mayControl: Bool
-        if configuration.controlUIDs == nil && configuration.controlGIDs == nil {
-            mayControl = true
-        } else if let credentials {
-            mayControl = (configuration.controlUIDs?.contains(credentials.uid) ?? false)
-                || (configuration.controlGIDs?.contains(credentials.gid) ?? false)
-        } else {
-            mayControl = false
-        }
+        let mayControl = credentials.map { hasControlRole($0, fd: connection.fileDescriptor) } ?? false
         let info = SocketPeer(connectionNumber: number, pid: credentials?.pid, uid: credentials?.uid,
                               gid: credentials?.gid, mayControl: mayControl)
         let peer = Peer(connection: connection, info: info, maxLineBytes: configuration.maxLineBytes)
         peers[number] = peer
+        if let uid = credentials?.uid, uid != 0 { peersByUID[uid, default: 0] += 1 }
         connections.add(1, ordering: .relaxed)
         // A safety net against a peer that sends requests without reading their answers (events
         // never come near it: they stop at `maxQueueBytes`).
@@ -371,11 +409,50 @@ public final class SocketAPIServer: CustomStringConvertible,
         connection.start()
     }
 
+    /// Why a new connection of `uid` is refused, if it is: all peers hold ``Configuration/maxPeers``,
+    /// or the uid (not root) holds ``Configuration/maxPeersPerUID``.
+    private func connectionRefusal(uid: UInt32?) -> SocketAPIError? {
+        if peers.count >= configuration.maxPeers {
+            return SocketAPIError(.tooManyConnections, "the daemon serves at most \(configuration.maxPeers) local connections (its descriptor limit less \(Self.descriptorReserve) kept for the server connection and the store); close idle connections, or raise LimitNOFILE=")
+        }
+        guard let uid, uid != 0 else { return nil }
+        let held = peersByUID[uid] ?? 0
+        guard held >= configuration.maxPeersPerUID else { return nil }
+        return SocketAPIError(.tooManyConnections, "uid \(uid) already holds \(held) connections, the most socket.max_peers_per_uid (\(configuration.maxPeersPerUID)) allows; close idle connections or raise socket.max_peers_per_uid")
+    }
+
+    /// The control role: root, the daemon's uid, `control_uids`, or `control_gids` matching the
+    /// primary group or a supplementary one (`SO_PEERGROUPS`).
+    private func hasControlRole(_ credentials: PeerCredentials, fd: Int32) -> Bool {
+        if credentials.uid == 0 || credentials.uid == ownUID { return true }
+        if configuration.controlUIDs?.contains(credentials.uid) == true { return true }
+        guard let gids = configuration.controlGIDs, !gids.isEmpty else { return false }
+        if gids.contains(credentials.gid) { return true }
+        return Self.peerGroups(fd: fd).contains { gids.contains($0) }
+    }
+
+    /// The peer's supplementary groups as they were at connect (`SO_PEERGROUPS`, Linux ≥ 4.13);
+    /// empty when they cannot be read.
+    static func peerGroups(fd: Int32) -> [UInt32] {
+        let soPeerGroups: Int32 = 59
+        var groups = [gid_t](repeating: 0, count: 64)
+        for _ in 0..<2 {
+            var length = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+            let rc = groups.withUnsafeMutableBytes { getsockopt(fd, SOL_SOCKET, soPeerGroups, $0.baseAddress, &length) }
+            if rc == 0 { return Array(groups.prefix(Int(length) / MemoryLayout<gid_t>.size)) }
+            // ERANGE: `length` now says how much is needed.
+            guard errno == ERANGE, Int(length) > groups.count * MemoryLayout<gid_t>.size else { return [] }
+            groups = [gid_t](repeating: 0, count: Int(length) / MemoryLayout<gid_t>.size + 1)
+        }
+        return []
+    }
+
     private func closed(_ peer: Peer) {
         peer.isOpen = false
         peer.lingerTimer?.invalidate()
         peer.lingerTimer = nil
         endSubscription(peer)
+        handler?.peerClosed(peer.info)
         // What its queue held goes back to the heap; the daemon trims the heap once it is quiet.
         // (Its connection's queue may be gone already: the most it ever held counts.)
         let held = max(peer.peakQueuedBytes, peer.out.capacity + peer.connection.queuedByteCount)
@@ -383,6 +460,9 @@ public final class SocketAPIServer: CustomStringConvertible,
         peer.out = []
         if peers.removeValue(forKey: peer.info.connectionNumber) != nil {
             connections.subtract(1, ordering: .relaxed)
+            if let uid = peer.info.uid, uid != 0, let held = peersByUID[uid] {
+                peersByUID[uid] = held > 1 ? held - 1 : nil
+            }
         }
     }
 
@@ -440,10 +520,7 @@ public final class SocketAPIServer: CustomStringConvertible,
             request = r
         }
         if !request.op.isReadOnly && !peer.info.mayControl {
-            let who = peer.info.uid.map { "uid \($0), gid \(peer.info.gid ?? 0)" } ?? "unknown credentials"
-            respond(peer, id: parsed.id, .failure(SocketAPIError(
-                .notPermitted,
-                "op \"\(request.op.rawValue)\" needs a peer in socket.control_uids or socket.control_gids (this peer: \(who)); allowed: hello, status, subscribe, unsubscribe, ack")))
+            respond(peer, id: parsed.id, .failure(Self.controlRefusal(request.op, peer.info)))
             return
         }
         let id = parsed.id
@@ -453,30 +530,54 @@ public final class SocketAPIServer: CustomStringConvertible,
             endSubscription(peer)
             respond(peer, id: id, .success(.object([:])))
         case .ack(let seq): ack(peer, id: id, seq: seq)
+        case .forget(let name): forget(peer, id: id, name: name)
         case .hello: dispatch(.hello, peer: peer, id: id)
         case .status: dispatch(.status, peer: peer, id: id)
-        case .session(let r): dispatch(.session(r), peer: peer, id: id)
+        case .session(let r):
+            if case .request = r {
+                guard peer.pendingRequests < configuration.maxPendingRequestsPerPeer else {
+                    respond(peer, id: id, .failure(SocketAPIError(.queueFull, "this connection already has \(peer.pendingRequests) request ops waiting for the server's answer, the most one connection may (\(configuration.maxPendingRequestsPerPeer)); wait for answers, or open another connection")))
+                    return
+                }
+                dispatch(.session(r), peer: peer, id: id, pendingRequest: true)
+            } else {
+                dispatch(.session(r), peer: peer, id: id)
+            }
         case .pushReport(let r): dispatch(.pushReport(r), peer: peer, id: id)
         }
     }
 
-    private func dispatch(_ call: SocketAPICall, peer: Peer, id: JSONValue?) {
+    /// The `not_permitted` answer to a control op from a peer of the read role.
+    static func controlRefusal(_ op: SocketOp, _ peer: SocketPeer) -> SocketAPIError {
+        let how: String
+        if let uid = peer.uid {
+            let gid = peer.gid.map { " (gid \($0))" } ?? ""
+            how = "this peer is uid \(uid)\(gid); to allow it, add uid \(uid) to socket.control_uids or one of its groups to socket.control_gids"
+        } else {
+            how = "this peer's credentials could not be read (SO_PEERCRED)"
+        }
+        return SocketAPIError(.notPermitted, "op \"\(op.rawValue)\" needs the control role (root, the daemon's uid, socket.control_uids or socket.control_gids); \(how). Allowed without it: \(SocketOp.allCases.filter(\.isReadOnly).map(\.rawValue).joined(separator: ", "))")
+    }
+
+    private func dispatch(_ call: SocketAPICall, peer: Peer, id: JSONValue?, pendingRequest: Bool = false) {
         guard let handler else {
             respond(peer, id: id, .failure(SocketAPIError(.notReady, "the daemon is shutting down")))
             return
         }
         peer.inFlight += 1
+        if pendingRequest { peer.pendingRequests += 1 }
         peer.updateReading(maxInFlight: configuration.maxInFlightPerConnection)
         let number = peer.info.connectionNumber
         let reply = SocketAPIReply { [self] result in
-            _ = loop.execute { self.answered(number, id: id, result) }
+            _ = loop.execute { self.answered(number, id: id, result, pendingRequest: pendingRequest) }
         }
         handler.handle(call, from: peer.info, reply: reply)
     }
 
-    private func answered(_ number: UInt64, id: JSONValue?, _ result: Result<JSONValue, SocketAPIError>) {
+    private func answered(_ number: UInt64, id: JSONValue?, _ result: Result<JSONValue, SocketAPIError>, pendingRequest: Bool) {
         guard let peer = peers[number], peer.isOpen else { return }
         peer.inFlight -= 1
+        if pendingRequest { peer.pendingRequests -= 1 }
         respond(peer, id: id, result)
         peer.updateReading(maxInFlight: configuration.maxInFlightPerConnection)
     }
@@ -536,16 +637,18 @@ public final class SocketAPIServer: CustomStringConvertible,
         let since = options.since
         let number = peer.info.connectionNumber
         let subscriptionNumber = subscription.number
+        guard let uid = peer.info.uid else {
+            endSubscription(peer)
+            respond(peer, id: id, .failure(Self.noCredentials("durable")))
+            return
+        }
+        let maxPerOwner = configuration.maxDurablePerUID
         Task(executorPreference: loop) {  // never the global executor (docs/transport.md)
             let start: Result<JournalSeq, SocketAPIError>
             do {
-                if let cursor = try await store.cursor(durable) {
-                    start = .success(cursor)
-                } else {
-                    // A new name starts at `since`, or now; remember it so a reconnect before the
-                    // first ack resumes from here.
-                    start = .success(try await store.setCursor(durable, min(since ?? lastSeq, await store.lastSeq())))
-                }
+                // A new name starts at `since`, or now, and is stored at once (owned by this uid) so
+                // a reconnect before the first ack resumes from here.
+                start = .success(try await store.claimCursor(durable, uid: uid, start: since ?? lastSeq, maxPerOwner: maxPerOwner))
             } catch {
                 start = .failure(Self.storeFailure(error, field: "durable"))
             }
@@ -588,11 +691,16 @@ public final class SocketAPIServer: CustomStringConvertible,
             respond(peer, id: id, .failure(SocketAPIError(.internal, "this server has no journal")))
             return
         }
+        guard let uid = peer.info.uid else {
+            respond(peer, id: id, .failure(Self.noCredentials("ack")))
+            return
+        }
         let number = peer.info.connectionNumber
+        let maxPerOwner = configuration.maxDurablePerUID
         Task(executorPreference: loop) {
             let result: Result<JSONValue, SocketAPIError>
             do {
-                let cursor = try await store.setCursor(name, seq)
+                let cursor = try await store.setCursor(name, seq, uid: uid, maxPerOwner: maxPerOwner)
                 result = .success(.object(["cursor": .number(cursor)]))
             } catch {
                 result = .failure(Self.storeFailure(error, field: "seq"))
@@ -604,13 +712,50 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
     }
 
+    /// `forget`: deletes a durable name of this peer's uid (any name for root).
+    private func forget(_ peer: Peer, id: JSONValue?, name: String) {
+        guard let store else {
+            respond(peer, id: id, .failure(SocketAPIError(.internal, "this server has no journal")))
+            return
+        }
+        guard let uid = peer.info.uid else {
+            respond(peer, id: id, .failure(Self.noCredentials("forget")))
+            return
+        }
+        let number = peer.info.connectionNumber
+        Task(executorPreference: loop) {
+            let result: Result<JSONValue, SocketAPIError>
+            do {
+                if try await store.removeCursor(name, uid: uid) {
+                    result = .success(.object([:]))
+                } else {
+                    result = .failure(.badRequest("field \"durable\": there is no durable subscription named \"\(name)\" (already forgotten, or never acknowledged)"))
+                }
+            } catch {
+                result = .failure(Self.storeFailure(error, field: "durable"))
+            }
+            _ = self.loop.execute {
+                guard let peer = self.peers[number] else { return }
+                self.respond(peer, id: id, result)
+            }
+        }
+    }
+
+    private static func noCredentials(_ what: String) -> SocketAPIError {
+        SocketAPIError(.notPermitted, "\(what): durable names belong to a uid, and this peer's credentials could not be read (SO_PEERCRED)")
+    }
+
     private static func storeFailure(_ error: any Error, field: String) -> SocketAPIError {
         if let error = error as? StoreError {
             switch error {
             case .cursorBeyondLastSeq(let name, let seq, let last):
                 return .badRequest("field \"\(field)\": \(seq) is beyond the last seq \(last) (durable \"\(name)\")")
             case .tooManyCursors(let name, let max):
-                return .badRequest("field \"durable\": \"\(name)\" would be one name more than the \(max) kept; reuse a name")
+                return .badRequest("field \"durable\": \"\(name)\" would be one name more than the \(max) kept; reuse a name, or delete unused ones with the forget op")
+            case .cursorOwned:
+                return SocketAPIError(.notPermitted, "field \"durable\": \(error)")
+            case .tooManyCursorsForOwner:
+                return SocketAPIError(.queueFull, "field \"durable\": \(error)")
             case .invalidArgument(let detail):
                 return .badRequest("field \"\(field)\": \(detail)")
             default:
@@ -893,6 +1038,8 @@ private final class Peer {
     var out: [UInt8] = []
     var isDirty = false
     var inFlight = 0
+    /// `request` ops handed to the handler and not answered yet.
+    var pendingRequests = 0
     var pausedForOutput = false
     var pausedForRequests = false
     var lingerTimer: LoopTimer?

@@ -14,6 +14,9 @@ public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
     case queueFull = "queue_full"
     case `internal`
     case notImplemented = "not_implemented"
+    /// The connection was refused at accept: its uid holds `socket.max_peers_per_uid` connections,
+    /// or all peers together hold the daemon's descriptor budget. The only line it gets.
+    case tooManyConnections = "too_many_connections"
 }
 
 /// An error answer: written as `{"code", "message"}` plus `errCode`/`errMsg` when set (`server_error`).
@@ -52,18 +55,18 @@ public struct SocketAPIError: Error, Sendable, Equatable, CustomStringConvertibl
 
 /// The ops of socket-api.md.
 public enum SocketOp: String, Sendable, Equatable, CaseIterable {
-    case hello, status, subscribe, unsubscribe, ack, identify, logout, login
+    case hello, status, subscribe, unsubscribe, ack, forget, identify, logout, login
     case pushToken = "push_token"
     case language, event, report
     case minigameAck = "minigame_ack"
     case pushReport = "push_report"
     case send, request, bridge
 
-    /// Ops any peer may use; the others need a peer in `socket.control_uids`/`control_gids` when
-    /// those lists are set.
+    /// Ops of the read role, which any peer may use; the others (the control role) need root, the
+    /// daemon's uid, or a peer listed in `socket.control_uids`/`control_gids`.
     public var isReadOnly: Bool {
         switch self {
-        case .hello, .status, .subscribe, .unsubscribe, .ack: true
+        case .hello, .status, .subscribe, .unsubscribe, .ack, .forget: true
         default: false
         }
     }
@@ -111,6 +114,8 @@ public enum SocketRequest: Sendable, Equatable {
     case subscribe(SubscribeRequest)
     case unsubscribe
     case ack(seq: JournalSeq)
+    /// Deletes the durable subscription name (its owner's uid or root).
+    case forget(durable: String)
     case pushReport(PushReportRequest)
     /// `identify`, `logout`, `login`, `push_token`, `language`, `event`, `report`, `minigame_ack`,
     /// `send`, `request`, `bridge`: handed to the session as they are.
@@ -123,6 +128,7 @@ public enum SocketRequest: Sendable, Equatable {
         case .subscribe: .subscribe
         case .unsubscribe: .unsubscribe
         case .ack: .ack
+        case .forget: .forget
         case .pushReport: .pushReport
         case .session(let request):
             switch request {
@@ -142,8 +148,8 @@ public enum SocketRequest: Sendable, Equatable {
     }
 }
 
-/// What the server hands to its ``SocketAPIHandler``: every op except `subscribe`, `unsubscribe`
-/// and `ack`, which the server handles itself.
+/// What the server hands to its ``SocketAPIHandler``: every op except `subscribe`, `unsubscribe`,
+/// `ack` and `forget`, which the server handles itself.
 public enum SocketAPICall: Sendable, Equatable {
     /// Answer `{"api": 1, "version", "state"}`.
     case hello
@@ -160,7 +166,8 @@ public struct SocketPeer: Sendable, Equatable, CustomStringConvertible {
     public var pid: Int32?
     public var uid: UInt32?
     public var gid: UInt32?
-    /// False when control lists are set and this peer is in neither.
+    /// The control role (socket-api.md, "Permissions"): root, the daemon's uid, a uid in
+    /// `socket.control_uids`, or a primary or supplementary group in `socket.control_gids`.
     public var mayControl: Bool
 
     public var description: String {

@@ -97,6 +97,12 @@ public enum SocketRequestParser {
             request = .subscribe(SubscribeRequest(types: types, since: since, durable: durable))
         case .ack:
             request = .ack(seq: try args.requiredInt("seq", range: 0...Int64.max))
+        case .forget:
+            let durable = try args.requiredString("durable", nonEmpty: true)
+            guard durable.utf8.count <= maxDurableNameLength else {
+                throw .badRequest("field \"durable\" must be a name of 1 to \(maxDurableNameLength) bytes")
+            }
+            request = .forget(durable: durable)
         case .identify:
             let user = try args.requiredString("ext_user_id", nonEmpty: true)
             if let problem = ExtUserID.problem(user) { throw .badRequest("field \"ext_user_id\" \(problem)") }

@@ -572,31 +572,99 @@ public actor SmarticoStore {
     /// Acknowledges `seq` for `name`. The cursor never moves backwards: the result is the cursor after
     /// the call (the larger of the old and new values). A seq beyond `lastSeq()` throws
     /// `.cursorBeyondLastSeq`; a new name when `maxCursors` names exist throws `.tooManyCursors`.
+    ///
+    /// `uid`: the peer acknowledging (socket-api.md, "Permissions"). A name owned by another uid
+    /// throws `.cursorOwned` (root, uid 0, excepted); a name without an owner is claimed; a new name
+    /// is owned by `uid`, and beyond `maxPerOwner` names of that uid throws `.tooManyCursorsForOwner`
+    /// (root is not limited). Nil: no ownership checks (tools, tests).
     @discardableResult
-    public func setCursor(_ name: String, _ seq: JournalSeq) throws(StoreError) -> JournalSeq {
+    public func setCursor(
+        _ name: String, _ seq: JournalSeq, uid: UInt32? = nil, maxPerOwner: Int = .max
+    ) throws(StoreError) -> JournalSeq {
         guard !name.isEmpty else { throw .invalidArgument("a durable subscription name must not be empty") }
         guard seq >= 0 else { throw .invalidArgument("cannot acknowledge negative seq \(seq) for \"\(name)\"") }
         let maxCursors = options.maxCursors
         let last = journalState.lastSeq
         return try inTransaction { db in
             guard seq <= last else { throw StoreError.cursorBeyondLastSeq(name: name, seq: seq, lastSeq: last) }
-            if try db.queryFirst("SELECT 1 FROM cursors WHERE name = ?", [.text(name)], { _ in true }) == nil {
-                let count = try db.queryFirst("SELECT count(*) FROM cursors") { $0.int64(0) } ?? 0
-                guard count < Int64(maxCursors) else {
-                    throw StoreError.tooManyCursors(name: name, max: maxCursors)
-                }
+            if try Self.checkOwner(name, uid: uid, db) == nil {
+                try Self.checkRoom(name, uid: uid, maxCursors: maxCursors, maxPerOwner: maxPerOwner, db)
+                try db.run("INSERT INTO cursors(name, seq, owner_uid) VALUES (?, ?, ?)",
+                           [.text(name), .integer(seq), uid.map { .integer(Int64($0)) } ?? .null])
+                return seq
             }
-            try db.run("""
-                INSERT INTO cursors(name, seq) VALUES (?, ?)
-                ON CONFLICT(name) DO UPDATE SET seq = max(seq, excluded.seq)
-                """, [.text(name), .integer(seq)])
+            try db.run("UPDATE cursors SET seq = max(seq, ?) WHERE name = ?", [.integer(seq), .text(name)])
             return try db.queryFirst("SELECT seq FROM cursors WHERE name = ?", [.text(name)]) { $0.int64(0) } ?? seq
         }
     }
 
-    /// Forgets the durable subscription `name`.
-    public func removeCursor(_ name: String) throws(StoreError) {
-        try inTransaction { db in try db.run("DELETE FROM cursors WHERE name = ?", [.text(name)]) }
+    /// Opens the durable subscription `name` for `uid`: its cursor, or for a new name `start` (at
+    /// most the last seq), stored at once and owned by `uid`. Ownership and limits as
+    /// ``setCursor(_:_:uid:maxPerOwner:)``.
+    public func claimCursor(
+        _ name: String, uid: UInt32, start: JournalSeq, maxPerOwner: Int = .max
+    ) throws(StoreError) -> JournalSeq {
+        guard !name.isEmpty else { throw .invalidArgument("a durable subscription name must not be empty") }
+        let maxCursors = options.maxCursors
+        let from = max(0, min(start, journalState.lastSeq))
+        return try inTransaction { db in
+            if let seq = try Self.checkOwner(name, uid: uid, db) { return seq }
+            try Self.checkRoom(name, uid: uid, maxCursors: maxCursors, maxPerOwner: maxPerOwner, db)
+            try db.run("INSERT INTO cursors(name, seq, owner_uid) VALUES (?, ?, ?)",
+                       [.text(name), .integer(from), .integer(Int64(uid))])
+            return from
+        }
+    }
+
+    /// Forgets the durable subscription `name`; false when there was none. `uid`: the peer asking
+    /// (another uid's name throws `.cursorOwned`, root excepted); nil: no check.
+    @discardableResult
+    public func removeCursor(_ name: String, uid: UInt32? = nil) throws(StoreError) -> Bool {
+        try inTransaction { db in
+            guard try Self.checkOwner(name, uid: uid, db) != nil else { return false }
+            try db.run("DELETE FROM cursors WHERE name = ?", [.text(name)])
+            return true
+        }
+    }
+
+    /// The owner of a durable name, or nil when unknown or made before names had owners. Tests,
+    /// diagnostics.
+    public func cursorOwner(_ name: String) throws(StoreError) -> UInt32? {
+        try withDB { db in
+            try db.queryFirst("SELECT owner_uid FROM cursors WHERE name = ?", [.text(name)]) { $0.optionalInt64(0) } ?? nil
+        }.map { UInt32(truncatingIfNeeded: $0) }
+    }
+
+    /// The cursor of `name` if it exists and `uid` may use it (claiming it when it has no owner);
+    /// nil when it does not exist. Throws `.cursorOwned` for another uid's name (not for root, or
+    /// a nil `uid`).
+    private static func checkOwner(_ name: String, uid: UInt32?, _ db: SQLiteConnection) throws -> JournalSeq? {
+        let row = try db.queryFirst("SELECT seq, owner_uid FROM cursors WHERE name = ?", [.text(name)]) {
+            ($0.int64(0), $0.optionalInt64(1))
+        }
+        guard let (seq, owner) = row else { return nil }
+        guard let uid, uid != 0 else { return seq }
+        switch owner {
+        case nil:
+            try db.run("UPDATE cursors SET owner_uid = ? WHERE name = ?", [.integer(Int64(uid)), .text(name)])
+        case let owner? where owner != Int64(uid):
+            throw StoreError.cursorOwned(name: name, owner: UInt32(truncatingIfNeeded: owner), uid: uid)
+        default:
+            break
+        }
+        return seq
+    }
+
+    /// Throws when a new name would pass `maxCursors`, or `maxPerOwner` names of `uid` (root and a
+    /// nil uid are not limited per owner).
+    private static func checkRoom(
+        _ name: String, uid: UInt32?, maxCursors: Int, maxPerOwner: Int, _ db: SQLiteConnection
+    ) throws {
+        let count = try db.queryFirst("SELECT count(*) FROM cursors") { $0.int64(0) } ?? 0
+        guard count < Int64(maxCursors) else { throw StoreError.tooManyCursors(name: name, max: maxCursors) }
+        guard let uid, uid != 0 else { return }
+        let owned = try db.queryFirst("SELECT count(*) FROM cursors WHERE owner_uid = ?", [.integer(Int64(uid))]) { $0.int64(0) } ?? 0
+        guard owned < Int64(maxPerOwner) else { throw StoreError.tooManyCursorsForOwner(name: name, uid: uid, max: maxPerOwner) }
     }
 
     // MARK: maintenance

@@ -278,6 +278,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case cursorBeyondLastSeq(name: String, seq: JournalSeq, lastSeq: JournalSeq)
     /// `maxCursors` durable subscription names exist; `name` would be one more.
     case tooManyCursors(name: String, max: Int)
+    /// The durable subscription `name` belongs to uid `owner`; `uid` may not use or forget it.
+    case cursorOwned(name: String, owner: UInt32, uid: UInt32)
+    /// `uid` already owns `max` durable subscription names (`socket.max_durable_per_uid`).
+    case tooManyCursorsForOwner(name: String, uid: UInt32, max: Int)
     /// A value was out of range (empty name, negative limit, ...).
     case invalidArgument(String)
     /// The store was closed.
@@ -317,6 +321,12 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooManyCursors(let name, let max):
             return "cannot remember durable subscription \"\(name)\": \(max) names are already remembered; "
                 + "reuse a name or remove unused ones"
+        case .cursorOwned(let name, let owner, let uid):
+            return "the durable subscription \"\(name)\" belongs to uid \(owner), not to uid \(uid); "
+                + "use another name, or run as uid \(owner) or root"
+        case .tooManyCursorsForOwner(let name, let uid, let max):
+            return "cannot create the durable subscription \"\(name)\": uid \(uid) already has \(max) names "
+                + "(socket.max_durable_per_uid); reuse one, or delete unused ones with the forget op (smarticoctl forget NAME)"
         case .invalidArgument(let text):
             return text
         case .closed:

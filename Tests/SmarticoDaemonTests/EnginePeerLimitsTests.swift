@@ -1,0 +1,136 @@
+// Hostile local peers against the real smarticod and smartico-sim (socket-api.md, "Permissions"):
+// a peer's pending requests go with it, and a thousand held connections under a low descriptor
+// limit leave the upstream connection its descriptors.
+import Foundation
+import Testing
+import SmarticoProtocol
+import SmarticoTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite(.serialized) struct EnginePeerLimitsTests {
+    static func status(_ client: DaemonClient) async throws -> JSONValue {
+        try await client.ok("status")
+    }
+
+    static func isReady(_ client: DaemonClient) async throws -> Bool {
+        try await status(client)["state"]?.stringValue == "ready"
+    }
+
+    /// A `request` the simulator never answers (CLIENT_DEBUG is fire-and-forget), waiting an hour.
+    static func neverAnswered(id: Int) -> String {
+        #"{"id":\#(id),"op":"request","message":{"cid":77777},"expect_cid":77778,"timeout_ms":3600000}"#
+    }
+
+    @Test func aPeersPendingRequestsGoWithItAndAtMost64Pend() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        let watcher = try await setup.start()
+        defer { watcher.close() }
+        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+
+        let greedy = try await DaemonClient.connect(path: setup.socketPath)
+        let answers: [String] = await TestExecutables.onThread {
+            for id in 1...65 { _ = greedy.socket.writeLine(Self.neverAnswered(id: id)) }
+            var lines: [String] = []
+            // Only the 65th is answered now.
+            while let line = greedy.socket.readLine(timeoutMs: 3000) { lines.append(line) }
+            return lines
+        }
+        #expect(answers.count == 1, "\(answers)")
+        let full = answers.first.flatMap { try? JSONValue(parsing: $0) }
+        #expect(full?["id"] == 65)
+        #expect(full?["error"]?["code"] == "queue_full", "\(answers)")
+        #expect(full?["error"]?["message"]?.stringValue?.contains("(64)") == true, "\(answers)")
+        #expect(try await Self.status(watcher)["requests_pending"] == 64)
+
+        // The peer goes: its requests are abandoned, not left waiting for an hour.
+        greedy.close()
+        let gone = try await eventually { try await Self.status(watcher)["requests_pending"] == 0 }
+        #expect(gone, "log:\n\(setup.log.suffix(3000))")
+        // The session is unharmed and a new peer may have its own 64.
+        let next = try await DaemonClient.connect(path: setup.socketPath)
+        defer { next.close() }
+        let answered = try await next.request("request", ["message": ["cid": 77777], "expect_cid": 77778, "timeout_ms": 200])
+        #expect(answered["error"]?["code"]?.stringValue == "timeout", "\(answered.text)")
+        #expect(try await Self.isReady(watcher))
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+
+    @Test func rootAndTheDaemonsOwnUIDControlWhenTheDaemonIsNotRoot() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
+        // The daemon runs as uid 4260: its directory (state, socket) is that uid's.
+        #expect(chown(setup.dir, 4260, 4260) == 0 && chmod(setup.dir, 0o755) == 0)
+        let root = try await setup.start(launcher: ["/usr/bin/setpriv", "--reuid=4260", "--regid=4260", "--clear-groups"])
+        defer { root.close() }
+        let event = #"{"id":1,"op":"event","event_type":"probe"}"#
+        // Root has control though the daemon is not root.
+        _ = try await root.ok("event", ["event_type": "probe"])
+        // So has the daemon's own uid.
+        let own = try await ForeignPeer(uid: 4260, gid: 4260).run(dir: setup.dir, ["calls", setup.socketPath, event])
+        #expect(own.first?["ok"] == true, "\(own); log:\n\(setup.log.suffix(2000))")
+        // Anyone else only reads.
+        let other = try await ForeignPeer(uid: 65534, gid: 65534).run(
+            dir: setup.dir, ["calls", setup.socketPath, event, #"{"id":2,"op":"hello"}"#])
+        #expect(other.first?["error"]?["code"] == "not_permitted", "\(other)")
+        #expect(other.last?["ok"] == true, "\(other)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+
+    @Test func theUpstreamReconnectsWhileAThousandLocalConnectionsAreHeld() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        // The hash comes from hash_command: each new connection runs it (pipes, a fork), so the
+        // reconnect needs more descriptors than the closed connection gave back.
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
+        let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: [hashCommand], logLevel: "info")  // root is not capped per uid
+        // 256 descriptors: at most 192 local connections, 64 kept for everything else.
+        let watcher = try await setup.start(launcher: ["/usr/bin/prlimit", "--nofile=256:256", "--"])
+        defer { watcher.close() }
+        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
+        let initsBefore = try await sim.received(cids: [3]).count
+        let identifiesBefore = try await sim.received(cids: [5]).count
+
+        let path = setup.socketPath
+        let held: [LineSocket] = await TestExecutables.onThread {
+            var held: [LineSocket] = []
+            for _ in 0..<1000 {
+                guard let socket = LineSocket.connect(path: path) else { break }
+                held.append(socket)
+            }
+            return held
+        }
+        defer { for socket in held { socket.close() } }
+        #expect(held.count == 1000)
+        // The ones beyond the budget were told so and closed.
+        let last = await TestExecutables.onThread { held.last?.readLine(timeoutMs: 5000) }
+        let refusal = last.flatMap { try? JSONValue(parsing: $0) }
+        #expect(refusal?["error"]?["code"] == "too_many_connections", "\(String(describing: last))")
+        #expect(refusal?["error"]?["message"]?.stringValue?.contains("at most 192 local connections") == true,
+                "\(String(describing: last))")
+
+        // The server drops the session: the daemon must reconnect with all those peers held.
+        _ = try await sim.control(["op": "fault", "kind": "close_abruptly"])
+        #expect(try await eventually(timeout: .seconds(20)) { try await sim.received(cids: [3]).count > initsBefore },
+                "no new INIT; log:\n\(setup.log.suffix(3000))")
+        #expect(try await eventually(timeout: .seconds(20)) { try await sim.received(cids: [5]).count > identifiesBefore },
+                "no new IDENTIFY; log:\n\(setup.log.suffix(3000))")
+        #expect(try await eventually(timeout: .seconds(20)) { try await Self.isReady(watcher) }, "log:\n\(setup.log.suffix(3000))")
+        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
+        let status = try await Self.status(watcher)
+        #expect((status["counters"]?["reconnects"]?.int64Value ?? 0) >= 1, "\(status)")
+        #expect(!setup.log.contains("Too many open files"), "log:\n\(setup.log.suffix(3000))")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+}
