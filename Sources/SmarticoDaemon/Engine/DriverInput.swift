@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 import SmarticoProtocol
 import Transport
@@ -115,9 +116,31 @@ final class DriverSocketHandler: SocketAPIHandler {
     private let inbox: DriverInbox
     /// The public session state as last reported by the machine (`hello`).
     let state = Mutex<SessionState>(.disconnected)
+    private let logger: Logger
+    /// Refused connections: the first of each 10 s window is logged, the rest counted.
+    private let refusals = Mutex<(windowStart: ContinuousClock.Instant?, unlogged: Int)>((nil, 0))
 
-    init(inbox: DriverInbox) {
+    init(inbox: DriverInbox, logger: Logger) {
         self.inbox = inbox
+        self.logger = logger
+    }
+
+    /// Logged at `warning`, at most one line per 10 s: a peer opening connections in a loop must not
+    /// flood the log. The line says how many were refused since the last one.
+    func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError) {
+        let now = ContinuousClock.now
+        let unlogged: Int? = refusals.withLock { r in
+            if let start = r.windowStart, now - start < .seconds(10) {
+                r.unlogged += 1
+                return nil
+            }
+            defer { r = (now, 0) }
+            return r.unlogged
+        }
+        guard let unlogged else { return }
+        let who = "uid \(uid.map(String.init) ?? "unknown"), pid \(pid.map(String.init) ?? "unknown")"
+        let more = unlogged > 0 ? " (and \(unlogged) more refused in the previous 10 s)" : ""
+        logger.warning("refused a local connection of \(who): \(error.message)\(more)")
     }
 
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {

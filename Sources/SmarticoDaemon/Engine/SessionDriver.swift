@@ -88,7 +88,7 @@ actor SessionDriver {
         connectOptions = config.webSocketConnectOptions
         let inbox = DriverInbox()
         self.inbox = inbox
-        socketHandler = DriverSocketHandler(inbox: inbox)
+        socketHandler = DriverSocketHandler(inbox: inbox, logger: logger)
     }
 
     // MARK: Entry points (any thread)

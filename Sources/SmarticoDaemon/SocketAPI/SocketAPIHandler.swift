@@ -13,6 +13,8 @@ public protocol SocketAPIHandler: AnyObject, Sendable {
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply)
     /// A peer that held `bytes` of queued output went away (the heap may be trimmed soon).
     func peerReleased(bytes: Int)
+    /// A new connection was refused (`too_many_connections`) with `error`; on the server's loop.
+    func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError)
     /// `peer`'s connection closed, after every request it sent was handed to ``handle(_:from:reply:)``:
     /// what it still waits for may be cancelled (its replies go nowhere). On the server's loop thread;
     /// must not block.
@@ -79,5 +81,6 @@ public final class SocketAPIClosureHandler: SocketAPIHandler {
 
 extension SocketAPIHandler {
     public func peerReleased(bytes: Int) {}
+    public func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError) {}
     public func peerClosed(_ peer: SocketPeer) {}
 }

@@ -389,6 +389,7 @@ public final class SocketAPIServer: CustomStringConvertible,
             line.appendLiteral("}\n")
             connection.write(line)
             connection.close()
+            handler?.connectionRefused(uid: credentials?.uid, pid: credentials?.pid, refusal)
             return
         }
         let number = nextPeerNumber
