@@ -2,7 +2,9 @@
 ///
 /// Classification (see docs/protocol.md):
 /// - `dummy`: `ok`, `cancel`, `close`, `action` (002) and `close_me`, `gf_close` (Smartico's
-///   own clients treat them as no-ops too). The app ignores them.
+///   own clients treat them as no-ops too). The app ignores them. `dp:action&action=<name>` is not
+///   a pure no-op: Smartico's SDK reports it as a `client_action` event (`clientAction`), which the
+///   daemon sends itself.
 /// - `gamification`: `gf` and every `gf_…` action except `gf_close`; opened in the gamification
 ///   wrapper (`native_app_gf_url` + `dp=`). Unknown `gf_…` actions count, so new widget
 ///   sections work without a release.
@@ -70,6 +72,17 @@ public struct DeepLink: Sendable, Equatable, CustomStringConvertible {
         } else {
             kind = .custom
         }
+    }
+
+    /// For `dp:action&action=<name>`: `<name>`, percent-decoded (`+` is a space), as Smartico's SDK
+    /// reports it in a `client_action` event (a bare `&action` is `"true"`, as in the SDK); nil for
+    /// any other link or without an `action` parameter. The name is matched case-insensitively.
+    public var clientAction: String? {
+        guard action == "action",
+              let p = parameters.first(where: { $0.name.lowercased() == "action" }),
+              case let v = p.value.map({ WrapperURL.percentDecode($0, plusAsSpace: true) }) ?? "true", !v.isEmpty
+        else { return nil }
+        return v
     }
 
     /// The value of the first parameter named `name` (`""` for a parameter without `=`).

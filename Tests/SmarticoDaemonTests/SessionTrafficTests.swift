@@ -228,13 +228,16 @@ import Testing
         let json = try JSONValue(parsing: entry.bytes)
         #expect(json["payload"]?["language"] == .string("pt-br"))
         #expect(json["eventType"] == .string("core_language_changed"))
-        // The op overrides client.language: the configured one is not sent after ready.
+        // client.language is separate from the op: queued durably once the session is ready
+        // (once per change, daemon.md), not written ahead of the outbox.
         h.connected()
-        #expect(h.initOK().sent(cid: 9).isEmpty)
+        let ready = h.initOK()
+        #expect(ready.sent(cid: 9).isEmpty)
+        #expect(ready.stored.map { (try? JSONValue(parsing: $0.bytes))?["payload"]?["language"] } == [.string("en")])
 
         var c = Harness(SessionFixtures.config(language: "en"))
         let up = c.bringUp()
-        #expect(up.sent(cid: 9).first?["payload"]?["language"] == .string("en"))
+        #expect(up.stored.map { (try? JSONValue(parsing: $0.bytes))?["payload"]?["language"] } == [.string("en")])
     }
 
     // MARK: rule 7, inbound

@@ -75,6 +75,24 @@ import Testing
         await store.close()
     }
 
+    /// The configured language last queued per user survives a restart (daemon.md, `client.language`),
+    /// and the keys of other meta values do not show up among them.
+    @Test func languagesSentPersistPerUser() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        var store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.languagesSent() == [:])
+        try await store.setLanguageSent("en", user: "alice")
+        try await store.setLanguageSent("de", user: nil)
+        try await store.setLanguageSent("pt-br", user: "alice")
+        try await store.setMetaValue("language_sentinel", Array("x".utf8))
+        await store.close()
+
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.languagesSent() == ["alice": "pt-br", "": "de"])
+        await store.close()
+    }
+
     @Test func createsPrivateDirectoryAndFiles() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }

@@ -143,6 +143,52 @@ import SmarticoProtocol
         #expect(try JSONValue(parsing: rebuilt.showEngagementBytes()) == JSONValue(parsing: show))
         #expect(e.showEngagement.json.keys.first == "bcid")
     }
+
+    // MARK: the shapes of Smartico's SDK (docs/protocol.md, "Where the daemon follows the SDK")
+
+    @Test func theRequestEnvelopeComesFirstAndKeepsTheMessagesOwnUUIDAndTs() throws {
+        let event = ClientEvent(eventType: "deposit", payload: ["amount": 5]).json
+        let wrapped = RequestEnvelope.wrap(event, apiKey: "key-2", brandKey: "b1", uuid: "fresh", ts: 7)
+        #expect(String(decoding: wrapped.serialized(), as: UTF8.self)
+                == #"{"api_key":"key-2","brand_key":"b1","cid":9,"uuid":"fresh","ts":7,"eventType":"deposit","payload":{"amount":5}}"#)
+        // A message with its own uuid and ts keeps them (a resend is the same message); no brand: no brand_key.
+        let own = RequestEnvelope.wrap(["cid": 500, "uuid": "mine", "ts": 3, "x": true], apiKey: "key-2", brandKey: nil,
+                                       uuid: "unused", ts: 9)
+        #expect(String(decoding: own.serialized(), as: UTF8.self) == #"{"api_key":"key-2","cid":500,"uuid":"mine","ts":3,"x":true}"#)
+        // Still a valid cid 9 for a reader of 002.
+        #expect(try ClientEvent(json: wrapped).eventType == "deposit")
+    }
+
+    @Test func initIdentifyAndPushTokenCarryTheSDKsExtraMembers() throws {
+        let m3 = InitSessionRequest(labelKey: "k", brandKey: nil, deviceID: "d", page: "https://app/", trackerVersion: "1.0.0",
+                                    sessionID: "s", ua: nil, labelName: "k", simulationMode: false)
+        #expect(String(decoding: m3.serialized(), as: UTF8.self)
+                == #"{"cid":3,"label_name":"k","label_key":"k","brand_key":null,"simulation_mode":false,"device_id":"d","page":"https://app/","tracker_version":"1.0.0","session_id":"s"}"#)
+        _ = try InitSessionRequest(json: m3.json)
+
+        let m5 = IdentifyUserRequest(extUserID: "u", hash: "h", ua: nil, pushNotificationUserStatus: .allowed, token: "t",
+                                     platform: .nativeAndroid, appPackageID: "com.example.app", payload: nil)
+        #expect(m5.appPackageID == "com.example.app")
+        #expect(String(decoding: m5.serialized(), as: UTF8.self)
+                == #"{"cid":5,"ext_user_id":"u","hash":"h","pushNotificationUserStatus":0,"token":"t","platform":7,"app_package_id":"com.example.app"}"#)
+
+        let m1003 = RegisterPushTokenRequest(token: "t", platform: .nativeIOS, status: .allowed, appPackageID: "com.example.ios")
+        #expect(m1003.appPackageID == "com.example.ios")
+        #expect(String(decoding: m1003.serialized(), as: UTF8.self)
+                == #"{"cid":1003,"pushNotificationUserStatus":0,"token":"t","platform":6,"app_package_id":"com.example.ios"}"#)
+        // Without one, the member is absent.
+        #expect(RegisterPushTokenRequest(token: "t", platform: nil, status: .allowed).json["app_package_id"] == nil)
+    }
+
+    @Test func dpActionNamesTheClientActionTheSDKReports() {
+        #expect(DeepLink("dp:action&action=opened_shop").clientAction == "opened_shop")
+        #expect(DeepLink("dp:ACTION&Action=opened+the%20shop").clientAction == "opened the shop")
+        #expect(DeepLink("dp:action&action").clientAction == "true")
+        #expect(DeepLink("dp:action").clientAction == nil)
+        #expect(DeepLink("dp:action").kind == .dummy)
+        #expect(DeepLink("dp:gf_store&action=x").clientAction == nil)
+        #expect(ClientEvent.clientAction("x").json == ["cid": 9, "eventType": "client_action", "payload": ["action": "x"]])
+    }
 }
 
 /// Collects the seconds a `UTCOffset` rule was asked about (the rule is `@Sendable`).

@@ -191,14 +191,16 @@ public enum Daemon {
         }
         var user: StoredUser? = nil
         var push: StoredPush? = nil
+        var languages: [String: String] = [:]
         do {
             user = try await store.user()
             push = try await store.push()
+            languages = try await store.languagesSent()
         } catch {
-            logger.error("cannot read the stored user and push data, starting without them: \(error)")
+            logger.error("cannot read the stored user, push data and languages sent, starting without them: \(error)")
         }
         return SessionSnapshot(deviceID: deviceID, fingerprint: config.fingerprint(machineID: machineID ?? deviceID),
-                               user: user, push: push)
+                               user: user, push: push, languagesSent: languages)
     }
 }
 

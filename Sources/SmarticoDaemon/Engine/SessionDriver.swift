@@ -395,7 +395,7 @@ actor SessionDriver {
         case .stopped:
             stopped = true
             logger.info("session stopped")
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             preconditionFailure("a store action: performStore")
         }
     }
@@ -413,6 +413,8 @@ actor SessionDriver {
             await storeWork("clearUser") { try await $0.clearUser() }
         case .persistPush(let push):
             await storeWork("setPush") { try await $0.setPush(push) }
+        case .persistLanguageSent(let user, let language):
+            await storeWork("setLanguageSent") { try await $0.setLanguageSent(language, user: user) }
         case .storeOutbox(let entry):
             let failure: OutboxStoreFailure?
             do throws(StoreError) {
@@ -692,7 +694,7 @@ extension SessionAction {
     /// every other one is performed at once.
     var awaitsStore: Bool {
         switch self {
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
+        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             true
         default:
             false

@@ -65,6 +65,7 @@ extension SessionAction: CustomStringConvertible {
         case .recordActivity(let at): "recordActivity(\(at))"
         case .clearUser: "clearUser"
         case .persistPush(let p): "persistPush(token: (masked), platform: \(p.platform), status: \(p.status))"
+        case .persistLanguageSent(let user, let language): "persistLanguageSent(\(user ?? "anonymous"), \(language))"
         case .storeOutbox(let e): "storeOutbox(\(ClassID(Int64(e.cid))) uuid=\(e.uuid))"
         case .storeLatest(let slot, let e): "storeLatest(\(slot), uuid=\(e.uuid))"
         case .loadOutbox(let limit): "loadOutbox(\(limit))"

@@ -151,6 +151,9 @@ extension SessionMachine {
             } else {
                 out.append(.emit(event))
             }
+            if let action = d.deepLink.clientAction, firstReport(user: engagementUser, uid: d.engagementUID) {
+                queueClientAction(action, now: now)
+            }
         case .publicPropertiesChanged(let p):
             updateProps(p.props)
         case .sawShowSpinPush(let s):
@@ -171,6 +174,8 @@ extension SessionMachine {
         }
     }
 
+    /// `client_action`: for `dp:action&action=<name>`, the name the daemon reported to the server
+    /// (the app has nothing to do for it); else null.
     func deepLinkEvent(source: String, dp: String, engagementUID: String?) -> DaemonEvent {
         let link = DeepLink(dp)
         let url = identity?.gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
@@ -180,7 +185,25 @@ extension SessionMachine {
             "dp": .string(dp),
             "kind": .string(link.kind.rawValue),
             "url": url.map(JSONValue.string) ?? .null,
+            "client_action": link.clientAction.map(JSONValue.string) ?? .null,
         ]), journaled: true)
+    }
+
+    /// `dp:action&action=<name>` reaches the server as Smartico's SDK reports it: a cid 9
+    /// `client_action` event, durably queued for the current user (or the anonymous session).
+    mutating func queueClientAction(_ action: String, now: Int64) {
+        queueDurable(ClientEvent.clientAction(action).json, id: nil, now: now, envelope: true)
+    }
+
+    /// True the first time in this run a 105 of `user` with `uid` is reported (a 105 without
+    /// `engagement_uid` is reported each time). Remembers it.
+    mutating func firstReport(user: String, uid: String?) -> Bool {
+        guard let uid else { return true }
+        let key = user + "\u{0}" + uid
+        if actedDeepLinks.contains(key) { return false }
+        actedDeepLinks.append(key)
+        if actedDeepLinks.count > Self.maxActedDeepLinks { actedDeepLinks.removeFirst(actedDeepLinks.count - Self.maxActedDeepLinks) }
+        return true
     }
 
     /// Merges public props (server 108, bridge 7), emits `props`, persists them.

@@ -16,14 +16,13 @@ extension SessionMachine {
             opPushToken(id, token: token, platform: platform, status: status, appPackageID: app, now: now)
         case .language(let code):
             guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
-            languageOverride = code
-            let m = stamp(ClientEvent.languageChanged(code).json, now: now)
+            let m = stamp(ClientEvent.languageChanged(code).json, now: now, envelope: true)
             let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
             awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
             out.append(.storeLatest(slot: "language", entry))
         case .event(let type, let payload):
             guard !type.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "event_type must not be empty"))) }
-            queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now)
+            queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now, envelope: true)
         case .report(let kind, let uid, let activityType, let action):
             guard !uid.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "engagement_uid must not be empty"))) }
             queueDurable(EngagementReport(kind: kind, engagementUID: uid, activityType: ActivityType(rawValue: activityType), action: action).json,
@@ -32,7 +31,7 @@ extension SessionMachine {
             queueDurable(SawAcknowledgeSpinPush(sawTemplateID: template, pendingMessageID: pendingID).json, id: id, now: now)
         case .send(let message):
             if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
-            queueDurable(message, id: id, now: now)
+            queueDurable(message, id: id, now: now, envelope: true)
         case .request(let message, let expectCid, let timeoutMs):
             opRequest(id, message: message, expectCid: expectCid, timeoutMs: timeoutMs, now: now)
         case .bridge(let object):
@@ -87,15 +86,16 @@ extension SessionMachine {
         return nil
     }
 
-    mutating func queueChecked(_ json: JSONObject, id: SessionRequestID, field: String, now: Int64) {
+    mutating func queueChecked(_ json: JSONObject, id: SessionRequestID, field: String, now: Int64, envelope: Bool = false) {
         if let e = checkForSend(json, field: field) { return reply(id, .failure(e)) }
-        queueDurable(json, id: id, now: now)
+        queueDurable(json, id: id, now: now, envelope: envelope)
     }
 
     /// Stamps a message made for the daemon's user (or the anonymous session) and asks the driver
-    /// to store it with that user; the answer and the sending follow `.outboxStored`.
-    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64) {
-        let m = stamp(json, now: now)
+    /// to store it with that user; the answer and the sending follow `.outboxStored`. `envelope`:
+    /// an event or data request, sent in the SDK's envelope (``stamp(_:now:envelope:)``).
+    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64, envelope: Bool = false) {
+        let m = stamp(json, now: now, envelope: envelope)
         let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
         awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
         out.append(.storeOutbox(entry))
@@ -230,7 +230,7 @@ extension SessionMachine {
         push = p
         out.append(.persistPush(p))
         if user != nil, identifiedOnConn {
-            queueDurable(RegisterPushTokenRequest(token: token, platform: pl, status: st).json, id: id, now: now)
+            queueDurable(RegisterPushTokenRequest(token: token, platform: pl, status: st, appPackageID: p.appPackageID).json, id: id, now: now)
         } else {
             reply(id, .success(.object(["queued": false, "with_identify": true])))
         }
@@ -245,7 +245,7 @@ extension SessionMachine {
         guard timeout > 0 else { return reply(id, .failure(SessionReplyError(.badRequest, "timeout_ms must be ≥ 1"))) }
         let cid = message["cid"]?.int64Value ?? 0
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
-        let m = stamp(message, now: now)
+        let m = stamp(message, now: now, envelope: true)
         pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
         if gateOpen, let c = connection {
             pending[pending.count - 1].sentOn = c.id
@@ -268,6 +268,7 @@ extension SessionMachine {
             reply(id, .success(.object([:])))
         case .executeDeepLink(let link):
             out.append(.emit(deepLinkEvent(source: "bridge", dp: link.raw, engagementUID: nil)))
+            if let action = link.clientAction { queueClientAction(action, now: now) }
             reply(id, .success(.object([:])))
         case .sendGameOpening:
             emit("game_opening", .object(b.json), journaled: false)

@@ -90,7 +90,6 @@ public struct SessionMachine: Sendable {
         var logoutPending = false
         /// The hash of this connection's IDENTIFY.
         var usedHash: String?
-        var languageSent = false
         /// Rule 6: when the server was last heard from (any message, or the connection's start),
         /// and its own PINGs — the last one and the gap before it.
         var heardAtMs: Int64
@@ -244,7 +243,15 @@ public struct SessionMachine: Sendable {
     var activityPersistedMs: Int64?
     var identity: IdentifyUserResponse?
     var props: JSONObject = [:]
-    var languageOverride: String?
+    /// Per user ("" for the anonymous session): the `client.language` last queued for them
+    /// (store meta `x.language_sent.<user>`). The configured language goes once per change, never
+    /// again on a reconnect or a restart.
+    var languagesSent: [String: String] = [:]
+    /// `"<user>\u{0}<engagement_uid>"` of the 105s whose `dp:action` was reported as a
+    /// `client_action` in this run, oldest first (at most ``maxActedDeepLinks``): the server sends
+    /// pending 105s again after every IDENTIFY, and each is reported once.
+    var actedDeepLinks: [String] = []
+    static let maxActedDeepLinks = 1_024
 
     var pending: [PendingRequest] = []
     var identifyWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
@@ -354,10 +361,11 @@ public struct SessionMachine: Sendable {
         return c.speaker == user?.extUserID
     }
 
+    /// `page` of INIT and IDENTIFY: `client.page`, else `https://<client.domain or "app">/` as
+    /// Smartico's SDK sends it — never empty (002 marks it required in INIT).
     var page: String {
-        if let p = config.config.client.page { return p }
-        if let d = config.config.client.domain { return "https://\(d)/" }
-        return ""
+        if let p = config.config.client.page, !p.isEmpty { return p }
+        return "https://\(config.config.client.domain ?? "app")/"
     }
 
     func userAgent(now: Int64) -> UserAgent {
@@ -436,6 +444,7 @@ public struct SessionMachine: Sendable {
             user = UserState(extUserID: ext, hash: config.config.user.hash?.exposedValue, source: .config)
         }
         if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
+        languagesSent = snapshot.languagesSent
         push = snapshot.push ?? Self.configPush(config)
         connect(now: now, reason: "start")
     }
@@ -469,9 +478,11 @@ public struct SessionMachine: Sendable {
         let sid = makeUUID()
         current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid))
         let cfg = config.config
+        // label_key and label_name: the key without its environment suffix (the SDK sends both).
         let initMessage = InitSessionRequest(
             labelKey: config.labelKey.key.exposedValue, brandKey: cfg.server.brandKey, deviceID: deviceID,
-            page: page, trackerVersion: cfg.client.effectiveTrackerVersion, sessionID: sid, ua: userAgent(now: now))
+            page: page, trackerVersion: cfg.client.effectiveTrackerVersion, sessionID: sid, ua: userAgent(now: now),
+            labelName: config.labelKey.key.exposedValue, simulationMode: false)
         send(initMessage.json, now: now)
         announce(reason: "connected", now: now)
         schedule(.response, at: now + Int64(sessionConfig.responseTimeoutS) * 1000)
@@ -503,10 +514,18 @@ public struct SessionMachine: Sendable {
         if c.speaker != nil, c.speaker == user?.extUserID, m.cid != 1, m.cid != 2 { noteActivity(now: now) }
     }
 
-    mutating func stamp(_ json: JSONObject, now: Int64) -> OutgoingMessage {
+    /// Fills in `ts` and `uuid` when absent. `envelope`: events (cid 9) and data requests get the
+    /// SDK's envelope (``RequestEnvelope``: `api_key` — the full label key —, `brand_key`, `cid`,
+    /// `uuid`, `ts`, then the message).
+    mutating func stamp(_ json: JSONObject, now: Int64, envelope: Bool = false) -> OutgoingMessage {
         var o = json
-        if o["ts"] == nil || o["ts"]?.isNull == true { o["ts"] = .number(now) }
-        if o["uuid"] == nil || o["uuid"]?.isNull == true { o["uuid"] = .string(makeUUID()) }
+        if envelope {
+            o = RequestEnvelope.wrap(json, apiKey: config.labelKey.full.exposedValue, brandKey: config.config.server.brandKey,
+                                     uuid: makeUUID(), ts: now)
+        } else {
+            if o["ts"] == nil || o["ts"]?.isNull == true { o["ts"] = .number(now) }
+            if o["uuid"] == nil || o["uuid"]?.isNull == true { o["uuid"] = .string(makeUUID()) }
+        }
         return OutgoingMessage(bytes: o.serialized(), cid: o["cid"]?.int64Value ?? 0, uuid: o["uuid"]?.stringValue ?? "")
     }
 
@@ -735,7 +754,7 @@ public struct SessionMachine: Sendable {
             extUserID: ext, hash: hash, ua: userAgent(now: now), page: page,
             pushNotificationUserStatus: p.flatMap { PushNotificationUserStatus(rawValue: Int64($0.status)) },
             token: p?.token, trackerVersion: config.config.client.effectiveTrackerVersion,
-            platform: p.flatMap { PushClientPlatform(rawValue: Int64($0.platform)) })
+            platform: p.flatMap { PushClientPlatform(rawValue: Int64($0.platform)) }, appPackageID: p?.appPackageID)
         connection?.identifyingAs = ext
         connection?.identifySent = true
         connection?.usedHash = hash
@@ -760,7 +779,7 @@ public struct SessionMachine: Sendable {
             }
             rejected = nil
             previousUser = nil
-            props = r.props ?? props
+            props = Self.mergedProps(props, identify: r)
             identity = r
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
             let data = identifiedData(r, user: u)
@@ -840,12 +859,28 @@ public struct SessionMachine: Sendable {
         rescheduleRequestTimer()
     }
 
+    /// The identity fields Smartico's SDK copies from the top level of the IDENTIFY answer into the
+    /// public props (where an app finds them with the rest).
+    static let mirroredIdentityFields = ["user_id", "avatar_id", "avatar_real_id", "public_username", "native_app_gf_url"]
+
+    /// `props` with the answer's `props` merged into them and the identity fields mirrored, as the
+    /// SDK does: merged, not replaced (a prop the answer does not repeat keeps its value). Values
+    /// are kept as received, whatever their type.
+    static func mergedProps(_ props: JSONObject, identify r: IdentifyUserResponse) -> JSONObject {
+        var merged = props.merging(r.json["props"]?.objectValue ?? [:])
+        for k in mirroredIdentityFields {
+            if let v = r.json[k], !v.isNull { merged[k] = v }
+        }
+        return merged
+    }
+
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
         var domain = lastConnection?.initResponse?.dynamicImageDomain ?? config.imageDomain
         if !domain.contains(bytes: "://") { domain = "https://" + domain }
         let avatar = r.avatarURL(imageDomain: domain)
         return .object([
             "ext_user_id": .string(u.extUserID),
+            "user_id": r.json["user_id"] ?? .null,
             "public_username": r.publicUsername.map(JSONValue.string) ?? .null,
             "avatar_id": r.avatarID.map(JSONValue.string) ?? .null,
             "avatar_url": avatar.map(JSONValue.string) ?? .null,
@@ -868,11 +903,21 @@ public struct SessionMachine: Sendable {
             pending[k].sentOn = c.id
             write(pending[k].message, now: now)
         }
-        if !c.languageSent, languageOverride == nil, let lang = config.config.client.language {
-            connection?.languageSent = true
-            send(ClientEvent.languageChanged(lang).json, now: now)
-        }
+        queueConfigLanguageIfChanged(now: now)
         startFlush()
+    }
+
+    /// `client.language` once per change (daemon.md): queued durably for whom the ready session
+    /// speaks as, when it differs from the last one queued for them — so a reconnect or a restart
+    /// sends nothing, a new configured language (SIGHUP) goes once. The `language` op is separate
+    /// and always sent.
+    mutating func queueConfigLanguageIfChanged(now: Int64) {
+        guard gateOpen, let c = connection, let lang = config.config.client.language else { return }
+        let key = c.speaker ?? ""
+        guard languagesSent[key] != lang else { return }
+        languagesSent[key] = lang
+        out.append(.persistLanguageSent(user: c.speaker, language: lang))
+        queueDurable(ClientEvent.languageChanged(lang).json, id: nil, now: now, envelope: true)
     }
 
     /// Loads the outbox to send what waits in it. The load asks for more than a batch by the
@@ -1011,6 +1056,7 @@ public struct SessionMachine: Sendable {
         let old = config
         config = newConfig
         backoff = Backoff(newConfig.config.session.reconnect)
+        if old.config.client.language != newConfig.config.client.language { queueConfigLanguageIfChanged(now: now) }
         let oldUser = old.config.user, newUser = newConfig.config.user
         if oldUser != newUser, user == nil || user?.source == .config {
             if let ext = newUser.extUserID {

@@ -23,6 +23,8 @@ extension SessionMachine {
             ]),
             "user": .object([
                 "ext_user_id": opt(user?.extUserID),
+                // Smartico's own id of the user, from the IDENTIFY answer (kept in the props).
+                "user_id": props["user_id"] ?? .null,
                 "public_username": opt(identity?.publicUsername),
                 "props": .object(props),
                 "identified": .bool(identifiedOnConn),

@@ -79,12 +79,17 @@ public struct SessionSnapshot: Sendable, Equatable {
     public var user: StoredUser?
     /// `store.push()`: push data given with the `push_token` op earlier (wins over `user.push`).
     public var push: StoredPush?
+    /// `store.languagesSent()`: per user ("" for the anonymous session), the `client.language`
+    /// last queued for them (`.persistLanguageSent`).
+    public var languagesSent: [String: String]
 
-    public init(deviceID: String, fingerprint: Int32, user: StoredUser? = nil, push: StoredPush? = nil) {
+    public init(deviceID: String, fingerprint: Int32, user: StoredUser? = nil, push: StoredPush? = nil,
+                languagesSent: [String: String] = [:]) {
         self.deviceID = deviceID
         self.fingerprint = fingerprint
         self.user = user
         self.push = push
+        self.languagesSent = languagesSent
     }
 }
 
@@ -313,6 +318,9 @@ public enum SessionAction: Sendable, Equatable {
     case clearUser
     /// `store.setPush(push)`.
     case persistPush(StoredPush)
+    /// `store.setLanguageSent(language, user:)`: `client.language` was queued for `user` (nil:
+    /// the anonymous session); it is not sent to them again until it changes.
+    case persistLanguageSent(user: String?, language: String)
     /// `store.enqueue(uuid:cid:kind: .socket, payload:createdMs:)`; report `.outboxStored`.
     case storeOutbox(OutboxEntry)
     /// `store.putLatest(slot:…)`; report `.outboxStored`.

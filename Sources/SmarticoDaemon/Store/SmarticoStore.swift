@@ -176,6 +176,27 @@ public actor SmarticoStore {
         }
     }
 
+    /// `client.language` last queued for `user` (nil: the anonymous session), under
+    /// `x.language_sent.<user>` (`x.language_sent.` for the anonymous session).
+    public func setLanguageSent(_ language: String, user: String?) throws(StoreError) {
+        try setMetaValue(Self.languageSentPrefix + (user ?? ""), Array(language.utf8))
+    }
+
+    /// Every `setLanguageSent` value, keyed by user ("" for the anonymous session).
+    public func languagesSent() throws(StoreError) -> [String: String] {
+        let prefix = "x." + Self.languageSentPrefix
+        let rows: [(String, String)] = try withDB { db in
+            // The keys from the prefix up to the next one ('/' follows '.'), without LIKE's wildcards.
+            try db.query("SELECT key, value FROM meta WHERE key >= ? AND key < ?",
+                         [.text(prefix), .text("x.language_sent/")]) { ($0.text(0), String(decoding: $0.blob(1), as: UTF8.self)) }
+        }
+        var out: [String: String] = [:]
+        for (k, v) in rows { out[String(k.dropFirst(prefix.count))] = v }
+        return out
+    }
+
+    static let languageSentPrefix = "language_sent."
+
     // MARK: user and push
 
     /// The current user, or nil when anonymous.

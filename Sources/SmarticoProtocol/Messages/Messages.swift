@@ -36,12 +36,19 @@ public struct InitSessionRequest: SmarticoMessage {
         self.json = json
     }
 
-    /// - Parameter sessionID: must not be empty (the backend blocks the IP for an empty one).
+    /// - Parameters:
+    ///   - sessionID: must not be empty (the backend blocks the IP for an empty one).
+    ///   - labelName: `label_name`, which Smartico's own SDK sends (the label key without its
+    ///     suffix) and 002 does not list; nil leaves it out.
+    ///   - simulationMode: `simulation_mode`, sent `false` by the SDK; nil leaves it out.
     public init(labelKey: String, brandKey: String?, deviceID: String, page: String, trackerVersion: String,
-                sessionID: String, ua: UserAgent?, extra: JSONObject = [:]) {
+                sessionID: String, ua: UserAgent?, labelName: String? = nil, simulationMode: Bool? = nil,
+                extra: JSONObject = [:]) {
         var o = Self.base(.initSessionRequest)
+        o.set("label_name", labelName.json)
         o["label_key"] = .string(labelKey)
         o["brand_key"] = brandKey.jsonOrNull
+        o.set("simulation_mode", simulationMode.map(JSONValue.bool))
         o["device_id"] = .string(deviceID)
         o.set("ua", ua.map { .object($0.json) })
         o["page"] = .string(page)
@@ -146,7 +153,7 @@ public struct IdentifyUserRequest: SmarticoMessage {
     public init(extUserID: String, hash: String?, ua: UserAgent?, page: String? = nil,
                 pushNotificationUserStatus: PushNotificationUserStatus? = nil, token: String? = nil,
                 trackerVersion: String? = nil, platform: PushClientPlatform? = nil,
-                payload: JSONObject? = [:], extra: JSONObject = [:]) {
+                appPackageID: String? = nil, payload: JSONObject? = [:], extra: JSONObject = [:]) {
         var o = Self.base(.identifyUserRequest)
         o["ext_user_id"] = .string(extUserID)
         o["hash"] = hash.jsonOrNull
@@ -156,6 +163,8 @@ public struct IdentifyUserRequest: SmarticoMessage {
         o.set("token", token.json)
         o.set("tracker_version", trackerVersion.json)
         o.set("platform", platform.map { .number($0.rawValue) })
+        // The app's bundle id / package name: labels with one Firebase project per app need it (002 §4).
+        o.set("app_package_id", appPackageID.json)
         o.set("payload", payload.map(JSONValue.object))
         o.merge(extra)
         json = o
@@ -171,6 +180,7 @@ public struct IdentifyUserRequest: SmarticoMessage {
     public var pushNotificationUserStatus: PushNotificationUserStatus? {
         json.int64("pushNotificationUserStatus").flatMap(PushNotificationUserStatus.init(rawValue:))
     }
+    public var appPackageID: String? { json.string("app_package_id") }
 }
 
 /// IDENTIFY_USER_RESPONSE (cid 6), 002 §1.6.
@@ -283,6 +293,14 @@ public struct ClientEvent: SmarticoMessage {
     /// CORE_LANGUAGE_CHANGE: `language` is an ISO 639-1 code or a custom code such as `pt-br`.
     public static func languageChanged(_ language: String) -> ClientEvent {
         ClientEvent(eventType: languageChangedEventType, payload: ["language": .string(language)])
+    }
+
+    public static let clientActionEventType = "client_action"
+
+    /// The event Smartico's SDK reports for `dp:action&action=<name>` (its deep-link router):
+    /// `{eventType: "client_action", payload: {action: <name>}}`.
+    public static func clientAction(_ action: String) -> ClientEvent {
+        ClientEvent(eventType: clientActionEventType, payload: ["action": .string(action)])
     }
 
     public var eventType: String { json.string("eventType") ?? "" }
@@ -587,11 +605,15 @@ public struct RegisterPushTokenRequest: SmarticoMessage {
         self.json = json
     }
 
-    public init(token: String, platform: PushClientPlatform?, status: PushNotificationUserStatus, extra: JSONObject = [:]) {
+    /// - Parameter appPackageID: `app_package_id` (bundle id on iOS, package name on Android), as
+    ///   002 §4 and Smartico's SDK send it; nil leaves it out.
+    public init(token: String, platform: PushClientPlatform?, status: PushNotificationUserStatus,
+                appPackageID: String? = nil, extra: JSONObject = [:]) {
         var o = Self.base(.registerPushTokenRequest)
         o["pushNotificationUserStatus"] = .number(status.rawValue)
         o["token"] = .string(token)
         o.set("platform", platform.map { .number($0.rawValue) })
+        o.set("app_package_id", appPackageID.json)
         o.merge(extra)
         json = o
     }
@@ -600,5 +622,26 @@ public struct RegisterPushTokenRequest: SmarticoMessage {
     public var platform: PushClientPlatform? { json.int64("platform").flatMap(PushClientPlatform.init(rawValue:)) }
     public var status: PushNotificationUserStatus {
         json.int64("pushNotificationUserStatus").flatMap(PushNotificationUserStatus.init(rawValue:)) ?? .allowed
+    }
+    public var appPackageID: String? { json.string("app_package_id") }
+}
+
+/// The envelope Smartico's SDK puts around events (cid 9) and data requests: `api_key` (the full
+/// label key, with its `-N` suffix), `brand_key` when there is one, `cid`, `uuid`, `ts`, then the
+/// message's other members in their order. 002 shows none of it; the SDK sends it on every such
+/// message (docs/protocol.md, "Where the daemon follows the SDK").
+public enum RequestEnvelope {
+    /// `message` wrapped: members the message already has win (its own `uuid`/`ts` are kept, so a
+    /// resend is recognisably the same message); `uuid`/`ts` are filled in when absent or null.
+    public static func wrap(_ message: JSONObject, apiKey: String, brandKey: String?, uuid: @autoclosure () -> String,
+                            ts: Int64) -> JSONObject {
+        var o = JSONObject()
+        o["api_key"] = .string(apiKey)
+        if let brandKey { o["brand_key"] = .string(brandKey) }
+        o["cid"] = message["cid"] ?? .null
+        if let u = message["uuid"], !u.isNull { o["uuid"] = u } else { o["uuid"] = .string(uuid()) }
+        if let t = message["ts"], !t.isNull { o["ts"] = t } else { o["ts"] = .number(ts) }
+        for (k, v) in message where k != "cid" && k != "uuid" && k != "ts" { o[k] = v }
+        return o
     }
 }
