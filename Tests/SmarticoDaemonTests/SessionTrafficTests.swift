@@ -334,14 +334,19 @@ import Testing
         h.connected()
         h.initOK()
         let id = h.identifyOK(props: ["a": 1, "b": 2])
-        #expect(id.events("identified").first?.data["props"] == .object(["a": 1, "b": 2]))
+        // The answer's identity fields are mirrored into the props, as Smartico's SDK does.
+        let identity: JSONObject = ["avatar_id": "av-1", "public_username": "Player One",
+                                    "native_app_gf_url": "https://wrap.example/gf?label=1&user_ext_id=u1"]
+        let ab: JSONObject = ["a": 1, "b": 2], ab3: JSONObject = ["a": 1, "b": 3]
+        #expect(id.events("identified").first?.data["props"] == .object(ab.merging(identity)))
         let p = h.server(PublicPropertiesChangedEvent(props: ["b": 3, "c": 4]).json)
-        #expect(p.events("props").first?.data == .object(["a": 1, "b": 3, "c": 4]))
+        #expect(p.events("props").first?.data == .object(ab3.merging(identity).merging(["c": 4])))
         #expect(p.events("props").first?.journaled == false)
         let b = h.feed(.request(SessionRequestID(1), .bridge(["bcid": 7, "d": 5])))
-        #expect(b.events("props").first?.data == .object(["a": 1, "b": 3, "c": 4, "d": 5]))
+        let all = ab3.merging(identity).merging(["c": 4, "d": 5])
+        #expect(b.events("props").first?.data == .object(all))
         #expect(b.reply(1)?.value != nil)
-        #expect(h.machine.status()["user"]?["props"] == .object(["a": 1, "b": 3, "c": 4, "d": 5]))
+        #expect(h.machine.status()["user"]?["props"] == .object(all))
     }
 
     @Test func identifiedMinigameAndMessageEvents() throws {
@@ -369,7 +374,8 @@ import Testing
         #expect(unknown.data["name"] == .null)
 
         let dl = try #require(h.feed(.request(SessionRequestID(1), .bridge(["bcid": 4, "dp": "dp:cashier"]))).events("deeplink").first)
-        #expect(dl.data == .object(["source": "bridge", "engagement_uid": nil, "dp": "dp:cashier", "kind": "custom", "url": nil]))
+        #expect(dl.data == .object(["source": "bridge", "engagement_uid": nil, "dp": "dp:cashier", "kind": "custom", "url": nil,
+                                    "client_action": nil]))
         let game = h.feed(.request(SessionRequestID(2), .bridge(["bcid": 8, "ach_game_id": 3])))
         #expect(game.events("game_opening").first?.data == .object(["bcid": 8, "ach_game_id": 3]))
         let page = h.feed(.request(SessionRequestID(3), .bridge(["bcid": 1])))
