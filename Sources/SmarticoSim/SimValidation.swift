@@ -63,6 +63,30 @@ public enum SimValidator {
         return r.reading
     }
 
+    /// The POST body of the public API's push token registration (002 §4): `api_key`,
+    /// `brand_key`, `token` strings, `ext_user_id` a string or a number, `platform` integer;
+    /// `pushNotificationUserStatus` integer and `app_package_id` string optional.
+    public static func readPushTokenPost(_ o: JSONObject) -> SimReading {
+        var r = Reader(o: o, cid: 1003, tagOverride: "push token POST body")
+        r.required("api_key", .string)
+        r.required("brand_key", .string)
+        if let user = o["ext_user_id"], !user.isNull {
+            if user.stringValue == nil, user.numberValue == nil {
+                r.refuse("field \"ext_user_id\" must be a string or a number, found \(describe(user))")
+            }
+        } else {
+            r.refuse("field \"ext_user_id\" is missing (a string or a number is required)")
+        }
+        r.required("token", .string)
+        r.required("platform", .integer)
+        r.optional("pushNotificationUserStatus", .integer)
+        r.optional("app_package_id", .string)
+        if let cid = o["cid"], !cid.isNull, cid.int64Value != 1003 {
+            r.refuse("field \"cid\" must be 1003, found \(describe(cid))")
+        }
+        return r.reading
+    }
+
     enum Kind: String {
         case string, integer, number, boolean, object, array
 
@@ -94,9 +118,11 @@ public enum SimValidator {
     struct Reader {
         let o: JSONObject
         let cid: Int64
+        var tagOverride: String? = nil
         var reading = SimReading()
 
         var tag: String {
+            if let tagOverride { return tagOverride }
             let name = ClassID(cid).name.map { " (\($0))" } ?? ""
             return "cid \(cid)\(name)"
         }
