@@ -56,6 +56,7 @@ public struct SimCommand: ParsableCommand, Sendable {
               smartico-sim --emit-every 2s --emit-kinds engagement,show_spin
               smartico-sim --emit-every 100ms --template-bytes 50000 --no-echo-uuid
               smartico-sim --ping-interval 5s --pong-timeout 2s
+              smartico-sim --quirks
               echo '{"op":"clients"}' | socat - UNIX-CONNECT:/tmp/sim.sock
 
             See docs/simulator.md for the control protocol, fault modes and the record format.
@@ -118,8 +119,17 @@ public struct SimCommand: ParsableCommand, Sendable {
     @Option(help: ArgumentHelp("FCM_SENDER_ID in INIT's settings.", valueName: "id"))
     public var fcmSenderID = "000000000000"
 
-    @Flag(help: "Give responses fresh uuids instead of echoing the request's (exercises oldest-pending matching).")
+    @Flag(help: "Give every response a fresh uuid instead of the request's (exercises oldest-pending matching).")
     public var noEchoUUID = false
+
+    @Flag(name: .customLong("echo-uuids"), help: "Echo the request's uuid in every response, also in those the real server answers with a fresh one (701).")
+    public var echoUUIDs = false
+
+    @Flag(help: "Send what the real server may send: mistyped, missing and unknown fields, a 707 without saw_template_id, a 110 with activity_type, fresh uuids, no PONG to client PINGs.")
+    public var quirks = false
+
+    @Flag(help: "Never answer a client's PING with a PONG (server PINGs still go out).")
+    public var withholdPong = false
 
     public init() {}
 
@@ -144,6 +154,7 @@ public struct SimCommand: ParsableCommand, Sendable {
         guard (0...(64 << 20)).contains(templateBytes) else {
             throw ValidationError("--template-bytes must be 0…\(64 << 20), got \(templateBytes)")
         }
+        if noEchoUUID, echoUUIDs { throw ValidationError("--no-echo-uuid and --echo-uuids exclude each other") }
         if let e = emitEvery, e.milliseconds <= 0 { throw ValidationError("--emit-every must be more than 0") }
         if pingInterval.milliseconds > 0, pongTimeout.milliseconds <= 0 {
             throw ValidationError("--pong-timeout must be more than 0 when pings are on")
@@ -156,7 +167,8 @@ public struct SimCommand: ParsableCommand, Sendable {
         SimConfig(labelKey: labelKey, brandKey: brandKey, hashSalt: hashSalt,
                   pingIntervalMs: pingInterval.milliseconds, pongTimeoutMs: pongTimeout.milliseconds,
                   emitEveryMs: emitEvery?.milliseconds, emitKinds: try parsedKinds(), templateBytes: templateBytes,
-                  httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID, echoRequestUUID: !noEchoUUID)
+                  httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID,
+                  uuidEcho: noEchoUUID ? .never : echoUUIDs ? .always : .asServer, quirks: quirks, withholdPong: withholdPong)
     }
 
     /// Runs the simulator until SIGINT or SIGTERM (then exits 0). Standard output: the WebSocket

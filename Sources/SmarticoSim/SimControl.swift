@@ -121,7 +121,7 @@ public enum SimControl {
 
     // MARK: - fault
 
-    static let faultKinds = "reject_init, reject_identify, half_open, delay, uuid_echo, close_abruptly, close, malformed_json, malformed_frame, clear"
+    static let faultKinds = "reject_init, reject_identify, half_open, delay, uuid_echo, withhold_pong, quirks, close_abruptly, close, malformed_json, malformed_frame, clear"
 
     static func fault(_ r: JSONObject, server: inout SimServer, now: Int64) throws(SimControlError) -> (JSONObject, [SimAction]) {
         guard let kind = try string(r, "kind") else { throw .invalid("fault needs \"kind\": \(faultKinds)") }
@@ -161,6 +161,12 @@ public enum SimControl {
         case "uuid_echo":
             guard let on = try bool(r, "enabled") else { throw .invalid("uuid_echo needs \"enabled\": true or false") }
             return try setMode { $0.echoUUID = on }
+        case "withhold_pong":
+            let on = try bool(r, "enabled") ?? true
+            return try setMode { $0.withholdPong = on }
+        case "quirks":
+            let on = try bool(r, "enabled") ?? true
+            return try setMode { $0.quirks = on }
         case "clear":
             // "only": one persistent mode cleared, the others kept (a test can move from one
             // rejection to the next without a window in which neither holds).
@@ -259,6 +265,8 @@ public enum SimControl {
         if m.halfOpen == true { o["half_open"] = true }
         if let d = m.delayMs { o["delay_ms"] = .number(d) }
         if let e = m.echoUUID { o["uuid_echo"] = .bool(e) }
+        if let w = m.withholdPong { o["withhold_pong"] = .bool(w) }
+        if let q = m.quirks { o["quirks"] = .bool(q) }
         return o
     }
 

@@ -11,8 +11,12 @@ public struct SimFaultModes: Sendable, Equatable {
     public var halfOpen: Bool?
     /// Answers (and the PONG to a client PING) are sent this many ms late.
     public var delayMs: Int64?
-    /// Override of `SimConfig.echoRequestUUID` (false: responses carry fresh uuids).
+    /// Override of `SimConfig.uuidEcho`: true, every answer echoes; false, none does.
     public var echoUUID: Bool?
+    /// Override of `SimConfig.withholdPong`: client PINGs get no PONG.
+    public var withholdPong: Bool?
+    /// Override of `SimConfig.quirks`.
+    public var quirks: Bool?
 
     public init() {}
 
@@ -27,6 +31,8 @@ public struct SimFaultModes: Sendable, Equatable {
         if m.halfOpen == nil { m.halfOpen = fallback.halfOpen }
         if m.delayMs == nil { m.delayMs = fallback.delayMs }
         if m.echoUUID == nil { m.echoUUID = fallback.echoUUID }
+        if m.withholdPong == nil { m.withholdPong = fallback.withholdPong }
+        if m.quirks == nil { m.quirks = fallback.quirks }
         return m
     }
 

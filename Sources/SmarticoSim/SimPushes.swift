@@ -27,21 +27,25 @@ public struct SimPushGenerator: Sendable {
         case .deepLink:
             let dp = Self.deepLinks[deepLinkCounter % Self.deepLinks.count]
             deepLinkCounter += 1
-            return ExecuteDeepLinkEvent(engagementUID: random.uuid(), dp: dp).json
+            return ["engagement_uid": .string(random.uuid()), "payload": ["dp": .string(dp)], "cid": 105]
         case .props:
             propsCounter += 1
-            return PublicPropertiesChangedEvent(props: [
-                "ach_points_balance": .number(3570 + 10 * propsCounter),
-                "ach_points_ever": .number(3605 + 10 * propsCounter),
-                "ach_level_current": "Level E",
-            ]).json
+            return [
+                "props": [
+                    "ach_points_balance": .number(3570 + 10 * propsCounter),
+                    "ach_points_ever": .number(3605 + 10 * propsCounter),
+                    "ach_level_current": "Level E",
+                ],
+                "cid": 108,
+            ]
         case .reloadAchievements:
             return ["cid": .number(ClassID.reloadAchievementsEvent.rawValue)]
         case .spinsCount:
             return ["saw_template_id": 5, "spin_count": 3, "cid": .number(ClassID.sawSpinsCountPush.rawValue)]
         case .showSpin:
             pendingMessageCounter += 1
-            return SawShowSpinPush(sawTemplateID: 5, pendingMessageID: 9_000_000 + pendingMessageCounter, sawGameTypeID: 1).json
+            return ["saw_template_id": 5, "pending_message_id": .number(9_000_000 + pendingMessageCounter),
+                    "saw_game_type_id": 1, "cid": 707]
         case .prizeDropWin:
             pendingMessageCounter += 1
             return [
@@ -60,7 +64,7 @@ public struct SimPushGenerator: Sendable {
     public static func engagement(uid: String, engagementID: Int64, templateBytes: Int) -> JSONObject {
         var o = JSONObject()
         o["engagement_uid"] = .string(uid)
-        o["activityType"] = .number(ActivityType.popup.rawValue)
+        o["activityType"] = 30  // popup
         o["engagement_id"] = .number(engagementID)
         o["root_audience_id"] = 31068
         o["audience_id"] = 31068

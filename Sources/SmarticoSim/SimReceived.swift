@@ -18,17 +18,20 @@ public struct SimReceivedEntry: Sendable, Equatable {
     public var error: String?
     /// For public API calls over HTTP (client `http`): method, path, api_key, brand_key, version.
     public var http: JSONObject?
+    /// What a server lets pass but 002 or the SDK do differently (`SimValidator`), if anything.
+    public var warnings: [String] = []
 
     /// `cid` of the message, when it has an integer one.
     public var cid: Int64? { message?["cid"]?.int64Value }
 
-    /// The entry as a JSON object: `{"seq","at","client","user"?,"http"?,"message"|"raw","error"?}`.
+    /// The entry as a JSON object: `{"seq","at","client","user"?,"http"?,"message"|"raw","error"?,"warnings"?}`.
     public var json: JSONObject {
         var o: JSONObject = ["seq": .number(seq), "at": .number(at), "client": .string(client)]
         if let user { o["user"] = .string(user) }
         if let http { o["http"] = .object(http) }
         if let message { o["message"] = .object(message) } else { o["raw"] = .string(raw ?? "") }
         if let error { o["error"] = .string(error) }
+        if !warnings.isEmpty { o["warnings"] = .array(warnings.map(JSONValue.string)) }
         return o
     }
 

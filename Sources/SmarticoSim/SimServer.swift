@@ -72,14 +72,12 @@ public struct SimServer {
             record(client: client, user: session.user, now: now, message: object, size: text.count, error: why)
             return closePolicy(&session, why, now: now)
         }
-        do {
-            let message = try ClientMessage(json: object)
-            record(client: client, user: session.user, now: now, message: object, size: text.count, error: nil)
-            return session.handle(message, now: now, context: &context)
-        } catch {
-            record(client: client, user: session.user, now: now, message: object, size: text.count, error: error.description)
-            return session.handleInvalid(object, cid: cid, error: error, now: now, context: &context)
-        }
+        // The simulator's own reading (never the daemon's message types): a refusal is the
+        // entry's `error`, deviations a server lets pass are its `warnings`.
+        let reading = SimValidator.read(object, cid: cid)
+        record(client: client, user: session.user, now: now, message: object, size: text.count, error: reading.refusal,
+               warnings: reading.warnings)
+        return session.handle(object, cid: cid, reading: reading, now: now, context: &context)
     }
 
     /// A binary frame from `client`: the protocol is text only, so the connection is closed with 1003.
@@ -99,9 +97,10 @@ public struct SimServer {
     }
 
     private mutating func record(client: String, user: String?, now: Int64, message: JSONObject? = nil, raw: [UInt8]? = nil,
-                                 size: Int, error: String?) {
+                                 size: Int, error: String?, warnings: [String] = []) {
         append(SimReceivedEntry(seq: 0, at: now, client: client, user: user, message: message,
-                                raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error), size: size)
+                                raw: raw.map { String(decoding: $0.prefix(65536), as: UTF8.self) }, error: error,
+                                warnings: warnings), size: size)
     }
 
     private mutating func append(_ e: SimReceivedEntry, size: Int) {
@@ -193,7 +192,7 @@ public struct SimServer {
         let ids = try resolve(target)
         var result = EmitResult()
         for id in ids { deliver(message, to: id, now: now, into: &result) }
-        if ids.isEmpty, case .user(let user) = target, message["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue {
+        if ids.isEmpty, case .user(let user) = target, message["cid"]?.int64Value == 110 {
             guard message["engagement_uid"]?.stringValue != nil else {
                 throw .invalid("a 110 for an offline user needs an \"engagement_uid\" to be kept pending")
             }

@@ -19,7 +19,7 @@ public struct SimContext: Sendable {
     }
 }
 
-/// The server side of one client connection, sans I/O: decoded client messages and `now` in,
+/// The server side of one client connection, sans I/O: client messages (read by `SimValidator`) and `now` in,
 /// `SimAction`s out. Keepalive is driven by `tick(now:context:)`.
 ///
 /// Lifecycle: `awaitingInit` → (INIT accepted) `ready` → `closed` (after any close output).
@@ -59,6 +59,9 @@ public struct SimServerSession: Sendable {
     /// Server PINGs sent and PONGs received (diagnostics).
     public private(set) var pingsSent = 0
     public private(set) var pongsReceived = 0
+    /// Client PINGs received, and those left without a PONG (`withhold_pong`, quirks).
+    public private(set) var pingsReceived = 0
+    public private(set) var pongsWithheld = 0
 
     public init(id: String, remote: String, remoteIP: String? = nil, now: Int64, config: SimConfig) {
         self.id = id
@@ -83,22 +86,28 @@ public struct SimServerSession: Sendable {
 
     // MARK: - Input
 
-    /// Handles one decoded client message.
-    public mutating func handle(_ message: ClientMessage, now: Int64, context: inout SimContext) -> [SimAction] {
+    /// Handles one client message, read by `SimValidator` (`reading`): refused messages get
+    /// their answer cid with the refusal's `errCode` (nothing for fire-and-forget cids).
+    public mutating func handle(_ request: JSONObject, cid: Int64, reading: SimReading, now: Int64,
+                                context: inout SimContext) -> [SimAction] {
         guard state != .closed, !isHalfOpen(context) else { return [] }
-        let request = message.json
-        let cid = message.cid.rawValue
         if let fault = takeArmed(cid: cid, context: &context) { return perform(fault, now: now) }
+        if let why = reading.refusal { return refuse(request, cid: cid, why: why, code: reading.errCode, now: now, context: &context) }
 
-        switch message {
-        case .ping:
-            return [answer(Pong().json, to: nil, now: now, context: &context)]
-        case .pong:
+        switch cid {
+        case 1:
+            pingsReceived += 1
+            if effectiveFaults(context).withholdPong ?? (context.config.withholdPong || quirks(context)) {
+                pongsWithheld += 1
+                return []
+            }
+            return [answer(["cid": 2], to: nil, now: now, context: &context)]
+        case 2:
             pongsReceived += 1
             pongDeadline = nil
             return []
-        case .initSession(let initRequest):
-            return handleInit(initRequest, now: now, context: &context)
+        case 3:
+            return handleInit(request, now: now, context: &context)
         default:
             break
         }
@@ -108,106 +117,104 @@ public struct SimServerSession: Sendable {
                           "session not initialised: send INIT_SESSION_REQUEST (cid 3) first", to: request, now: now, context: &context)]
         }
 
-        switch message {
-        case .identifyUser(let identify):
-            return handleIdentify(identify, now: now, context: &context)
-        case .login:
-            return [answer(ResponseMessage(cid: .loginResponse).json, to: request, now: now, context: &context)]
-        case .logout:
+        switch cid {
+        case 5:
+            return handleIdentify(request, now: now, context: &context)
+        case 7, 9:
+            return [answer(Self.success(cid == 7 ? 11 : 10), to: request, now: now, context: &context)]
+        case 8:
             user = nil
-            return [answer(ResponseMessage(cid: .logoutResponse).json, to: request, now: now, context: &context)]
-        case .event:
-            return [answer(ResponseMessage(cid: .eventResponse).json, to: request, now: now, context: &context)]
-        case .registerPushToken(let r):
-            pushToken = r.token
-            return [answer(ResponseMessage(cid: .registerPushTokenResponse).json, to: request, now: now, context: &context)]
-        case .engagementReport(let report):
-            if let user { context.pending.remove(uid: report.engagementUID, user: user) }
+            return [answer(Self.success(12), to: request, now: now, context: &context)]
+        case 1003:
+            pushToken = request["token"]?.stringValue
+            return [answer(Self.success(2003), to: request, now: now, context: &context)]
+        case 103, 104, 106:
+            if let user, let uid = request["engagement_uid"]?.stringValue { context.pending.remove(uid: uid, user: user) }
             return []
-        case .sawAcknowledgeSpin:
+        case 711, 77777:
             return []
-        case .other(let c, let json):
-            return handleOther(c.rawValue, json, now: now, context: &context)
-        case .ping, .pong, .initSession:
-            return []
+        default:
+            return handleOther(cid, request, now: now, context: &context)
         }
     }
 
-    /// Handles a message with an integer `cid` that `ClientMessage` refused (`error` names the field).
-    public mutating func handleInvalid(_ json: JSONObject, cid: Int64, error: ProtocolError, now: Int64,
-                                       context: inout SimContext) -> [SimAction] {
-        guard state != .closed, !isHalfOpen(context) else { return [] }
-        if let fault = takeArmed(cid: cid, context: &context) { return perform(fault, now: now) }
-        if cid == ClassID.initSessionRequest.rawValue, Self.isSessionIDProblem(error) {
-            let answer = self.error(ClassID.initSessionResponse.rawValue, SimErrorCode.emptySessionID,
-                                    "session_id must be a non-empty string: \(error)", to: json, now: now, context: &context)
-            let at = answer.at
+    /// `{errCode: 0, errMsg: null, cid}`.
+    static func success(_ cid: Int64) -> JSONObject { ["errCode": 0, "errMsg": .null, "cid": .number(cid)] }
+
+    /// The answer to a refused message (the refusal is in the received log too).
+    private mutating func refuse(_ json: JSONObject, cid: Int64, why: String, code: Int64, now: Int64,
+                                 context: inout SimContext) -> [SimAction] {
+        if cid == 3, code == SimErrorCode.emptySessionID {
+            // The notes: the real backend rejects the connection (and blocks the IP).
+            let answer = self.error(4, code, why, to: json, now: now, context: &context)
             state = .closed
-            return [answer, SimAction(client: id, output: .close(code: 1008, reason: "empty session_id"), at: at)]
+            return [answer, SimAction(client: id, output: .close(code: 1008, reason: "empty session_id"), at: answer.at)]
         }
         guard let responseCID = Self.answerCID(forRequest: cid) else { return [] }
-        if state != .ready, cid != ClassID.initSessionRequest.rawValue {
+        if state != .ready, cid != 3 {
             return [self.error(responseCID, SimErrorCode.notInitialized,
                                "session not initialised: send INIT_SESSION_REQUEST (cid 3) first", to: json, now: now, context: &context)]
         }
-        return [self.error(responseCID, SimErrorCode.invalidMessage, error.description, to: json, now: now, context: &context)]
-    }
-
-    static func isSessionIDProblem(_ error: ProtocolError) -> Bool {
-        switch error {
-        case .missingField(_, let path), .invalidFieldValue(_, let path, _): path == "session_id"
-        case .wrongFieldType(_, let path, _, _): path == "session_id"
-        default: false
-        }
+        return [self.error(responseCID, code, why, to: json, now: now, context: &context)]
     }
 
     /// The cid of the answer to a client message, or nil when nobody answers it (PING/PONG are
     /// handled apart; reports, 711 and 77777 are fire-and-forget). Unknown cids are answered by
     /// 99999 UNSUPPORTED_COMMAND.
     static func answerCID(forRequest cid: Int64) -> Int64? {
-        switch ClassID(cid) {
-        case .ping, .pong, .engagementImpression, .engagementAction, .engagementFailed, .sawAcknowledgeSpinPush, .clientDebug:
-            return nil
-        case .initSessionRequest, .identifyUserRequest, .login, .logout, .event, .registerPushTokenRequest:
-            return ClassID(cid).responseClassID?.rawValue
-        default:
-            return Self.samples[cid] != nil ? cid + 1 : ClassID.unsupportedCommand.rawValue
+        switch cid {
+        case 1, 2, 103, 104, 106, 711, 77777: nil
+        case 3: 4
+        case 5: 6
+        case 7: 11
+        case 8: 12
+        case 9: 10
+        case 1003: 2003
+        default: samples[cid] != nil ? cid + 1 : 99999
         }
     }
 
-    private mutating func handleInit(_ request: InitSessionRequest, now: Int64, context: inout SimContext) -> [SimAction] {
-        let json = request.json
+    /// Answer cids the real server sends with a fresh `uuid` instead of the request's (the SDK
+    /// matches these by cid: "SAW_GET_SPINS_RESPONSE arrives with a fresh uuid").
+    public static let freshUUIDResponses: Set<Int64> = [701]
+
+    /// Quirks mode for this client (fault over `--quirks`).
+    func quirks(_ context: SimContext) -> Bool { effectiveFaults(context).quirks ?? context.config.quirks }
+
+    private mutating func handleInit(_ json: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
         guard state == .awaitingInit else {
-            return [error(ClassID.initSessionResponse.rawValue, SimErrorCode.alreadyDone,
+            return [error(4, SimErrorCode.alreadyDone,
                           "session already initialised on this connection (session_id \(sessionID ?? "")); open a new connection",
                           to: json, now: now, context: &context)]
         }
-        if let configured = context.config.labelKey,
-           request.labelKey != configured, request.labelKey != SmarticoEnvironment(labelKey: configured).labelKeyForInit {
-            return [error(ClassID.initSessionResponse.rawValue, SimErrorCode.wrongCustomer,
-                          "unknown label_key \"\(request.labelKey.truncatedUTF8(64))\"", to: json, now: now, context: &context)]
+        let key = json["label_key"]?.stringValue ?? ""
+        if let configured = context.config.labelKey, key != String(configured.prefix(SimValidator.labelKeyLength)) {
+            return [error(4, SimErrorCode.wrongCustomer,
+                          "unknown label_key \"\(key.truncatedUTF8(64))\"", to: json, now: now, context: &context)]
         }
         let modes = effectiveFaults(context)
         if let code = modes.rejectInit {
-            return [error(ClassID.initSessionResponse.rawValue, code, modes.rejectInitMessage ?? "INIT rejected (fault mode)",
-                          to: json, now: now, context: &context)]
+            return [error(4, code, modes.rejectInitMessage ?? "INIT rejected (fault mode)", to: json, now: now, context: &context)]
         }
         state = .ready
-        sessionID = request.sessionID
-        labelKey = context.config.labelKey ?? request.labelKey
-        brandKey = context.config.brandKey ?? request.brandKey
-        let sessionHint = String(request.sessionID.prefix(4))
-        let response = InitSessionResponse(
-            products: [.gamification, 0, 5],
-            payload: ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP), "sessionId": .string(sessionHint)],
-            settings: ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
-                       "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/")])
-        return [answer(response.json, to: json, now: now, context: &context)]
+        let sid = json["session_id"]?.stringValue ?? ""
+        sessionID = sid
+        labelKey = context.config.labelKey ?? key
+        brandKey = context.config.brandKey ?? json["brand_key"]?.stringValue
+        // 002 §1.2's example, field by field.
+        let response: JSONObject = [
+            "cid": 4, "errCode": 0, "errMsg": .null,
+            "products": [100, 0, 5],
+            "payload": ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP),
+                        "sessionId": .string(String(sid.prefix(4)))],
+            "settings": ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
+                         "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/")],
+        ]
+        return [answer(response, to: json, now: now, context: &context)]
     }
 
-    private mutating func handleIdentify(_ request: IdentifyUserRequest, now: Int64, context: inout SimContext) -> [SimAction] {
-        let json = request.json
-        let responseCID = ClassID.identifyUserResponse.rawValue
+    private mutating func handleIdentify(_ json: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
+        let responseCID: Int64 = 6
         if let user {
             return [error(responseCID, SimErrorCode.alreadyDone,
                           "already identified as \"\(user.truncatedUTF8(64))\" on this connection: close it and reconnect to identify again",
@@ -217,18 +224,23 @@ public struct SimServerSession: Sendable {
         if let code = modes.rejectIdentify {
             return [error(responseCID, code, modes.rejectIdentifyMessage ?? "IDENTIFY rejected (fault mode)", to: json, now: now, context: &context)]
         }
+        let extUserID = json["ext_user_id"]?.stringValue ?? ""
         if let salt = context.config.hashSalt,
-           case .failure(let why) = SimHash.check(request.hash, extUserID: request.extUserID, salt: salt, now: now) {
+           case .failure(let why) = SimHash.check(json["hash"]?.stringValue, extUserID: extUserID, salt: salt, now: now) {
             return [error(responseCID, SimErrorCode.invalidHash, why.description, to: json, now: now, context: &context)]
         }
-        let extUserID = request.extUserID
         user = extUserID
-        if let token = request.token { pushToken = token }
-        let response = IdentifyUserResponse(
-            props: Self.props(for: extUserID), publicUsername: extUserID, avatarID: Self.avatarID(for: extUserID),
-            gamificationURL: wrapperURL("wrapper-gf.html", user: extUserID, context: context),
-            popupURL: wrapperURL("wrapper-popup.html", user: extUserID, context: context))
-        let first = answer(response.json, to: json, now: now, context: &context)
+        if let token = json["token"]?.stringValue { pushToken = token }
+        // 002 §1.6's example, field by field.
+        let response: JSONObject = [
+            "props": .object(Self.props(for: extUserID)),
+            "public_username": .string(extUserID),
+            "avatar_id": .string(Self.avatarID(for: extUserID)),
+            "native_app_gf_url": .string(wrapperURL("wrapper-gf.html", user: extUserID, context: context)),
+            "native_app_popup_url": .string(wrapperURL("wrapper-popup.html", user: extUserID, context: context)),
+            "errCode": 0, "errMsg": .null, "cid": .number(responseCID),
+        ]
+        let first = answer(response, to: json, now: now, context: &context)
         var actions = [first]
         // The real server re-delivers the engagements still pending for this user.
         for engagement in context.pending.pending(for: extUserID) {
@@ -257,7 +269,8 @@ public struct SimServerSession: Sendable {
 
     // MARK: - Request/response samples
 
-    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels, 513 → 514 inbox.
+    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels, 513 → 514 inbox,
+    /// 700 → 701 mini-game templates (answered with a fresh uuid, as the real server does).
     static let samples: [Int64: (needsUser: Bool, body: JSONObject)] = [
         13: (false, [
             "lang_code": "EN",
@@ -281,6 +294,13 @@ public struct SimServerSession: Sendable {
             ],
             "unread_count": 1,
         ]),
+        700: (true, [
+            "templates": [
+                ["saw_template_id": 5, "saw_game_type_id": 1, "spin_count": 3, "saw_buyin_type_id": 1,
+                 "saw_template_ui_definition": ["name": "Simulated wheel", "description": "Sample data"],
+                 "prizes": [["saw_prize_id": 51, "prize_type_id": 1, "saw_prize_ui_definition": ["name": "10 points"]]]],
+            ],
+        ]),
     ]
 
     private mutating func handleOther(_ cid: Int64, _ request: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
@@ -299,7 +319,7 @@ public struct SimServerSession: Sendable {
         let name = ClassID(cid).name.map { " (\($0))" } ?? ""
         let o: JSONObject = ["errCode": .number(SimErrorCode.unsupportedCommand),
                              "errMsg": .string("unsupported command: cid \(cid)\(name)"),
-                             "request_cid": .number(cid), "cid": .number(ClassID.unsupportedCommand.rawValue)]
+                             "request_cid": .number(cid), "cid": 99999]
         return [answer(o, to: request, now: now, context: &context)]
     }
 
@@ -311,13 +331,27 @@ public struct SimServerSession: Sendable {
         return answer(o, to: request, now: now, context: &context)
     }
 
-    /// An answer: `ts`, the request's `uuid` (when echoing) or a fresh one, sent after the delay fault.
+    /// An answer: `ts`, the request's `uuid` (when echoing, see `echoes`) or a fresh one, the
+    /// quirks when on, sent after the delay fault.
     private mutating func answer(_ body: JSONObject, to request: JSONObject?, now: Int64, context: inout SimContext) -> SimAction {
         let modes = effectiveFaults(context)
-        let echo = modes.echoUUID ?? context.config.echoRequestUUID
-        let uuid = echo ? request?["uuid"]?.stringValue : nil
-        let bytes = stamp(body, uuid: uuid, now: now, context: &context)
+        let cid = body["cid"]?.int64Value ?? 0
+        let uuid = echoes(cid, context) ? request?["uuid"]?.stringValue : nil
+        let bytes = stamp(quirks(context) ? SimQuirks.apply(body) : body, uuid: uuid, now: now, context: &context)
         return SimAction(client: id, output: .text(bytes), at: now + max(0, modes.delayMs ?? 0))
+    }
+
+    /// Whether an answer with `cid` echoes the request's uuid: the `uuid_echo` fault, else fresh
+    /// in quirks mode, else `--echo-uuids`/`--no-echo-uuid`, else as the real server
+    /// (`freshUUIDResponses` get a fresh one).
+    func echoes(_ cid: Int64, _ context: SimContext) -> Bool {
+        if let e = effectiveFaults(context).echoUUID { return e }
+        if quirks(context) { return false }
+        switch context.config.uuidEcho {
+        case .always: return true
+        case .never: return false
+        case .asServer: return !Self.freshUUIDResponses.contains(cid)
+        }
     }
 
     /// `body` with `ts` = now and `uuid` (given or fresh), serialized.
@@ -348,11 +382,11 @@ public struct SimServerSession: Sendable {
     /// identified client becomes pending for its user until a 103/104/106 reports it.
     public mutating func push(_ message: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
         guard state != .closed, !isHalfOpen(context) else { return [] }
-        var o = message
+        var o = quirks(context) ? SimQuirks.apply(message) : message
         if o["ts"] == nil { o["ts"] = .number(now) }
         if o["uuid"] == nil { o["uuid"] = .string(context.random.uuid()) }
         let bytes = o.serialized()
-        if o["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue, let user {
+        if o["cid"]?.int64Value == 110, let user {
             context.pending.add(o, user: user, serializedSize: bytes.count)
         }
         return [SimAction(client: id, output: .text(bytes), at: now)]
@@ -370,7 +404,7 @@ public struct SimServerSession: Sendable {
         nextPingAt = interval > 0 ? now + interval : nil
         if pongDeadline == nil { pongDeadline = now + max(0, context.config.pongTimeoutMs) }
         pingsSent += 1
-        return [SimAction(client: id, output: .text(stamp(Ping().json, uuid: nil, now: now, context: &context)), at: now)]
+        return [SimAction(client: id, output: .text(stamp(["cid": 1], uuid: nil, now: now, context: &context)), at: now)]
     }
 
     /// The earliest time `tick` has something to do (nil: nothing scheduled).
@@ -398,6 +432,8 @@ public struct SimServerSession: Sendable {
         o["push_token"] = pushToken.map(JSONValue.string) ?? .null
         o["pings_sent"] = .number(pingsSent)
         o["pongs_received"] = .number(pongsReceived)
+        o["pings_received"] = .number(pingsReceived)
+        o["pongs_withheld"] = .number(pongsWithheld)
         if !faults.isEmpty { o["faults"] = .object(SimControl.faultsJSON(faults)) }
         if !armed.isEmpty { o["armed"] = .array(armed.map { .object(SimControl.armedJSON($0)) }) }
         return o

@@ -27,9 +27,14 @@ public struct SimConfig: Sendable, Equatable {
     public var httpBaseURL: String
     /// `FCM_SENDER_ID` in INIT_SESSION_RESPONSE's settings.
     public var fcmSenderID: String
-    /// Echo the request's `uuid` in responses (false: every response gets a fresh uuid, which
-    /// exercises a client's "oldest pending request" matching).
-    public var echoRequestUUID: Bool
+    /// Which responses echo the request's `uuid` (the others get a fresh one, which exercises a
+    /// client's "oldest pending request" matching).
+    public var uuidEcho: SimUUIDEcho
+    /// Quirks mode (`--quirks`): answers and pushes in the shapes the real server may use
+    /// (`SimQuirks`), fresh uuids, client PINGs left without a PONG.
+    public var quirks: Bool
+    /// Client PINGs are never answered (`--withhold-pong`).
+    public var withholdPong: Bool
     /// How many received messages the `received` control op can return (oldest dropped first).
     public var maxReceived: Int
     /// How many bytes of received messages the `received` log keeps (oldest dropped first).
@@ -44,7 +49,7 @@ public struct SimConfig: Sendable, Equatable {
         pingIntervalMs: Int64 = 30_000, pongTimeoutMs: Int64 = 10_000,
         emitEveryMs: Int64? = nil, emitKinds: [SimPushKind] = [.engagement], templateBytes: Int = 2048,
         httpBaseURL: String = "http://127.0.0.1:8081", fcmSenderID: String = "000000000000",
-        echoRequestUUID: Bool = true, maxReceived: Int = 100_000, maxReceivedBytes: Int = 256 << 20,
+        uuidEcho: SimUUIDEcho = .asServer, quirks: Bool = false, withholdPong: Bool = false, maxReceived: Int = 100_000, maxReceivedBytes: Int = 256 << 20,
         maxPendingPerUser: Int = 1000, maxPendingBytes: Int = 256 << 20
     ) {
         self.labelKey = labelKey
@@ -57,12 +62,25 @@ public struct SimConfig: Sendable, Equatable {
         self.templateBytes = templateBytes
         self.httpBaseURL = httpBaseURL
         self.fcmSenderID = fcmSenderID
-        self.echoRequestUUID = echoRequestUUID
+        self.uuidEcho = uuidEcho
+        self.quirks = quirks
+        self.withholdPong = withholdPong
         self.maxReceived = maxReceived
         self.maxReceivedBytes = maxReceivedBytes
         self.maxPendingPerUser = maxPendingPerUser
         self.maxPendingBytes = maxPendingBytes
     }
+}
+
+/// Which answers carry the request's `uuid`.
+public enum SimUUIDEcho: String, Sendable, Equatable {
+    /// As the SDK shows the real server: echoed, except the answers in
+    /// `SimServerSession.freshUUIDResponses` (701 SAW_GET_SPINS_RESPONSE), which get a fresh one.
+    case asServer = "as_server"
+    /// Every answer echoes (`--echo-uuids`).
+    case always
+    /// No answer echoes (`--no-echo-uuid`).
+    case never
 }
 
 /// What the I/O layer must do for one connection.

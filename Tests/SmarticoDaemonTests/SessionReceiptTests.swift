@@ -4,7 +4,8 @@ import Testing
 @testable import SmarticoDaemon
 
 /// Proof of receipt: an outbox message leaves the outbox (`.markSent`) only when the server proved
-/// it read it — a PONG to a barrier PING written after it, or the clean end of a close we started.
+/// it read it — the k-th PONG confirms what was written before our k-th PING (cumulative, counted),
+/// or the clean end of a close we started. A skipped PONG only delays confirmation.
 @Suite struct SessionReceiptTests {
     static func entry(_ uuid: String, createdMs: Int64 = 1) -> OutboxEntry {
         OutboxEntry(uuid: uuid, cid: 9, bytes: Array(#"{"cid":9,"eventType":"e","uuid":"\#(uuid)"}"#.utf8), createdMs: createdMs)
@@ -128,5 +129,81 @@ import Testing
         #expect(closed.markedSent.isEmpty)
         #expect(h.machine.state == .backoff)
         #expect(h.all.markedSent.isEmpty)
+    }
+
+    @Test func aKeepalivePongConfirmsEverythingBeforeItsPingCumulatively() throws {
+        // Barrier #1 after "a"; "b" waits behind it (one barrier at a time); keepalive #2 covers both.
+        var (h, flushed) = Self.ready(with: [Self.entry("a")])
+        #expect(flushed.sent.map(\.cid) == [9, 1])
+        h.feed(.request(SessionRequestID(1), .send(["cid": 500, "uuid": "b"])))
+        #expect(h.feed(.outboxStored(uuid: "b", failure: nil)).sent.map(\.cid) == [500])
+        #expect(h.advance(by: 29_000).sent.map(\.cid) == [1])
+        // The server answers both in order: the second PONG confirms "b" with no barrier of its own.
+        #expect(h.server(["cid": 2]).markedSent == ["a"])
+        let second = h.server(["cid": 2])
+        #expect(second.markedSent == ["b"])
+        #expect(second.sent.isEmpty)
+        #expect(h.machine.counters.pings == 2)
+    }
+
+    @Test func aSkippedPongDelaysConfirmationAndNothingIsConfirmedUnread() throws {
+        // Keepalive #1 is never answered (the server skips that PONG).
+        var (h, _) = Self.ready(with: [])
+        #expect(h.advance(by: 29_000).sent.map(\.cid) == [1])
+        h.server(["cid": 1])  // the server is alive (its own PING), but sends no PONG for #1
+        // "a", then its barrier #2. The server answers #2: by the count that PONG answers #1,
+        // written before "a" — so "a" is not confirmed yet (never confirmed before it was read).
+        h.feed(.request(SessionRequestID(1), .send(["cid": 500, "uuid": "a"])))
+        #expect(h.feed(.outboxStored(uuid: "a", failure: nil)).sent.map(\.cid) == [500, 1])
+        let pong = h.server(["cid": 2])
+        #expect(pong.markedSent.isEmpty)
+        // "a" is covered by a PING (#2) already: no barrier per PONG, so no PING flood.
+        #expect(pong.sent.isEmpty)
+        // Any PONG lets the next barrier go (waiting for "its own" would wait forever after a
+        // skip). The next message's barrier (#3) gets its PONG, counted as #2's: "a" is confirmed.
+        h.feed(.request(SessionRequestID(2), .send(["cid": 500, "uuid": "b"])))
+        #expect(h.feed(.outboxStored(uuid: "b", failure: nil)).sent.map(\.cid) == [500, 1])
+        #expect(h.server(["cid": 2]).markedSent == ["a"])
+        // "b" waits for one more PONG; the connection dies first: "b" stays in the outbox and the
+        // next connection sends it again with its uuid.
+        h.reconnect()
+        h.initOK()
+        let again = h.feed(.outboxLoaded([Self.entry("b")]))
+        #expect(again.sent.first?["uuid"] == .string("b"))
+        #expect(h.server(["cid": 2]).markedSent == ["b"])
+        #expect(h.all.markedSent == ["a", "b"])
+    }
+
+    @Test func aServerThatNeverAnswersPingsKeepsMessagesAndGetsOneBarrier() throws {
+        var (h, flushed) = Self.ready(with: [Self.entry("a")])
+        #expect(flushed.sent.map(\.cid) == [9, 1])
+        // More messages while the barrier waits: no PING per message.
+        for (i, u) in ["b", "c", "d"].enumerated() {
+            h.feed(.request(SessionRequestID(UInt64(i + 1)), .send(["cid": 500, "uuid": .string(u)])))
+            #expect(h.feed(.outboxStored(uuid: u, failure: nil)).sent.map(\.cid) == [500])
+        }
+        // The server's own PINGs keep the connection alive for minutes: no PONG ever comes, no
+        // reconnect, nothing leaves the outbox.
+        let minutes = h.keepAlive(for: 180_000)
+        #expect(minutes.sent(cid: 1).isEmpty)
+        #expect(minutes.connects.isEmpty && minutes.aborts == 0)
+        #expect(h.all.markedSent.isEmpty)
+        // When the server falls silent, our keepalive PING gets no answer either: after
+        // keepalive_s + dead_after_s the connection is declared dead and everything is re-sent,
+        // same uuids, on the next one.
+        let silenceStart = h.now
+        var silent: [SessionAction] = []
+        while h.machine.state != .backoff, h.now - silenceStart < 120_000 { silent += h.advance(by: 500) }
+        #expect(h.machine.state == .backoff)
+        #expect(silent.sent.map(\.cid) == [1])
+        #expect(silent.aborts == 1)
+        // Declared dead no earlier than keepalive_s + dead_after_s (29 + 15 s) of silence.
+        #expect(h.now - silenceStart >= 44_000)
+        h.advance(by: h.timers[.backoff]! - h.now)
+        h.connected()
+        h.initOK()
+        let again = h.feed(.outboxLoaded(["a", "b", "c", "d"].map { Self.entry($0) }))
+        #expect(again.sent.compactMap { $0["uuid"]?.stringValue }.prefix(4) == ["a", "b", "c", "d"])
+        #expect(h.server(["cid": 2]).markedSent == ["a", "b", "c", "d"])
     }
 }

@@ -238,6 +238,16 @@ func withLoop<R>(_ body: (EventLoop) async throws -> R) async throws -> R {
         let (postResponse, postRecord) = router.handle(postRequest)
         #expect(postResponse.status == 200 && postRecord?.message?.int("cid") == 1003 && postRecord?.http.str("method") == "POST")
 
+        // A POST body the simulator's own reading refuses: 400, recorded with the field.
+        let mistyped = Array(#"{"api_key":"k","brand_key":"b","ext_user_id":"u","token":"t","platform":"7"}"#.utf8)
+        var badPost = SimHTTPRequestParser()
+        if case .request(let r2) = badPost.feed(Array("POST /services/public HTTP/1.1\r\nContent-Length: \(mistyped.count)\r\n\r\n".utf8) + mistyped) {
+            let (refused, refusedRecord) = router.handle(r2)
+            #expect(refused.status == 400 && refusedRecord?.error?.contains(#""platform" must be an integer"#) == true)
+        } else {
+            Issue.record("no POST request")
+        }
+
         // Bad calls: 400 with errCode 1, recorded with the reason.
         let (bad, badRecord) = router.handle(request("/services/public?api_key=x"))
         #expect(bad.status == 400 && String(decoding: bad.body, as: UTF8.self).contains("\"errCode\":1"))

@@ -142,14 +142,16 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
         #expect(cfg.labelKey == "k-2" && cfg.brandKey == "b" && cfg.hashSalt == "s")
         #expect(cfg.pingIntervalMs == 500 && cfg.pongTimeoutMs == 1500 && cfg.emitEveryMs == 120_000)
         #expect(cfg.emitKinds == [.engagement, .showSpin] && cfg.templateBytes == 10)
-        #expect(cfg.echoRequestUUID == false && c.control == "/tmp/c.sock" && c.record == "/tmp/r")
+        #expect(try SimCommand.parse(["--echo-uuids", "--quirks", "--withhold-pong"]).makeConfig(httpBaseURL: "http://x")
+            == SimConfig(httpBaseURL: "http://x", uuidEcho: .always, quirks: true, withholdPong: true))
+        #expect(cfg.uuidEcho == .never && c.control == "/tmp/c.sock" && c.record == "/tmp/r")
         #expect(SimDurationArgument(argument: "30") == SimDurationArgument(milliseconds: 30_000))
         #expect(SimDurationArgument(argument: "-1s") == nil && SimDurationArgument(argument: "fast") == nil)
     }
 
     @Test func refusesBadCombinations() {
         for args in [["--tls-cert", "a"], ["--emit-kinds", "nope"], ["--port", "70000"], ["--template-bytes", "-1"],
-                     ["--emit-every", "0"], ["--ping-interval", "zz"]] {
+                     ["--emit-every", "0"], ["--ping-interval", "zz"], ["--no-echo-uuid", "--echo-uuids"]] {
             #expect(throws: (any Error).self, "\(args)") { _ = try SimCommand.parse(args) }
         }
     }
@@ -158,7 +160,7 @@ func waitFor(_ what: String, timeout: Duration = .seconds(10), _ condition: () a
         let help = SimCommand.helpMessage(columns: 200)
         for option in ["--host", "--port", "--tls-cert", "--tls-key", "--label-key", "--brand-key", "--hash-salt", "--ping-interval",
                        "--pong-timeout", "--emit-every", "--emit-kinds", "--template-bytes", "--control", "--record", "--http-port",
-                       "--no-echo-uuid", "Examples:"] {
+                       "--no-echo-uuid", "--echo-uuids", "--quirks", "--withhold-pong", "Examples:"] {
             #expect(help.contains(option), "\(option)")
         }
     }

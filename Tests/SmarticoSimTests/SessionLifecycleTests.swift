@@ -93,7 +93,7 @@ import SmarticoProtocol
     }
 
     @Test func responsesEchoTheUUIDOrNotBySwitch() throws {
-        var h = Harness(SimConfig(echoRequestUUID: false))
+        var h = Harness(SimConfig(uuidEcho: .never))
         let c = h.ready()
         let u = "22222222-2222-4222-8222-222222222222"
         let m = try #require(h.send(c, Msg.simple(7, uuid: u)).first?.json)
@@ -107,6 +107,21 @@ import SmarticoProtocol
         #expect(e.send(d, Msg.simple(7, uuid: u)).first?.json?.str("uuid") == u)
         try e.sim.setFaults({ $0.echoUUID = false }, client: nil)
         #expect(e.send(d, Msg.simple(7, uuid: u)).first?.json?.str("uuid") != u)
+    }
+
+    @Test func saw701GetsAFreshUUIDAsTheRealServerUnlessEchoIsForced() throws {
+        // The SDK: SAW_GET_SPINS_RESPONSE arrives with a fresh uuid; others echo the request's.
+        let u = "33333333-3333-4333-8333-333333333333"
+        var h = Harness()
+        let c = h.ready()
+        let spins = try #require(h.send(c, Msg.simple(700, uuid: u)).first?.json)
+        #expect(spins.int("cid") == 701 && spins.int("errCode") == 0 && spins["templates"]?.arrayValue?.isEmpty == false)
+        #expect(spins.str("uuid") != u && UUIDv4.isValidV4(spins.str("uuid") ?? ""))
+        #expect(h.send(c, Msg.simple(500, uuid: u)).first?.json?.str("uuid") == u)
+        // --echo-uuids: every answer echoes, 701 too.
+        var e = Harness(SimConfig(uuidEcho: .always))
+        let d = e.ready()
+        #expect(e.send(d, Msg.simple(700, uuid: u)).first?.json?.str("uuid") == u)
     }
 
     @Test func clientPingIsAnsweredWithAPongWithANewUUID() throws {

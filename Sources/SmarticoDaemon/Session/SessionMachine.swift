@@ -122,36 +122,72 @@ public struct SessionMachine: Sendable {
     ///
     /// A written message can still be lost: when the daemon dies (kill -9) with unread server data
     /// in its receive buffer, the kernel resets the connection and the server may drop what it had
-    /// not read yet. So a message leaves the outbox only when the server proved it read it: it
-    /// answered a PING written after the message (the server answers PINGs in order, one PONG
-    /// each), or it completed the close handshake we started. Until then a crash or a dead
-    /// connection sends it again on the next connection, with the same uuid.
+    /// not read yet. So a message leaves the outbox only when the server proved it read it, or
+    /// completed the close handshake we started. Until then a crash or a dead connection sends it
+    /// again on the next connection, with the same uuid.
+    ///
+    /// PONGs carry no reference to their PING, so the proof is cumulative and counted: the one
+    /// assumption is that the server sends a PONG only for a PING it has read, reading in order.
+    /// Then the k-th PONG on a connection means the server read at least k of our PINGs, and so
+    /// everything written before our k-th PING — which a PONG confirms (the earliest PING still
+    /// unanswered by that count). A PONG the server skips makes every later PONG confirm less than
+    /// it could: confirmation is only delayed, nothing is confirmed that was not read.
     struct Receipts {
-        /// PINGs written on the connection: keepalive and barriers, numbered from 1.
-        var pingsWritten = 0
-        var pongsReceived = 0
-        /// Outbox messages written since the last barrier PING.
-        var unconfirmed: [String] = []
-        /// The barrier PING in flight (at most one): its number and the messages written before it.
-        var barrier: (ping: Int, uuids: [String])?
+        /// PINGs written on the connection (keepalive and barriers) and PONGs counted.
+        private(set) var pingsWritten = 0
+        private(set) var pongsReceived = 0
+        /// For each PING not yet answered by the count, oldest first: how many outbox messages
+        /// had been written on the connection before it.
+        private var unansweredPings: [Int] = []
+        /// Outbox messages written on the connection and not yet confirmed, in write order.
+        private(set) var written: [String] = []
+        /// Messages written on the connection in all; `written` holds the last of them.
+        private var writtenTotal = 0
+        /// How many messages had been written before our last PING.
+        private var coveredByLastPing = 0
+        /// A barrier PING was written and no PONG has come since: the next barrier waits.
+        private var barrierWaiting = false
 
-        /// Every outbox message written on the connection and not yet confirmed.
-        var written: [String] { (barrier?.uuids ?? []) + unconfirmed }
-
-        /// The PING just written is the barrier for the messages written before it.
-        mutating func barrierWritten() {
-            barrier = (pingsWritten, unconfirmed)
-            unconfirmed = []
+        /// An outbox message was written.
+        mutating func messageWritten(_ uuid: String) {
+            written.append(uuid)
+            writtenTotal += 1
         }
 
-        /// Counts a PONG; returns the messages it confirms. A PONG when none of our PINGs waits
-        /// for one answers nothing and is not counted.
+        /// A PING (keepalive or barrier) was written: it covers everything written so far.
+        mutating func pingWritten(barrier: Bool = false) {
+            pingsWritten += 1
+            unansweredPings.append(writtenTotal)
+            coveredByLastPing = writtenTotal
+            if barrier { barrierWaiting = true }
+        }
+
+        /// Messages written after our last PING, and no barrier waits: the next barrier is due.
+        /// A barrier waits until any PONG arrives (not necessarily its own: after a skipped PONG
+        /// the count lags, and waiting for "its" PONG could wait for the rest of the connection).
+        /// So barriers go at most one per PONG: a server that never answers gets one, not one
+        /// per message.
+        var needsBarrier: Bool { !barrierWaiting && writtenTotal > coveredByLastPing }
+
+        /// Counts a PONG; returns the messages it confirms (written before the earliest PING it
+        /// can answer). A PONG when none of our PINGs waits answers nothing and is not counted.
         mutating func pongReceived() -> [String] {
-            guard pongsReceived < pingsWritten else { return [] }
+            guard !unansweredPings.isEmpty else { return [] }
             pongsReceived += 1
-            guard let b = barrier, b.ping <= pongsReceived else { return [] }
-            barrier = nil
-            return b.uuids
+            barrierWaiting = false
+            let before = unansweredPings.removeFirst()
+            let confirmedTotal = writtenTotal - written.count
+            let n = before - confirmedTotal
+            guard n > 0 else { return [] }
+            let confirmed = Array(written.prefix(n))
+            written.removeFirst(n)
+            return confirmed
+        }
+
+        /// Every message written on the connection counts as read (a clean close we started).
+        mutating func confirmAll() -> [String] {
+            defer { written = [] }
+            return written
         }
     }
 
@@ -502,11 +538,11 @@ public struct SessionMachine: Sendable {
 
     /// Writes `m` on the open connection. `fromOutbox`: it stays in the outbox until the server
     /// proves it read it (``Receipts``).
-    mutating func write(_ m: OutgoingMessage, now: Int64, fromOutbox: Bool = false) {
+    mutating func write(_ m: OutgoingMessage, now: Int64, fromOutbox: Bool = false, barrier: Bool = false) {
         guard var c = connection else { return }
         counters.messagesOut += 1
-        if m.cid == 1 { c.receipts.pingsWritten += 1 }
-        if fromOutbox { c.receipts.unconfirmed.append(m.uuid) }
+        if m.cid == 1 { c.receipts.pingWritten(barrier: barrier) }
+        if fromOutbox { c.receipts.messageWritten(m.uuid) }
         connection = c
         out.append(.send(c.id, m))
         // Keepalive is not activity: an idle but connected device still starts a new logical
@@ -538,13 +574,12 @@ public struct SessionMachine: Sendable {
 
     // MARK: proof of receipt
 
-    /// After an input: outbox messages written since the last barrier get a PING behind them,
-    /// unless a barrier is still waiting for its PONG (one at a time per connection).
+    /// After an input: outbox messages written since our last PING get a barrier PING behind
+    /// them, unless a barrier still waits for a PONG (at most one barrier per PONG received).
     mutating func sendBarrierIfNeeded(now: Int64) {
-        guard let r = connection?.receipts, r.barrier == nil, !r.unconfirmed.isEmpty else { return }
+        guard connection?.receipts.needsBarrier == true else { return }
         counters.pings += 1
-        send(Ping().json, now: now)
-        connection?.receipts.barrierWritten()
+        write(stamp(Ping().json, now: now), now: now, barrier: true)
     }
 
     /// A PONG on the open connection: what the PINGs it answers followed has been read.
@@ -600,7 +635,10 @@ public struct SessionMachine: Sendable {
     /// the server read everything written before our close.
     mutating func afterClose(_ closing: ClosingState, confirmed: Bool, now: Int64) {
         cancel(.closeWait)
-        if confirmed { confirm(closing.connection.receipts.written) }
+        if confirmed {
+            var receipts = closing.connection.receipts
+            confirm(receipts.confirmAll())
+        }
         connectionGone()
         if closing.after == .stop || stopping { finish(now: now) } else { connect(now: now, reason: "reconnect") }
     }

@@ -58,14 +58,11 @@ public struct SimHTTPRouter: Sendable {
             guard case .object(let body)? = try? JSONValue(parsing: request.body) else {
                 return refuse("the body is not a JSON object", raw: text.truncatedUTF8(65536))
             }
-            do {
-                let registration = try PushTokenRegistration(postJSON: body)
-                http["api_key"] = .string(registration.apiKey)
-                http["brand_key"] = .string(registration.brandKey)
-                return (ok, Record(http: http, message: body, raw: nil, error: nil))
-            } catch {
-                return refuse(error.description, message: body)
-            }
+            // The simulator's own reading, not the daemon's PushTokenRegistration.
+            if let why = SimValidator.readPushTokenPost(body).refusal { return refuse(why, message: body) }
+            http["api_key"] = body["api_key"] ?? .null
+            http["brand_key"] = body["brand_key"] ?? .null
+            return (ok, Record(http: http, message: body, raw: nil, error: nil))
         default:
             return (.text(405, "Method Not Allowed", "\(request.method.truncatedUTF8(20)) is not supported; use GET or POST",
                           extraHeaders: [("Allow", "GET, HEAD, POST")]), nil)
