@@ -115,7 +115,7 @@ struct EngineFidelityTests {
     }
 
     /// No warnings either: `page` set, the SDK's envelope on events and requests (issue 26 item 4).
-    @Test(.disabled("needs the envelope branch (INIT page default, api_key on events and requests): on this branch the sim warns about page \"\" and missing api_key"))
+    @Test
     func theDaemonsMessagesMatchTheSDKsShapes() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }
