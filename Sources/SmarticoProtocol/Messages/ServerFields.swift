@@ -29,7 +29,7 @@ extension JSONValue {
         case .number(let n): return n.int64
         case .string(let s):
             let t = s.trimmingSpaces()
-            guard !t.isEmpty, let n = JSONNumber(literal: t) else { return nil }
+            guard !t.isEmpty, let n = JSONNumber(literal: String(t)) else { return nil }
             return n.int64
         default: return nil
         }
@@ -46,10 +46,6 @@ extension String {
     }
 }
 
-extension JSONNumber {
-    init?(literal: Substring) { self.init(literal: String(literal)) }
-}
-
 extension JSONObject {
     /// `key` read with ``JSONValue/lenientString``; nil when absent, null or of another type.
     public func lenientString(_ key: String) -> String? { self[key]?.lenientString }
@@ -59,11 +55,10 @@ extension JSONObject {
 
     /// Why `key` cannot be read as `expected` (`"an integer"`, `"a string"`, `"an object"`), or
     /// nil when `read` found a value. For the `problem` text of a message the daemon cannot act on.
-    func fieldProblem(_ key: String, path: String? = nil, expected: String, read: (JSONValue) -> Bool) -> String? {
-        let name = path ?? key
-        guard let v = self[key], !v.isNull else { return "\"\(name)\" is missing" }
+    func fieldProblem(_ key: String, expected: String, read: (JSONValue) -> Bool) -> String? {
+        guard let v = self[key], !v.isNull else { return "\"\(key)\" is missing" }
         if read(v) { return nil }
-        return "\"\(name)\" is \(describeForError(v)), not \(expected)"
+        return "\"\(key)\" is \(describeForError(v)), not \(expected)"
     }
 }
 
