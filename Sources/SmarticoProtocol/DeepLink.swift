@@ -115,9 +115,10 @@ public enum WrapperURL {
         withParameter(base, name: "dp", value: deepLink)
     }
 
-    /// The gamification wrapper URL that opens the mini-game of a SAW_SHOW_SPIN_PUSH (707).
-    public static func miniGame(_ base: String, push: SawShowSpinPush) -> String {
-        withDeepLink(base, deepLink: push.deepLink)
+    /// The gamification wrapper URL that opens the mini-game of a SAW_SHOW_SPIN_PUSH (707); nil
+    /// when the push has no `saw_template_id`.
+    public static func miniGame(_ base: String, push: SawShowSpinPush) -> String? {
+        push.deepLink.map { withDeepLink(base, deepLink: $0) }
     }
 
     /// `base` with query parameter `name` set to `value` (percent-encoded), replacing any

@@ -9,7 +9,7 @@ enum Format {
     /// The status object as aligned `name: value` lines.
     static func status(_ s: JSONValue, now: Int64) -> [String] {
         var rows: [(String, String)] = []
-        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers", "backoff"]
+        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers", "backoff", "last_error"]
 
         var state = describe(s["state"])
         if let since = s["since_ms"]?.int64Value, since > 0 {
@@ -79,6 +79,7 @@ enum Format {
         }
         rows.append(("subscribers", describe(s["subscribers"])))
         if let backoff = Self.backoff(s["backoff"]) { rows.append(("backoff", backoff)) }
+        if let lastError = Self.lastError(s["last_error"], now: now) { rows.append(("last error", lastError)) }
 
         if let object = s.objectValue {
             for (key, value) in object where !known.contains(key) {
@@ -98,6 +99,15 @@ enum Format {
         }
         if attempt == 0 { return nil }
         return "none pending (\(attempt) failed attempt\(attempt == 1 ? "" : "s") in a row; the count resets after a healthy minute)"
+    }
+
+    /// The `last_error` member: `code: message`, how long ago and when; nothing while it is null.
+    static func lastError(_ e: JSONValue?, now: Int64) -> String? {
+        guard let e, !e.isNull else { return nil }
+        guard let code = e["code"]?.stringValue else { return describe(e, limit: 300) }
+        var text = "\(oneLine(code, limit: 60)): \(describe(e["message"], limit: 300))"
+        if let at = e["at_ms"]?.int64Value { text += ", \(formatDuration(ms: now - at)) ago (\(localTime(ms: at)))" }
+        return text
     }
 
     // MARK: results
@@ -179,13 +189,15 @@ enum Format {
         switch name {
         case "engagement":
             let m = d["message"]
-            var text = "uid=\(describe(m?["engagement_uid"])) activity_type=\(activity(m?["activityType"]))"
+            var text = "uid=\(describe(m?["engagement_uid"])) activity_type=\(activity(m?["activityType"] ?? m?["activity_type"]))"
             if let id = m?["engagement_id"] { text += " engagement_id=\(describe(id))" }
             if let popup = d["popup_url"], !popup.isNull { text += " popup_url=\(describe(popup))" }
             return text
         case "minigame":
             let url = d["url"].flatMap { $0.isNull ? nil : $0 }
-            return "saw_template_id=\(describe(d["saw_template_id"])) url=" + (url.map { describe($0, limit: 2000) } ?? "(no gamification URL known)")
+            var text = "saw_template_id=\(describe(d["saw_template_id"])) url=" + (url.map { describe($0, limit: 2000) } ?? "(no gamification URL known)")
+            if let p = d["problem"], !p.isNull { text += " problem=\(describe(p, limit: 300))" }
+            return text
         case "deeplink":
             var text = "\(describe(d["source"])) \(describe(d["kind"])) dp=\(describe(d["dp"]))"
             if let uid = d["engagement_uid"], !uid.isNull { text += " engagement_uid=\(describe(uid))" }
@@ -194,6 +206,7 @@ enum Format {
         case "message":
             var text = "cid=\(describe(d["message"]?["cid"]))"
             if let n = d["name"], !n.isNull { text += " name=\(describe(n))" }
+            if let p = d["problem"], !p.isNull { text += " problem=\(describe(p, limit: 300))" }
             return text
         case "session":
             var text = "state=\(describe(d["state"]))"
@@ -233,7 +246,7 @@ enum Format {
     }
 
     private static func activity(_ v: JSONValue?) -> String {
-        guard let n = v?.int64Value else { return describe(v) }
+        guard let n = v?.lenientInt64 else { return describe(v) }
         let name: String? = switch n {
         case 20: "banner"
         case 30: "popup"

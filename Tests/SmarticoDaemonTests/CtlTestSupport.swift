@@ -21,6 +21,7 @@ let ctlCannedStatus: JSONValue = [
     "outbox": ["depth": 3, "oldest_ms": 1_700_000_050_000],
     "journal": ["last_seq": 57, "first_seq": 1],
     "subscribers": 2,
+    "last_error": ["code": "init_rejected", "message": "the server rejected INIT_SESSION_REQUEST: errCode 100001", "at_ms": 1_700_000_090_000],
 ]
 
 /// Answers like a daemon would, from canned data, and records every call.

@@ -127,6 +127,7 @@ struct CtlTests {
         #expect(columns.count == 1, "values not aligned:\n\(human.stdout)")
         let expected = [
             "state", "server", "session", "user", "rejected", "props", "messages", "keepalive", "reconnects", "outbox", "journal", "subscribers",
+            "last error",
         ]
         #expect(lines.map { String($0.prefix { $0 != ":" }) } == expected, "\(human.stdout)")
         func value(_ name: String) -> String {
@@ -147,6 +148,8 @@ struct CtlTests {
         #expect(value("outbox").hasPrefix("3 waiting, oldest "))
         #expect(value("journal") == "seq 1…57")
         #expect(value("subscribers") == "2")
+        #expect(value("last error").hasPrefix("init_rejected: the server rejected INIT_SESSION_REQUEST: errCode 100001, "))
+        #expect(value("last error").hasSuffix(" ago (2023-11-14 22:14:50.000)"))
 
         let json = try await rig.ctl(["status", "--json"])
         #expect(json.status == 0, "\(json)")

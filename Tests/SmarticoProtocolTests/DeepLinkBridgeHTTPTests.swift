@@ -31,7 +31,7 @@ import SmarticoProtocol
 
     static let gf = "https://libs.smartico.ai/wrapper-gf.html?label_key=d78934f3-1d8b-461b-9e8f-287aae43c860-2&brand_key=c24a284e&user_ext_id=test6209240"
 
-    @Test func wrapperURLs() {
+    @Test func wrapperURLs() throws {
         // Existing query: dp is appended, URL-encoded.
         #expect(WrapperURL.withDeepLink(Self.gf, deepLink: "dp:gf_store") == Self.gf + "&dp=dp%3Agf_store")
         #expect(DeepLink("dp:gf_store").gamificationURL(wrapper: Self.gf) == Self.gf + "&dp=dp%3Agf_store")
@@ -49,7 +49,7 @@ import SmarticoProtocol
         #expect(push.deepLink == "dp:gf_saw&id=5&standalone=true")
         #expect(WrapperURL.miniGame(Self.gf, push: push) == Self.gf + "&dp=dp%3Agf_saw%26id%3D5%26standalone%3Dtrue")
         // The encoded value decodes back to the deep link.
-        let items = WrapperURL.queryItems(String(WrapperURL.miniGame(Self.gf, push: push).split(separator: "?")[1]))
+        let items = WrapperURL.queryItems(String(try #require(WrapperURL.miniGame(Self.gf, push: push)).split(separator: "?")[1]))
         #expect(items.last?.name == "dp" && items.last?.value == "dp:gf_saw&id=5&standalone=true")
         #expect(items.first?.value == "d78934f3-1d8b-461b-9e8f-287aae43c860-2")
     }

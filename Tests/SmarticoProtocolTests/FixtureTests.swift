@@ -179,7 +179,7 @@ func caseName(_ m: ClientMessage) -> String {
             Issue.record("not a 707"); return
         }
         #expect(s.sawTemplateID == 1234 && s.pendingMessageID == 9_007_199_254_740_993 && s.sawGameTypeID == 3)
-        #expect(s.acknowledgement.json == ["cid": 711, "saw_template_id": 1234, "pending_message_id": 9_007_199_254_740_993])
+        #expect(s.acknowledgement?.json == ["cid": 711, "saw_template_id": 1234, "pending_message_id": 9_007_199_254_740_993])
 
         guard case .executeDeepLink(let d) = try ServerMessage.decode(try fixture("105_execute_deeplink_event.json")) else {
             Issue.record("not a 105"); return

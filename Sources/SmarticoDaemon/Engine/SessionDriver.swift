@@ -472,10 +472,29 @@ actor SessionDriver {
     }
 
 
-    private func emit(_ event: DaemonEvent, now: Int64) {
-        if event.name == "session" || event.name == "error", logger.logLevel <= .info {
-            logger.info("\(event.name): \(Self.summary(event.data))")
+    /// `error` codes of failures that stop delivery: logged at `warning`, not `info` (daemon.md,
+    /// `log.level`).
+    static let warningErrorCodes: Set<String> = ["init_rejected", "identify_rejected", "hash_command_failed", "outbox_dropped"]
+
+    /// The level of an event's log line: `session` and `error` events are logged, a failure that
+    /// stops delivery (the codes above, a `session` entering backoff) at `warning`; nil: not logged.
+    static func logLevel(of event: DaemonEvent) -> Logger.Level? {
+        switch event.name {
+        case "error":
+            if case .string(let code)? = event.data["code"], warningErrorCodes.contains(code) { return .warning }
+            return .info
+        case "session":
+            return event.data["state"] == .string(SessionState.backoff.rawValue) ? .warning : .info
+        default:
+            return nil
         }
+    }
+
+    private func emit(_ event: DaemonEvent, now: Int64) {
+        if let level = Self.logLevel(of: event), logger.logLevel <= level {
+            logger.log(level: level, "\(event.name): \(Self.summary(event.data))")
+        }
+        if let warning = event.warning { logger.warning("\(warning)") }
         let body = Self.body(of: event)
         if event.journaled {
             toSubscribers(Outgoing(name: event.name, body: body, tsMs: now,

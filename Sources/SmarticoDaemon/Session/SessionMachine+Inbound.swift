@@ -2,24 +2,6 @@ import SmarticoProtocol
 
 // Rule 6 (keepalive) and rule 7 (inbound messages → events, request matching).
 extension SessionMachine {
-    /// Errors that mean the stream is not Smartico JSON at all (reconnect), as opposed to one
-    /// message of a known cid with a bad field (dropped with an `error` event).
-    static func isStructural(_ e: ProtocolError) -> Bool {
-        switch e {
-        case .notJSON, .tooDeep, .tooLarge, .notAnObject, .missingClassID, .classIDNotInteger: true
-        default: false
-        }
-    }
-
-    static func classID(of e: ProtocolError) -> Int64? {
-        switch e {
-        case .missingField(let t, _), .wrongFieldType(let t, _, _, _), .invalidFieldValue(let t, _, _):
-            if case .cid(let c) = t { return c }
-            return nil
-        default: return nil
-        }
-    }
-
     /// Whom what the server pushes on this connection is for: the daemon's user ("" when
     /// anonymous) — also before the IDENTIFY answer, so an engagement sent then and re-sent after
     /// it is seen once — or nil when the connection speaks (or is about to) for another user
@@ -73,22 +55,14 @@ extension SessionMachine {
         // Anything from the server shows the connection is alive.
         connection?.heardAtMs = now
         cancel(.dead)
+        // Session rule 7: only bytes that are not a JSON object with an integer cid end the
+        // connection here; the fields of a known cid are read loosely (ServerMessage.decode).
         let msg: ServerMessage
         do {
             msg = try ServerMessage.decode(bytes)
         } catch {
-            restartSilenceTimer(now: now)
-            if Self.isStructural(error) {
-                fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
-                     now: now, closeCode: 1002)
-                return
-            }
-            let cid = Self.classID(of: error)
-            if (cid == 4 && phase == .initializing) || (cid == 6 && phase == .identifying) {
-                fail(reason: "bad_server_message", message: "unusable answer from the server: \(error)", now: now, closeCode: 1002)
-                return
-            }
-            emitError("bad_server_message", "dropped a message from the server: \(error)")
+            fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
+                 now: now, closeCode: 1002)
             return
         }
         // Every message except PONG restarts the silence timer (Smartico's own clients do the same).
@@ -116,10 +90,10 @@ extension SessionMachine {
             lastPingMs = now
             pongReceived()
             return
-        case .initSessionResponse(let r):
+        case .initSessionResponse(let r) where phase == .initializing:
             onInitResponse(r, now: now)
             return
-        case .identifyUserResponse(let r):
+        case .identifyUserResponse(let r) where phase == .identifying:
             onIdentifyResponse(r, now: now)
             return
         case .logoutResponse where phase == .loggingOut:
@@ -138,15 +112,22 @@ extension SessionMachine {
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
             let popupURL = EngagementJournal.popupURLJSON(identity?.popupURL)
-            let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
             if let uid = e.engagementUID {
+                let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))
             } else {
-                out.append(.emit(event))
+                // Delivered, but it cannot be de-duplicated: the server's re-delivery after the next
+                // IDENTIFY reaches subscribers again.
+                out.append(.emit(DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL),
+                                             warning: "an engagement (cid 110) without a usable \"engagement_uid\" was delivered; it cannot be de-duplicated")))
             }
         case .executeDeepLink(let d):
+            if let problem = d.problem {
+                deliverUnusable(msg, problem: problem)
+                return
+            }
             let event = deepLinkEvent(source: "server", dp: d.dp, engagementUID: d.engagementUID)
-            if let uid = d.engagementUID {
+            if let uid = d.engagementUID, !uid.isEmpty {
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))
             } else {
                 out.append(.emit(event))
@@ -155,23 +136,46 @@ extension SessionMachine {
                 queueClientAction(action, now: now)
             }
         case .publicPropertiesChanged(let p):
+            if let problem = p.problem {
+                deliverUnusable(msg, problem: problem)
+                return
+            }
             updateProps(p.props)
         case .sawShowSpinPush(let s):
-            let url = identity?.gamificationURL.map { WrapperURL.miniGame($0, push: s) }
-            emit("minigame", .object([
+            // Without a template id there is no mini-game to open: still a `minigame` (the apps that
+            // show mini-games are the ones to know), with nulls and the problem.
+            let url = identity?.gamificationURL.flatMap { WrapperURL.miniGame($0, push: s) }
+            let problem = s.problem
+            out.append(.emit(DaemonEvent(name: "minigame", data: .object([
                 "message": .object(s.json),
-                "saw_template_id": .number(s.sawTemplateID),
+                "saw_template_id": s.sawTemplateID.map { JSONValue.number($0) } ?? .null,
                 "url": url.map(JSONValue.string) ?? .null,
-            ]), journaled: true)
-        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse,
-             .initSessionResponse, .identifyUserResponse, .ping, .pong:
+                "problem": problem.map(JSONValue.string) ?? .null,
+            ]), journaled: true, warning: problem.map { "a mini-game push (cid 707) the daemon cannot open was delivered: \($0)" })))
+        case .initSessionResponse:
+            deliverUnusable(msg, problem: "an INIT_SESSION_RESPONSE (cid 4) that answers no INIT_SESSION_REQUEST of this connection")
+        case .identifyUserResponse:
+            deliverUnusable(msg, problem: "an IDENTIFY_USER_RESPONSE (cid 6) that answers no IDENTIFY_USER_REQUEST of this connection")
+        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse, .ping, .pong:
             break // answers to the daemon's own messages: consumed
         case .other(let cid, let json):
             emit("message", .object([
                 "message": .object(json),
                 "name": cid.eventName.map(JSONValue.string) ?? .null,
+                "problem": .null,
             ]), journaled: true)
         }
+    }
+
+    /// A server message the daemon cannot act on (session rule 7): delivered as it is, as a
+    /// `message` with the `problem`, and logged at warning — never dropped, never a reconnect.
+    mutating func deliverUnusable(_ msg: ServerMessage, problem: String) {
+        let cid = msg.cid
+        out.append(.emit(DaemonEvent(name: "message", data: .object([
+            "message": .object(msg.json),
+            "name": cid.eventName.map(JSONValue.string) ?? .null,
+            "problem": .string(problem),
+        ]), journaled: true, warning: "\(cid) delivered as a message event: \(problem)")))
     }
 
     /// `client_action`: for `dp:action&action=<name>`, the name the daemon reported to the server
@@ -223,8 +227,8 @@ extension SessionMachine {
         if index == nil { index = pending.firstIndex { $0.sentOn == c && $0.expectCid == cid } }
         guard let i = index else { return false }
         let p = pending.remove(at: i)
-        let errCode = msg.json["errCode"]?.int64Value ?? 0
-        let errMsg = msg.json["errMsg"]?.stringValue
+        let errCode = msg.json.lenientInt64("errCode") ?? 0
+        let errMsg = msg.json.lenientString("errMsg")
         if errCode != 0 || msg.cid == .unsupportedCommand {
             reply(p.id, .failure(SessionReplyError(
                 .serverError, "the server answered \(ClassID(p.message.cid)) with \(msg.cid), errCode \(errCode)\(errMsg.map { " (\($0))" } ?? "")",

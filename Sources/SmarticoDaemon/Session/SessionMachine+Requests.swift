@@ -57,7 +57,9 @@ extension SessionMachine {
         let who = user.map { "user \($0)" } ?? "the anonymous session"
         var d: JSONObject = ["code": .string("outbox_dropped"), "count": .number(Int64(count)),
                              "user": user.map(JSONValue.string) ?? .null]
-        d["message"] = .string("dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available")
+        let message = "dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available"
+        d["message"] = .string(message)
+        lastError = ("outbox_dropped", message, now)
         emit("error", .object(d), journaled: false)
     }
 

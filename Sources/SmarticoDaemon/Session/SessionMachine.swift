@@ -244,6 +244,12 @@ public struct SessionMachine: Sendable {
 
     var connectionCounter: UInt64 = 0
     var attempt = 0
+    /// INIT answers with a fatal errCode in a row (the long retry, ``fatalInitRetryMs(after:)``).
+    var fatalInitFailures = 0
+    /// The latest failure of any kind, for `status.last_error` (null until one, kept after recovery).
+    var lastError: (code: String, message: String, atMs: Int64)?
+    /// The time of the input being handled (`handle(_:now:)`).
+    var nowMs: Int64 = 0
     /// The deadline of each timer the driver has armed.
     var deadlines: [SessionTimer: Int64] = [:]
     var lastPingMs: Int64?
@@ -318,6 +324,7 @@ public struct SessionMachine: Sendable {
         actions.removeAll(keepingCapacity: true)
         swap(&out, &actions)
         defer { swap(&out, &actions) }
+        nowMs = now
         switch input {
         case .start(let snapshot): start(snapshot, now: now)
         case .connected(let c): onConnected(c, now: now)
@@ -455,6 +462,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func emitError(_ code: String, _ message: String, errCode: Int64? = nil, errMsg: String? = nil) {
+        lastError = (code, message, nowMs)
         var d: JSONObject = ["code": .string(code), "message": .string(message)]
         if let errCode { d["errCode"] = .number(errCode) }
         if let errMsg { d["errMsg"] = .string(errMsg) }
@@ -597,18 +605,20 @@ public struct SessionMachine: Sendable {
 
     /// Any failure: tell subscribers why, drop the connection, back off, reconnect. Outbox
     /// messages written on it and not confirmed stay in the outbox.
+    /// `retryInMs`: a fixed delay instead of the backoff's (the long retry after a fatal INIT errCode).
     mutating func fail(reason: String, message: String, now: Int64, transportGone: Bool = false,
-                       closeCode: Int? = nil) {
+                       closeCode: Int? = nil, retryInMs: Int64? = nil) {
         if let c = connectionID, !transportGone {
             if let code = closeCode { out.append(.close(c, code: code, reason: reason)) } else { out.append(.abort(c)) }
         }
         cancelConnectionTimers()
         connectionGone()
+        lastError = (reason, message, now)
         if stopping {
             finish(now: now)
             return
         }
-        let delay = backoff.delayMs(attempt: attempt, using: &env.random)
+        let delay = retryInMs ?? backoff.delayMs(attempt: attempt, using: &env.random)
         attempt += 1
         schedule(.backoff, at: now + delay)
         enter(.backoff(BackoffState(retryAtMs: now + delay)), reason: reason, now: now, extra: [
@@ -719,16 +729,47 @@ public struct SessionMachine: Sendable {
 
     // MARK: INIT → (earlier users' messages) → IDENTIFY → LOGIN → ready
 
+    /// The long retry after a fatal INIT errCode (≥ 100000: the server refuses the configuration,
+    /// e.g. 100001 for a wrong label key): the first after 10 minutes, each next one twice as late,
+    /// at most an hour apart. A fixed configuration is found within the hour (or at once with
+    /// SIGHUP), without asking the server every minute in between.
+    static let fatalInitRetryFirstMs: Int64 = 10 * 60_000
+    static let fatalInitRetryMaxMs: Int64 = 60 * 60_000
+
+    /// The delay before the next INIT after `failures` fatal INIT answers in a row (1: the first).
+    static func fatalInitRetryMs(after failures: Int) -> Int64 {
+        var delay = fatalInitRetryFirstMs
+        for _ in 1..<max(1, failures) {
+            delay *= 2
+            if delay >= fatalInitRetryMaxMs { return fatalInitRetryMaxMs }
+        }
+        return min(delay, fatalInitRetryMaxMs)
+    }
+
     mutating func onInitResponse(_ r: InitSessionResponse, now: Int64) {
         guard phase == .initializing else { return }
         cancel(.response)
-        guard r.isSuccess else {
-            let code = r.errCode ?? 0
-            let msg = "the server rejected INIT_SESSION_REQUEST: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
-            emitError("init_rejected", msg, errCode: code, errMsg: r.errMsg)
-            fail(reason: "init_rejected", message: msg, now: now, closeCode: 1000)
+        if let problem = r.errCodeProblem {
+            // Neither a success nor a failure: nothing to go on (session rule 7, "unusable").
+            fail(reason: "bad_server_message", message: "unusable INIT_SESSION_RESPONSE (cid 4): \(problem)", now: now, closeCode: 1002)
             return
         }
+        guard r.isSuccess else {
+            let code = r.errCode ?? 0
+            var msg = "the server rejected INIT_SESSION_REQUEST: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
+            var retryIn: Int64?
+            if r.isFatalError {
+                fatalInitFailures += 1
+                let delay = Self.fatalInitRetryMs(after: fatalInitFailures)
+                retryIn = delay
+                msg += "; check server.label_key, server.brand_key and the environment of the server URL "
+                    + "(\(redactedURL(config.server.url))); retrying in \(delay / 60_000) min, or at once on SIGHUP with changed server settings"
+            }
+            emitError("init_rejected", msg, errCode: code, errMsg: r.errMsg)
+            fail(reason: "init_rejected", message: msg, now: now, closeCode: 1000, retryInMs: retryIn)
+            return
+        }
+        fatalInitFailures = 0
         connection?.initResponse = r
         sort(now: now)
     }
@@ -804,6 +845,10 @@ public struct SessionMachine: Sendable {
     mutating func onIdentifyResponse(_ r: IdentifyUserResponse, now: Int64) {
         guard let c = connection, c.phase == .identifying, let ext = c.identifyingAs else { return }
         cancel(.response)
+        if let problem = r.errCodeProblem {
+            fail(reason: "bad_server_message", message: "unusable IDENTIFY_USER_RESPONSE (cid 6): \(problem)", now: now, closeCode: 1002)
+            return
+        }
         let forUser = ext == user?.extUserID
         if r.isSuccess {
             connection?.speaker = ext
@@ -1110,8 +1155,13 @@ public struct SessionMachine: Sendable {
         }
         if push == Self.configPush(old), let p = Self.configPush(newConfig) { push = p }
         guard newConfig.requiresReconnect(from: old) else { return }
+        // Changed server settings may be the fix for what failed: no waiting for the (long) retry.
+        fatalInitFailures = 0
         switch current {
         case .connecting, .connected: closeGracefully(then: .reconnect, reason: "reload", now: now)
+        case .backoff:
+            cancel(.backoff)
+            connect(now: now, reason: "reload")
         default: break
         }
     }

@@ -55,6 +55,11 @@ extension SessionMachine {
                 "attempt": .number(attempt),
                 "retry_at_ms": opt(retryAtMs),
             ]),
+            "last_error": lastError.map { e in .object([
+                "code": .string(e.code),
+                "message": .string(e.message),
+                "at_ms": .number(e.atMs),
+            ]) } ?? .null,
         ])
     }
 

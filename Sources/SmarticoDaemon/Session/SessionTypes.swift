@@ -203,6 +203,10 @@ public struct DaemonEvent: Sendable, Equatable {
     public var journaled: Bool
     /// The data as a tree, or an engagement's as bytes to copy.
     var payload: Payload
+    /// What the server sent that the daemon could not act on as usual (session rule 7): the
+    /// driver logs it at `warning`. Not part of `data` (a `message`'s or `minigame`'s `problem`
+    /// carries it for subscribers) and not compared by `==`.
+    public var warning: String?
 
     enum Payload: Sendable, Equatable {
         case tree(JSONValue)
@@ -210,17 +214,19 @@ public struct DaemonEvent: Sendable, Equatable {
         case engagement(EngagementData)
     }
 
-    public init(name: String, data: JSONValue, journaled: Bool) {
+    public init(name: String, data: JSONValue, journaled: Bool, warning: String? = nil) {
         self.name = name
         self.payload = .tree(data)
         self.journaled = journaled
+        self.warning = warning
     }
 
     /// An `engagement` event whose data is assembled from the 110's bytes, not built as a tree.
-    init(engagement: EngagementData) {
+    init(engagement: EngagementData, warning: String? = nil) {
         self.name = "engagement"
         self.payload = .engagement(engagement)
         self.journaled = true
+        self.warning = warning
     }
 
     /// The event's `data`. For an engagement kept as bytes this parses the line's data (each

@@ -22,6 +22,11 @@ public enum ServerMessage: Sendable, Equatable {
 
     /// Decodes the bytes of one server message. A 110 keeps `bytes` (`ClientEngagementEvent.raw`),
     /// to be forwarded as received; every other cid is typed from the parsed object.
+    ///
+    /// Throws only when the bytes are not a JSON object with an integer `cid` (within the
+    /// parser's limits): the fields of a known cid are read loosely by the types (ServerFields.swift),
+    /// never rejected, so one unexpected field cannot make a message undeliverable. The types'
+    /// `problem` properties tell when the daemon cannot act on one.
     public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
         let raw = try RawJSONObject(validating: bytes, options: options)
         if raw["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue {
@@ -80,10 +85,10 @@ public enum ServerMessage: Sendable, Equatable {
         }
     }
 
-    /// `uuid` of the message, if any (for request/response matching).
+    /// `uuid` of the message, if any (for request/response matching; a number is read as its text).
     public var uuid: String? {
         if case .engagement(let e) = self { return e.uuid }
-        return json["uuid"]?.stringValue
+        return json.lenientString("uuid")
     }
 
     /// `engagement_uid` of a 110 or a 105: the key of the de-duplication set those two share

@@ -2,11 +2,12 @@
 // properties read from it. Builders put fields in the order of 002's examples and append
 // `extra` members last.
 
-/// PING (cid 1): sent by the server, and by the client after 29 s of silence.
+/// PING (cid 1): sent by the server, and by the client after 29 s of silence. Only its `cid` is
+/// checked (it is answered whatever else it carries).
 public struct Ping: SmarticoMessage {
     public static let classIDs: [ClassID] = [.ping]
     public let json: JSONObject
-    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.reader(json); self.json = json }
+    public init(json: JSONObject) throws(ProtocolError) { try checkServerClassID(json, Self.classIDs); self.json = json }
     public init() { json = Self.base(.ping) }
 }
 
@@ -14,7 +15,7 @@ public struct Ping: SmarticoMessage {
 public struct Pong: SmarticoMessage {
     public static let classIDs: [ClassID] = [.pong]
     public let json: JSONObject
-    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.reader(json); self.json = json }
+    public init(json: JSONObject) throws(ProtocolError) { try checkServerClassID(json, Self.classIDs); self.json = json }
     public init() { json = Self.base(.pong) }
 }
 
@@ -67,24 +68,25 @@ public struct InitSessionRequest: SmarticoMessage {
     public var ua: UserAgent? { json.object("ua").flatMap { try? UserAgent(json: $0) } }
 }
 
-/// Common reading of `errCode` / `errMsg` in server responses.
+/// Common reading of `errCode` / `errMsg` in server responses, as the SDK reads them
+/// (ServerFields.swift): `errCode` an integer or a string holding one.
 public protocol ServerResponse: SmarticoMessage {}
 
 extension ServerResponse {
-    /// `errCode`; absent is treated as 0 by `isSuccess`.
-    public var errCode: Int64? { json.int64("errCode") }
-    public var errMsg: String? { json.string("errMsg") }
+    /// `errCode`; absent (or null) is treated as 0 by `isSuccess`.
+    public var errCode: Int64? { json.lenientInt64("errCode") }
+    /// `errMsg` (a number is read as its text).
+    public var errMsg: String? { json.lenientString("errMsg") }
+    /// Why `errCode` cannot be read (present, but neither an integer nor a string holding one):
+    /// the answer is neither a success nor a failure. nil when it is readable or absent.
+    public var errCodeProblem: String? {
+        guard let v = json["errCode"], !v.isNull, v.lenientInt64 == nil else { return nil }
+        return "\"errCode\" is \(describeForError(v)), not an integer"
+    }
     /// `errCode` is 0 or absent.
-    public var isSuccess: Bool { (errCode ?? 0) == 0 }
+    public var isSuccess: Bool { errCodeProblem == nil && (errCode ?? 0) == 0 }
     /// Codes from 100000 up are fatal (notes: invalid hash, wrong customer id, ...).
     public var isFatalError: Bool { (errCode ?? 0) >= 100_000 }
-
-    static func readResponse(_ json: JSONObject) throws(ProtocolError) -> FieldReader {
-        let r = try reader(json)
-        try r.integer("errCode")
-        try r.string("errMsg")
-        return r
-    }
 }
 
 /// INIT_SESSION_RESPONSE (cid 4), 002 §1.2.
@@ -92,16 +94,9 @@ public struct InitSessionResponse: ServerResponse {
     public static let classIDs: [ClassID] = [.initSessionResponse]
     public let json: JSONObject
 
+    /// Only `cid` is checked: the fields are read loosely (ServerFields.swift).
     public init(json: JSONObject) throws(ProtocolError) {
-        let r = try Self.readResponse(json)
-        try r.integerArray("products")
-        if let p = try r.object("payload") {
-            for k in ["country", "city", "ip", "s"] { try p.string(k) }
-        }
-        if let s = try r.object("settings") {
-            try s.string("FCM_SENDER_ID")
-            try s.string("DYNAMIC_IMAGE_DOMAIN")
-        }
+        try checkServerClassID(json, Self.classIDs)
         self.json = json
     }
 
@@ -117,17 +112,22 @@ public struct InitSessionResponse: ServerResponse {
         json = o
     }
 
-    /// Products enabled for the label, unknown values kept.
+    /// Products enabled for the label, unknown values kept; elements that are not integers (or
+    /// strings holding one) are skipped, and `products` of another type reads as none.
     public var products: [Product] {
-        (json["products"]?.arrayValue ?? []).compactMap { $0.int64Value.map(Product.init(rawValue:)) }
+        (json["products"]?.arrayValue ?? []).compactMap { $0.lenientInt64.map(Product.init(rawValue:)) }
     }
     public var hasGamification: Bool { products.contains(.gamification) }
+    /// `payload` when it is an object (as received).
     public var payload: JSONObject? { json.object("payload") }
+    /// `settings` when it is an object (as received).
     public var settings: JSONObject? { json.object("settings") }
-    public var country: String? { payload?.string("country") }
-    public var city: String? { payload?.string("city") }
-    public var ip: String? { payload?.string("ip") }
-    public var fcmSenderID: String? { settings?.string("FCM_SENDER_ID") }
+    public var country: String? { payload?.lenientString("country") }
+    public var city: String? { payload?.lenientString("city") }
+    public var ip: String? { payload?.lenientString("ip") }
+    /// `settings.FCM_SENDER_ID` (a numeric sender id is read as its text).
+    public var fcmSenderID: String? { settings?.lenientString("FCM_SENDER_ID") }
+    /// `settings.DYNAMIC_IMAGE_DOMAIN` when it is a string.
     public var dynamicImageDomain: String? { settings?.string("DYNAMIC_IMAGE_DOMAIN") }
 }
 
@@ -188,13 +188,9 @@ public struct IdentifyUserResponse: ServerResponse {
     public static let classIDs: [ClassID] = [.identifyUserResponse]
     public let json: JSONObject
 
+    /// Only `cid` is checked: the fields are read loosely (ServerFields.swift).
     public init(json: JSONObject) throws(ProtocolError) {
-        let r = try Self.readResponse(json)
-        try r.object("props")
-        try r.string("public_username")
-        try r.string("avatar_id")
-        try r.string("native_app_gf_url")
-        try r.string("native_app_popup_url")
+        try checkServerClassID(json, Self.classIDs)
         self.json = json
     }
 
@@ -213,13 +209,15 @@ public struct IdentifyUserResponse: ServerResponse {
         json = o
     }
 
-    /// Public user properties (`core_is_test_account`, `ach_points_balance`, ...).
+    /// Public user properties (`core_is_test_account`, `ach_points_balance`, ...), when an object.
     public var props: JSONObject? { json.object("props") }
-    public var publicUsername: String? { json.string("public_username") }
-    public var avatarID: String? { json.string("avatar_id") }
-    /// `native_app_gf_url`: the gamification wrapper page.
+    /// `public_username` (a number is read as its text).
+    public var publicUsername: String? { json.lenientString("public_username") }
+    /// `avatar_id` (a numeric id is read as its decimal text, as the SDK does).
+    public var avatarID: String? { json.lenientString("avatar_id") }
+    /// `native_app_gf_url`: the gamification wrapper page, when a string.
     public var gamificationURL: String? { json.string("native_app_gf_url") }
-    /// `native_app_popup_url`: the engagement (popup) wrapper page.
+    /// `native_app_popup_url`: the engagement (popup) wrapper page, when a string.
     public var popupURL: String? { json.string("native_app_popup_url") }
     /// `core_is_test_account` from `props`.
     public var isTestAccount: Bool? { props?["core_is_test_account"]?.boolValue }
@@ -315,7 +313,7 @@ public struct ResponseMessage: ServerResponse {
     public static let classIDs: [ClassID] = [.eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse]
     public let json: JSONObject
 
-    public init(json: JSONObject) throws(ProtocolError) { _ = try Self.readResponse(json); self.json = json }
+    public init(json: JSONObject) throws(ProtocolError) { try checkServerClassID(json, Self.classIDs); self.json = json }
 
     /// - Parameter cid: one of 10, 11, 12, 2003.
     public init(cid: ClassID, errCode: Int64 = 0, errMsg: String? = nil, extra: JSONObject = [:]) {
@@ -380,11 +378,10 @@ public struct ExecuteDeepLinkEvent: SmarticoMessage {
     public static let classIDs: [ClassID] = [.executeDeepLinkEvent]
     public let json: JSONObject
 
+    /// Only `cid` is checked: the fields are read loosely, and ``problem`` says when the daemon
+    /// cannot act on the message.
     public init(json: JSONObject) throws(ProtocolError) {
-        let r = try Self.reader(json)
-        try r.string("engagement_uid")
-        let p = try r.object("payload", required: true)
-        try p?.string("dp", required: true)
+        try checkServerClassID(json, Self.classIDs)
         self.json = json
     }
 
@@ -397,9 +394,22 @@ public struct ExecuteDeepLinkEvent: SmarticoMessage {
         json = o
     }
 
-    public var engagementUID: String? { json.string("engagement_uid") }
-    public var dp: String { json.object("payload")?.string("dp") ?? "" }
+    /// `engagement_uid` (a number is read as its decimal text, as the SDK does).
+    public var engagementUID: String? { json.lenientString("engagement_uid") }
+    /// The deep link: `payload.dp`, else a top-level `dp` (the SDK's sample app reads both), when
+    /// a string; "" when there is none (see ``problem``).
+    public var dp: String { json.object("payload")?.string("dp") ?? json.string("dp") ?? "" }
     public var deepLink: DeepLink { DeepLink(dp) }
+    /// Why the daemon cannot act on this 105 (no deep link to classify), or nil.
+    public var problem: String? {
+        if !dp.isEmpty { return nil }
+        if let p = json["payload"], !p.isNull, p.objectValue == nil {
+            return "\"payload\" is \(describeForError(p)), not an object with a deep link \"dp\""
+        }
+        if let v = json.object("payload")?["dp"], !v.isNull { return "\"payload.dp\" is \(describeForError(v)), not a deep link" }
+        if let v = json["dp"], !v.isNull { return "\"dp\" is \(describeForError(v)), not a deep link" }
+        return "\"payload.dp\" is missing"
+    }
 }
 
 /// CLIENT_PUBLIC_PROPERTIES_CHANGED_EVENT (cid 108): new public user properties.
@@ -407,9 +417,9 @@ public struct PublicPropertiesChangedEvent: SmarticoMessage {
     public static let classIDs: [ClassID] = [.publicPropertiesChangedEvent]
     public let json: JSONObject
 
+    /// Only `cid` is checked; ``problem`` says when `props` is unusable.
     public init(json: JSONObject) throws(ProtocolError) {
-        let r = try Self.reader(json)
-        try r.object("props", required: true)
+        try checkServerClassID(json, Self.classIDs)
         self.json = json
     }
 
@@ -421,7 +431,10 @@ public struct PublicPropertiesChangedEvent: SmarticoMessage {
         json = o
     }
 
+    /// `props` when it is an object; else empty (see ``problem``).
     public var props: JSONObject { json.object("props") ?? [:] }
+    /// Why the daemon cannot act on this 108 (`props` missing or not an object), or nil.
+    public var problem: String? { json.fieldProblem("props", expected: "an object") { $0.objectValue != nil } }
 }
 
 /// CLIENT_ENGAGEMENT_EVENT (cid 110), 002 §1.10: a popup to show. The client must be
@@ -484,13 +497,16 @@ public struct ClientEngagementEvent: SmarticoMessage {
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
     }
 
+    /// Checks `cid` only; the typed fields are read as the SDK reads them (ServerFields.swift):
+    /// ids given as numbers are read as their text, `activityType` also under the name
+    /// `activity_type`, a field of any other type is absent. An empty `engagement_uid` is absent
+    /// too (it cannot tell one engagement from another).
     private static func check(_ json: JSONObject) throws(ProtocolError)
         -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?) {
-        let r = try Self.reader(json)
-        let uid = try r.string("engagement_uid")
-        let activityType = try r.integer("activityType")
-        let engagementID = try r.integer("engagement_id")
-        return (json["uuid"]?.stringValue, json["ts"]?.int64Value, uid, activityType, engagementID)
+        try checkServerClassID(json, classIDs)
+        let uid = json.lenientString("engagement_uid").flatMap { $0.isEmpty ? nil : $0 }
+        let activityType = json.lenientInt64("activityType") ?? json.lenientInt64("activity_type")
+        return (json.lenientString("uuid"), json.lenientInt64("ts"), uid, activityType, json.lenientInt64("engagement_id"))
     }
 
     /// Builds an engagement (the simulator's side).
@@ -504,11 +520,7 @@ public struct ClientEngagementEvent: SmarticoMessage {
         o.merge(extra)
         o["cid"] = .number(ClassID.clientEngagementEvent.rawValue)
         storage = .tree(o)
-        uuid = o["uuid"]?.stringValue
-        ts = o["ts"]?.int64Value
-        self.engagementUID = o.string("engagement_uid")
-        activityTypeValue = o.int64("activityType")
-        self.engagementID = o.int64("engagement_id")
+        (uuid, ts, self.engagementUID, activityTypeValue, self.engagementID) = (try? Self.check(o)) ?? (nil, nil, nil, nil, nil)
     }
 
     /// Same JSON value (as `JSONObject`'s `==`, whatever the spelling of the bytes).
@@ -538,11 +550,10 @@ public struct SawShowSpinPush: SmarticoMessage {
     public static let classIDs: [ClassID] = [.sawShowSpinPush]
     public let json: JSONObject
 
+    /// Only `cid` is checked: the fields are read loosely, and ``problem`` says when the daemon
+    /// cannot act on the message.
     public init(json: JSONObject) throws(ProtocolError) {
-        let r = try Self.reader(json)
-        try r.integer("saw_template_id", required: true)
-        try r.integer("pending_message_id")
-        try r.integer("saw_game_type_id")
+        try checkServerClassID(json, Self.classIDs)
         self.json = json
     }
 
@@ -556,14 +567,19 @@ public struct SawShowSpinPush: SmarticoMessage {
         json = o
     }
 
-    public var sawTemplateID: Int64 { json.int64("saw_template_id") ?? 0 }
-    public var pendingMessageID: Int64? { json.int64("pending_message_id") }
-    public var sawGameTypeID: Int64? { json.int64("saw_game_type_id") }
-    /// `dp:gf_saw&id=<saw_template_id>&standalone=true`.
-    public var deepLink: String { "dp:gf_saw&id=\(sawTemplateID)&standalone=true" }
-    /// The acknowledgement (cid 711) to send once the mini-game was handled.
-    public var acknowledgement: SawAcknowledgeSpinPush {
-        SawAcknowledgeSpinPush(sawTemplateID: sawTemplateID, pendingMessageID: pendingMessageID)
+    /// `saw_template_id` (an integer, or a string holding one); nil when there is none (see ``problem``).
+    public var sawTemplateID: Int64? { json.lenientInt64("saw_template_id") }
+    public var pendingMessageID: Int64? { json.lenientInt64("pending_message_id") }
+    public var sawGameTypeID: Int64? { json.lenientInt64("saw_game_type_id") }
+    /// `dp:gf_saw&id=<saw_template_id>&standalone=true`; nil without a template id.
+    public var deepLink: String? { sawTemplateID.map { "dp:gf_saw&id=\($0)&standalone=true" } }
+    /// The acknowledgement (cid 711) to send once the mini-game was handled; nil without a template id.
+    public var acknowledgement: SawAcknowledgeSpinPush? {
+        sawTemplateID.map { SawAcknowledgeSpinPush(sawTemplateID: $0, pendingMessageID: pendingMessageID) }
+    }
+    /// Why the daemon cannot act on this 707 (no mini-game to open), or nil.
+    public var problem: String? {
+        json.fieldProblem("saw_template_id", expected: "an integer") { $0.lenientInt64 != nil }
     }
 }
 
