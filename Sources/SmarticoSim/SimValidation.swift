@@ -226,7 +226,10 @@ public enum SimValidator {
         mutating func event() {
             let type = required("eventType", .string)?.stringValue
             if type?.isEmpty == true { refuse("field \"eventType\" is an empty string") }
-            let payload = required("payload", .object)?.objectValue
+            // 002 does not mark `payload` required (the SDK always sends one); the language event's
+            // `payload.language` is.
+            let payload = type == "core_language_changed"
+                ? required("payload", .object)?.objectValue : optional("payload", .object)?.objectValue
             if type == "core_language_changed", let payload,
                let language = required("language", .string, in: payload, prefix: "payload."), language.stringValue?.isEmpty == true {
                 refuse("field \"payload.language\" is an empty string")

@@ -101,14 +101,15 @@ struct EngineBackpressureTests {
     }
 
     /// A daemon identified against a simulator of ~2 KB engagements.
-    static func identifiedDaemon(socket: JSONObject = [:], journal: JSONObject = [:], logLevel: String = "info") async throws
+    static func identifiedDaemon(socket: JSONObject = [:], journal: JSONObject = [:], logLevel: String = "info",
+                                 simExtra: [String] = []) async throws
         -> (DaemonSetup, SimProcess, DaemonClient, Int32)
     {
         let setup = try DaemonSetup()
         let sim: SimProcess
         let client: DaemonClient
         do {
-            sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"])
+            sim = try await SimProcess.start(dir: setup.dir, extra: ["--template-bytes", "1650"] + simExtra)
             try setup.writeConfig(url: sim.serverURL, socket: socket, journal: journal, logLevel: logLevel)
             client = try await setup.start()
         } catch {

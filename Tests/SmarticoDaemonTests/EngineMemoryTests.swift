@@ -17,8 +17,8 @@ struct EngineMemoryTests {
 
     /// A daemon identified against a simulator of ~2 KB engagements, and its pid (debug log: the
     /// tests read the trim's and the backpressure's lines).
-    static func identifiedDaemon() async throws -> (DaemonSetup, SimProcess, DaemonClient, Int32) {
-        try await EngineBackpressureTests.identifiedDaemon(logLevel: "debug")
+    static func identifiedDaemon(simExtra: [String] = []) async throws -> (DaemonSetup, SimProcess, DaemonClient, Int32) {
+        try await EngineBackpressureTests.identifiedDaemon(logLevel: "debug", simExtra: simExtra)
     }
 
     @Test func aBurstsMemoryIsGivenBackAfterIt() async throws {
@@ -54,7 +54,9 @@ struct EngineMemoryTests {
     /// Backpressure (docs/session.md): a server that sends faster than the daemon journals is read
     /// no faster than that, so a flood costs a bounded amount of memory and loses nothing.
     @Test func aFloodFromTheServerIsReadNoFasterThanItIsJournaled() async throws {
-        let (setup, sim, client, pid) = try await Self.identifiedDaemon()
+        // The daemon is stopped while the flood is queued: the sim must not drop it for a missing
+        // PONG meanwhile (on a loaded machine queuing takes longer than its default PONG timeout).
+        let (setup, sim, client, pid) = try await Self.identifiedDaemon(simExtra: ["--ping-interval", "10m"])
         defer { setup.remove() }
         defer { client.close() }
         let idle = try #require(Self.rssAnonKiB(pid))
@@ -77,7 +79,7 @@ struct EngineMemoryTests {
         }
         kill(pid, SIGCONT)
         var last: Int64 = before
-        let journaled = try await eventually(timeout: .seconds(120)) {
+        let journaled = try await eventually(timeout: .seconds(300)) {
             last = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? last
             return last >= before + Int64(total)
         }

@@ -194,7 +194,8 @@ struct EngineSessionTests {
         let written = try await client.ok("event", ["event_type": "into_the_void"])
         #expect(written["queued"]?.boolValue == false)
         let uuid = try #require(written["uuid"]?.stringValue)
-        #expect(try await Self.status(client)["outbox"]?["depth"]?.int64Value == 1)
+        // (It stays in the outbox: the second copy below, on the next connection, shows it. Its
+        // depth is not checked here, as on a loaded machine the reconnect may already be done.)
         let dead = await client.nextEvent(timeoutMs: 10_000) { $0["data"]?["reason"]?.stringValue == "heartbeat_timeout" }
         let elapsed = ContinuousClock.now - start
         #expect(dead?["data"]?["state"]?.stringValue == "backoff", "log:\n\(setup.log)")

@@ -40,14 +40,6 @@ private func journalAndPublishEngagements(
     return hashes
 }
 
-/// This process's resident memory, from /proc/self/status.
-private func residentBytes() throws -> Int {
-    let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
-    let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
-    let kB = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
-    return kB * 1024
-}
-
 /// A subscriber on a thread of its own that reads `chunk` bytes at a time and sleeps `pauseMs`
 /// between reads (blocking calls: not on Swift's cooperative pool).
 private final class SlowReader: Sendable {
@@ -140,7 +132,6 @@ struct SocketAPIBackpressureTests {
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: maxQueue), store: store, dir: dir)
         defer { Task { await rig.stop(); await store.close() } }
         let total = 10_000
-        let before = try residentBytes()
 
         let fast = [try await rig.connect(keepLines: false), try await rig.connect(keepLines: false)]
         for reader in fast { _ = try await reader.call(#"{"id":1,"op":"subscribe"}"#, id: 1) }
@@ -177,8 +168,8 @@ struct SocketAPIBackpressureTests {
         #expect(stats.queuedBytes.values.allSatisfy { $0 <= maxQueue }, "\(stats.queuedBytes)")
         // It did fill its queue (the bound was reached, not merely never approached).
         #expect(stats.queuedBytes.values.contains { $0 > maxQueue / 2 }, "\(stats.queuedBytes)")
-        let grown = try residentBytes() - before
-        #expect(grown < 64 << 20, "resident memory grew by \(grown >> 20) MiB")
+        // The process's memory is not checked here: this server shares its process with the whole
+        // suite running in parallel. EngineBackpressureTests checks a real daemon's own RSS.
     }
 
     @Test func aReplayLargerThanTheTotalBoundIsDeliveredWhole() async throws {
