@@ -150,9 +150,10 @@ enum SimHashFixture {
             p.environment = ["PATH": "/usr/bin:/bin", "SMARTICO_EXT_USER_ID": user]
             let output = Pipe()
             p.standardOutput = output
-            try? p.run()
+            // Serialized: concurrent Process.run() calls crash Foundation (ProcessLaunch.swift).
+            try? p.runSerialized()
             let data = output.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
+            p.waitForExit(timeout: .seconds(10))
             return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
     }

@@ -26,7 +26,8 @@ import Testing
         let c = h.ready()
         let cases: [(JSONObject, Int64?, String)] = [
             (Msg.simple(9, ["eventType": 7, "payload": [:]]), 10, #"field "eventType" must be a string, found number 7"#),
-            (Msg.simple(9, ["eventType": "x"]), 10, #"field "payload" is missing"#),
+            (Msg.simple(9, ["eventType": "x", "payload": "p"]), 10, #"field "payload" must be an object"#),
+            (Msg.simple(9, ["eventType": "core_language_changed"]), 10, #"field "payload" is missing"#),
             (Msg.simple(9, ["eventType": "core_language_changed", "payload": ["language": 5]]), 10, #""payload.language" must be a string"#),
             (Msg.simple(1003, ["token": "t", "pushNotificationUserStatus": "0"]), 2003, #""pushNotificationUserStatus" must be an integer"#),
             (Msg.simple(1003, ["token": "t"]), 2003, #""pushNotificationUserStatus" is missing"#),
