@@ -64,7 +64,7 @@ let package = Package(
         .target(
             name: "SmarticoSim",
             dependencies: [
-                "Transport", "SmarticoProtocol", "COpenSSL",
+                "Transport", "SmarticoProtocol", "SmarticoSocketAPI", "COpenSSL",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "smartico-ws",
             dependencies: [
-                "Transport",
+                "Transport", "SmarticoSocketAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SmarticoSocketAPI
 import Synchronization
 import Transport
 #if canImport(Glibc)
@@ -60,7 +61,8 @@ public struct SimCommand: ParsableCommand, Sendable {
               echo '{"op":"clients"}' | socat - UNIX-CONNECT:/tmp/sim.sock
 
             See docs/simulator.md for the control protocol, fault modes and the record format.
-            """)
+            """,
+        version: SmarticoVersion.string)
 
     @Option(help: "Address to listen on (an IP literal).")
     public var host = "127.0.0.1"

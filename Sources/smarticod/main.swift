@@ -91,10 +91,11 @@ enum CommandLineParser {
         one JSON file; every key is documented in docs/configuration.md and
         config.example.json.
 
-        Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (state_dir or
-        socket unusable: the reason is logged), 2 usage error, 78 invalid configuration
-        (one line per problem on stderr: <path>: <key>: <problem>). SIGHUP reloads the
-        configuration file.
+        Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (the reason is
+        logged), 2 usage error, 73 the state directory or the socket's directory cannot be
+        created or written, 78 invalid configuration (one line per problem on stderr:
+        <path>: <key>: <problem>; warnings, which fail nothing, read <path>: <key>:
+        warning: <problem>). SIGHUP reloads the configuration file.
 
         Environment: https_proxy / http_proxy / no_proxy (either case) when
         server.proxy is not set; SMARTICOD_LOG_LEVEL overrides log.level.
@@ -110,8 +111,9 @@ enum CommandLineParser {
           --config <path>         Path of the JSON configuration file. (default:
                                   \(ConfigLoader.defaultPath))
           --check-config          Validate the configuration and exit (0 when valid, 78
-                                  otherwise). Needs neither the state directory nor the
-                                  server.
+                                  otherwise): also the CA file, the socket's directory
+                                  (present or creatable) and the placeholder label key.
+                                  Needs neither the state directory nor the server.
           --version               Show the version.
           -h, --help              Show help information.
 
@@ -164,6 +166,17 @@ case .success(.run(let configPath, let checkOnly)):
         resolved = try ConfigLoader.loadResolved(path: configPath, environment: environment)
     } catch {
         for line in error.lines { printError(line) }
+        exit(78)
+    }
+    // What can be checked on this machine without the network. At start the socket's directory
+    // is left to the daemon, which creates it (exit 73 when it cannot).
+    let hostProblems = resolved.config.hostProblems(socketDirectory: checkOnly)
+    for warning in hostProblems where warning.severity == .warning {
+        printError("\(configPath): \(warning.key): warning: \(warning.message)")
+    }
+    let hostErrors = hostProblems.filter { $0.severity == .error }
+    if !hostErrors.isEmpty {
+        for line in ConfigError(source: configPath, problems: hostErrors).lines { printError(line) }
         exit(78)
     }
     if checkOnly {

@@ -65,23 +65,31 @@ struct ConfigExecutableTests {
         }
     }
 
-    @Test func theExamplePassesCheckConfig() async throws {
-        let path = ConfigTestSupport.examplePath
+    @Test func theExampleFailsCheckConfigOnlyForItsPlaceholderKey() async throws {
+        let example = ConfigTestSupport.examplePath
+        let placeholder = try await Self.run(["--config", example, "--check-config"])
+        #expect(placeholder.status == 78)
+        #expect(placeholder.stdout.isEmpty)
+        #expect(placeholder.stderr == "\(example): server.label_key: is the all-zero placeholder of config.example.json; put the label's real key (from Smartico's back office)\n")
+    }
+
+    @Test func theExampleWithARealKeyPassesCheckConfig() async throws {
+        let path = try ConfigTestSupport.exampleWithRealKey()
         let r = try await Self.run(["--config", path, "--check-config"])
         #expect(r.status == 0, "stderr: \(r.stderr)")
         #expect(r.stderr.isEmpty)
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "configuration OK: \(path)")
         #expect(r.stdout.contains("server: wss://api.smartico.ai/websocket/services?master&domain=&version=\(SmarticoVersion.string) (derived from the label key)"))
-        #expect(r.stdout.contains("label key: 0000…(masked) (environment 2)"))
-        #expect(!r.stdout.contains("00000000-0000"))
+        #expect(r.stdout.contains("label key: 6816…(masked) (environment 2)"))
+        #expect(!r.stdout.contains("6816f0c2-1a2b"))
     }
 
     @Test func checkConfigNeedsNeitherStateDirNorSocketDir() async throws {
         // state_dir and the socket's directory do not exist: --check-config does not care.
         let dir = try ConfigTestSupport.temporaryDirectory()
         let path = try ConfigTestSupport.writeTemporary("""
-            {"server": {"label_key": "00000000-0000-0000-0000-000000000000-7"},
+            {"server": {"label_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-7"},
              "state_dir": "\(dir.path)/missing/state", "socket": {"path": "\(dir.path)/missing/run/s.sock"}}
             """)
         let r = try await Self.run(["--config", path, "--check-config"])
@@ -149,20 +157,111 @@ struct ConfigExecutableTests {
         #expect(!r.stderr.contains("pw-secret-1"))
     }
 
-    @Test func aDaemonThatCannotListenExits1NamingTheSocket() async throws {
-        // The engine runs now (EngineSessionTests); here only its start-up failure: the socket's
-        // directory does not exist. The state directory is a temporary one.
+    /// A configuration with a real-looking key and the simulator's loopback URL (nothing listens
+    /// on port 9: the daemon backs off, which is all these tests need).
+    static func daemonConfig(socket: String, stateDir: String) throws -> String {
+        try ConfigTestSupport.writeTemporary("""
+            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "ws://127.0.0.1:9/websocket/services"},
+             "socket": {"path": "\(socket)"}, "state_dir": "\(stateDir)"}
+            """)
+    }
+
+    @Test func aSocketDirectoryThatCannotBeCreatedExits73NamingIt() async throws {
         let dir = try ConfigTestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let socket = dir.appendingPathComponent("missing/d.sock").path
-        let path = try ConfigTestSupport.writeTemporary("""
-            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "ws://127.0.0.1:9/websocket/services"},
-             "socket": {"path": "\(socket)"}, "state_dir": "\(dir.appendingPathComponent("state").path)"}
-            """)
+        let file = dir.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        let socket = file.appendingPathComponent("run/d.sock").path
+        let path = try Self.daemonConfig(socket: socket, stateDir: dir.appendingPathComponent("state").path)
         let r = try await Self.run(["--config", path])
-        #expect(r.status == 1)
-        #expect(r.stderr.contains(socket), "stderr: \(r.stderr)")
+        #expect(r.status == 73, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("cannot create the socket's directory \(file.path)/run"), "stderr: \(r.stderr)")
+        #expect(r.stderr.contains("Not a directory"), "stderr: \(r.stderr)")
         #expect(!r.stderr.contains("6816f0c2-1a2b"))
+        // --check-config finds it too, as a configuration problem.
+        let check = try await Self.run(["--config", path, "--check-config"])
+        #expect(check.status == 78)
+        #expect(check.stderr == "\(path): socket.path: the socket's directory \(file.path)/run cannot be created: \(file.path) is not a directory\n")
+    }
+
+    @Test func aStateDirThatCannotBeCreatedExits73NamingIt() async throws {
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("a-file")
+        try Data("x".utf8).write(to: file)
+        let state = file.appendingPathComponent("state").path
+        let path = try Self.daemonConfig(socket: dir.appendingPathComponent("d.sock").path, stateDir: state)
+        let r = try await Self.run(["--config", path])
+        #expect(r.status == 73, "stderr: \(r.stderr)")
+        #expect(r.stderr.contains(state), "stderr: \(r.stderr)")
+    }
+
+    @Test func theDaemonCreatesAMissingNestedSocketDirectory() async throws {
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let socket = dir.appendingPathComponent("run/nested/d.sock").path
+        let path = try Self.daemonConfig(socket: socket, stateDir: dir.appendingPathComponent("state").path)
+        let process = Process()
+        process.executableURL = try Self.binary()
+        process.arguments = ["--config", path]
+        process.environment = [:]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.runSerialized()
+        defer { if process.isRunning { process.terminate() } }
+        // Bounded wait for the socket file (a loaded 2-core machine: up to 30 s).
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !FileManager.default.fileExists(atPath: socket) && process.isRunning && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let attributes = try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("run/nested").path)
+        #expect((attributes[.posixPermissions] as? Int).map { $0 & 0o777 } == 0o755)
+        process.terminate()
+        let stopDeadline = ContinuousClock.now + .seconds(30)
+        while process.isRunning && ContinuousClock.now < stopDeadline { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(!process.isRunning)
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test func anUnreadableCAFileFailsTheCheckNamingPathAndReason() async throws {
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ca = dir.appendingPathComponent("absent-ca.pem").path
+        let path = try ConfigTestSupport.writeTemporary("""
+            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "tls": {"ca_file": "\(ca)"}},
+             "socket": {"path": "\(dir.path)/d.sock"}}
+            """)
+        let r = try await Self.run(["--config", path, "--check-config"])
+        #expect(r.status == 78)
+        #expect(r.stderr == "\(path): server.tls.ca_file: cannot read \(ca): No such file or directory; point it at a readable PEM bundle or set it to null for the system store\n")
+        // The daemon refuses to start the same way instead of backing off forever.
+        let run = try await Self.run(["--config", path])
+        #expect(run.status == 78)
+        #expect(run.stderr == r.stderr)
+    }
+
+    @Test func warningsArePrintedButPassTheCheck() async throws {
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // ws:// to a remote host: a warning. The placeholder key against loopback: a warning.
+        let remote = try ConfigTestSupport.writeTemporary("""
+            {"server": {"label_key": "\(ConfigTestSupport.validKey)", "url": "ws://smartico.example/websocket/services"},
+             "socket": {"path": "\(dir.path)/d.sock"}}
+            """)
+        let r = try await Self.run(["--config", remote, "--check-config"])
+        #expect(r.status == 0, "stderr: \(r.stderr)")
+        #expect(r.stdout.hasPrefix("configuration OK: \(remote)\n"))
+        #expect(r.stderr.hasPrefix("\(remote): server.url: warning: uses ws:// to smartico.example, which is not a loopback host"), "stderr: \(r.stderr)")
+        let sim = try ConfigTestSupport.writeTemporary("""
+            {"server": {"label_key": "00000000-0000-0000-0000-000000000000-2", "url": "ws://127.0.0.1:8765/websocket/services"},
+             "socket": {"path": "\(dir.path)/d.sock"}}
+            """)
+        let s = try await Self.run(["--config", sim, "--check-config"])
+        #expect(s.status == 0, "stderr: \(s.stderr)")
+        #expect(s.stderr.hasPrefix("\(sim): server.label_key: warning: is the all-zero placeholder"), "stderr: \(s.stderr)")
+        #expect(s.stderr.split(separator: "\n").count == 1, "stderr: \(s.stderr)")
     }
 
     @Test func usageErrorsExit2AndVersionAndHelpExit0() async throws {

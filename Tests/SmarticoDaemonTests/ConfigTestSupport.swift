@@ -31,6 +31,15 @@ enum ConfigTestSupport {
         return url
     }
 
+    /// config.example.json with its placeholder label key replaced by ``validKey``, as an
+    /// operator installs it; written to a temporary file whose path is returned.
+    static func exampleWithRealKey() throws -> String {
+        let text = try String(contentsOfFile: examplePath, encoding: .utf8)
+        let replaced = text.replacingOccurrences(of: "00000000-0000-0000-0000-000000000000-2", with: validKey)
+        precondition(replaced != text, "config.example.json no longer has the placeholder key")
+        return try writeTemporary(replaced)
+    }
+
     /// Writes `text` to a new file in a fresh temporary directory and returns its path.
     static func writeTemporary(_ text: String, name: String = "config.json") throws -> String {
         let url = try temporaryDirectory().appendingPathComponent(name)

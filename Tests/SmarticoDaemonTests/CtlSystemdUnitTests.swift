@@ -35,7 +35,7 @@ struct CtlSystemdUnitTests {
         #expect(values("NotifyAccess") == ["main"])
         #expect(!values("WatchdogSec").isEmpty)
         #expect(values("Restart") == ["on-failure"])
-        #expect(values("RestartPreventExitStatus") == ["78"])
+        #expect(values("RestartPreventExitStatus") == ["78 73"])
         #expect(values("User") == ["smarticod"])
         #expect(values("RuntimeDirectory") == ["smarticod"])
         #expect(values("StateDirectory") == ["smarticod"])

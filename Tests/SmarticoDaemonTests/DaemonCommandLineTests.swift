@@ -47,7 +47,8 @@ struct DaemonCommandLineTests {
     }
 
     @Test func configWithEqualsAndRepeatedConfigUseThePathGiven() async throws {
-        let path = ConfigTestSupport.examplePath
+        // The example with its placeholder label key replaced (the placeholder fails the check).
+        let path = try ConfigTestSupport.exampleWithRealKey()
         let r = try await Self.run(["--config=\(path)", "--check-config"])
         #expect(r.status == 0, "\(r)")
         #expect(r.stdout.hasPrefix("configuration OK: \(path)\n"))
@@ -63,6 +64,14 @@ struct DaemonCommandLineTests {
         }
     }
 
+    @Test func everyExecutableShowsTheSameVersion() async throws {
+        for name in ["smarticod", "smarticoctl", "smartico-sim", "smartico-ws"] {
+            let r = try await BuiltExecutable.run(try TestExecutables.url(name), ["--version"], environment: [:])
+            #expect(r.status == 0 && !r.signaled, "\(name): \(r)")
+            #expect(r.stdout == SmarticoVersion.string + "\n", "\(name): \(r)")
+        }
+    }
+
     @Test func helpAndVersionExit0AndWinOverOtherArguments() async throws {
         for arguments in [["--help"], ["-h"], ["--bogus", "--help"], ["--config", "/x", "-h"]] {
             let r = try await Self.run(arguments)
@@ -73,7 +82,8 @@ struct DaemonCommandLineTests {
             #expect(r.stdout.contains("  --config <path>         Path of the JSON configuration file. (default:\n                          /etc/smarticod/config.json)\n"))
             #expect(r.stdout.contains("  --check-config          Validate the configuration and exit (0 when valid, 78\n"))
             #expect(r.stdout.contains("  --version               Show the version.\n  -h, --help              Show help information.\n"))
-            #expect(r.stdout.contains("2 usage error, 78 invalid configuration"))
+            #expect(r.stdout.contains("2 usage error, 73 the state directory or the socket's directory cannot be\n"))
+            #expect(r.stdout.contains("created or written, 78 invalid configuration"))
         }
         for arguments in [["--version"], ["--version", "--bogus"], ["--check-config", "--version"]] {
             let r = try await Self.run(arguments)

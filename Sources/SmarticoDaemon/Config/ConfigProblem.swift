@@ -7,12 +7,18 @@ import SmarticoProtocol
 /// or parsed, a position (`line 3, column 7`) or `file`. `message` never contains the value
 /// of a secret.
 public struct ConfigProblem: Error, Sendable, Hashable, CustomStringConvertible {
+    /// An error fails `--check-config` and the start (exit 78); a warning is printed and
+    /// fails neither.
+    public enum Severity: Sendable, Hashable { case error, warning }
+
     public var key: String
     public var message: String
+    public var severity: Severity
 
-    public init(key: String, message: String) {
+    public init(key: String, message: String, severity: Severity = .error) {
         self.key = key
         self.message = message
+        self.severity = severity
     }
 
     /// `<key>: <message>`, or the message alone for a problem of the whole file.

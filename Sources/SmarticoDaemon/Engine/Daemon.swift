@@ -15,6 +15,9 @@ import Transport
 public enum Daemon {
     /// Exit status when the daemon cannot start (store or socket unusable); the reason is logged.
     public static let startFailureExitCode: Int32 = 1
+    /// Exit status when the state directory or the socket's directory cannot be created or
+    /// written (daemon.md; the unit's `RestartPreventExitStatus`); the path is logged.
+    public static let unusableDirectoryExitCode: Int32 = 73
 
     /// Logs to stderr at `level`, one line per call with untrusted text escaped
     /// (``DaemonLogHandler``). Call once, before anything logs.
@@ -118,6 +121,7 @@ public enum Daemon {
             store = try await SmarticoStore.open(directory: config.config.stateDir, options: storeOptions(config))
         } catch {
             logger.critical("cannot open the store in state_dir \(config.config.stateDir): \(error)")
+            if case .fileSystem = error { return unusableDirectoryExitCode }
             return startFailureExitCode
         }
         let server = SocketAPIServer(loop: loop, configuration: .init(config.config.socket), store: store)
@@ -145,6 +149,13 @@ public enum Daemon {
         } else {
             let socket = config.config.socket
             endpoint = .path(socket.path, mode: socket.modeBits ?? 0o660, group: socket.group)
+            let directory = DaemonConfig.directoryOf(socket.path)
+            if let failure = await loop.blockingPool.run({ makeSocketDirectory(directory) }) {
+                logger.critical("cannot create the socket's directory \(directory) for socket.path \(socket.path): \(failure); create it, or choose another socket.path")
+                await signals.stop()
+                await store.close()
+                return unusableDirectoryExitCode
+            }
         }
         do {
             let address = try await server.start(endpoint, handler: driver.socketHandler)
@@ -170,6 +181,25 @@ public enum Daemon {
         await store.close()
         logger.info("stopped")
         return 0
+    }
+
+    /// Creates the missing components of `directory` with mode 0755 (clients must search it to
+    /// reach the socket, whose own mode and group restrict who may connect); an existing one is
+    /// left as it is. Returns why it failed (`path: strerror`), or nil. Blocking: run it on the
+    /// blocking pool.
+    static func makeSocketDirectory(_ directory: String) -> String? {
+        var info = stat()
+        if stat(directory, &info) == 0 {
+            return info.st_mode & S_IFMT == S_IFDIR ? nil : "\(directory) is not a directory"
+        }
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            prefix += "/" + component
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                return "\(prefix): \(String(cString: strerror(errno)))"
+            }
+        }
+        return nil
     }
 
     /// The store's limits from the configuration.
