@@ -96,7 +96,8 @@ extension DaemonConfig {
                 return nil
             }
             let error = errno
-            guard error == ENOENT, candidate != "/", candidate != "." else {
+            // ENOTDIR: an ancestor is not a directory; walking up finds it and says so.
+            guard error == ENOENT || error == ENOTDIR, candidate != "/", candidate != "." else {
                 return "the socket's directory \(directory) is unusable: \(candidate): \(String(cString: strerror(error)))"
             }
             candidate = directoryOf(candidate)
