@@ -336,6 +336,17 @@ struct EngineSessionTests {
         #expect(await eventually { setup.log.contains("reload refused") })
         #expect(try await Self.isReady(client))
 
+        // So is a file whose CA file cannot be read (the checks of the machine, as at start).
+        try setup.writeConfig(url: sim.serverURL, client: ["language": "de"], logLevel: "info")
+        var config = try JSONValue(parsing: Array(try Data(contentsOf: URL(fileURLWithPath: setup.configPath)))).objectValue!
+        var server = config["server"]!.objectValue!
+        server["tls"] = ["ca_file": .string(setup.dir + "/absent-ca.pem")]
+        config["server"] = .object(server)
+        try Data(config.serialized()).write(to: URL(fileURLWithPath: setup.configPath))
+        kill(pid, SIGHUP)
+        #expect(await eventually { setup.log.contains("server.tls.ca_file: cannot read \(setup.dir)/absent-ca.pem: No such file or directory") }, "log:\n\(setup.log)")
+        #expect(try await Self.isReady(client))
+
         // What INIT carries changed: close 1000 and reconnect.
         try setup.writeConfig(url: sim.serverURL, client: ["device_type": "MOBILE"])
         kill(pid, SIGHUP)

@@ -105,7 +105,14 @@ actor SessionDriver {
         let inbox = self.inbox
         loop.blockingPool.submit {
             let result: Result<ResolvedConfig, ConfigError>
-            do throws(ConfigError) { result = .success(try ConfigLoader.loadResolved(path: path, environment: environment)) } catch {
+            do throws(ConfigError) {
+                let resolved = try ConfigLoader.loadResolved(path: path, environment: environment)
+                // The checks of the machine smarticod makes at start (an unreadable CA file, the
+                // placeholder key against a real server); the socket is already bound.
+                let errors = resolved.config.hostProblems(socketDirectory: false).filter { $0.severity == .error }
+                if !errors.isEmpty { throw ConfigError(source: path, problems: errors) }
+                result = .success(resolved)
+            } catch {
                 result = .failure(error)
             }
             inbox.yield(.reloaded(result))
