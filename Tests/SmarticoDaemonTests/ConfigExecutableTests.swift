@@ -204,6 +204,29 @@ struct ConfigExecutableTests {
         #expect(r.stderr == "\(config.path): socket.path: the socket's directory \(parent.path)/run cannot be created in \(parent.path): Permission denied; choose another socket.path or fix the permissions\n", "\(r)")
     }
 
+    @Test func anExistingSocketDirectoryTheDaemonCannotWriteExits73() async throws {
+        // The daemon runs as nobody (setpriv) with a state_dir it owns and a socket directory
+        // root owns.
+        let dir = try ConfigTestSupport.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: dir.path)
+        let runDir = dir.appendingPathComponent("root-only")
+        try FileManager.default.createDirectory(at: runDir, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        let state = dir.appendingPathComponent("state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        #expect(chown(state.path, 65534, 65534) == 0)
+        let config = try Self.daemonConfig(socket: runDir.appendingPathComponent("d.sock").path, stateDir: state.path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: URL(fileURLWithPath: config).deletingLastPathComponent().path)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: config)
+        let r = try await BuiltExecutable.run(
+            URL(fileURLWithPath: "/usr/bin/setpriv"),
+            ["--reuid", "65534", "--regid", "65534", "--clear-groups", try Self.binary().path, "--config", config],
+            environment: [:])
+        #expect(r.status == 73, "\(r)")
+        #expect(r.stderr.contains("cannot create the socket's directory \(runDir.path) for socket.path"), "\(r)")
+        #expect(r.stderr.contains("\(runDir.path): Permission denied"), "\(r)")
+    }
+
     @Test func aStateDirThatCannotBeCreatedExits73NamingIt() async throws {
         let dir = try ConfigTestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }

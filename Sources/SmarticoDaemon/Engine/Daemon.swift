@@ -185,12 +185,15 @@ public enum Daemon {
 
     /// Creates the missing components of `directory` with mode 0755 (clients must search it to
     /// reach the socket, whose own mode and group restrict who may connect); an existing one is
-    /// left as it is. Returns why it failed (`path: strerror`), or nil. Blocking: run it on the
-    /// blocking pool.
+    /// left as it is, but must be writable and searchable. Returns why it failed
+    /// (`path: strerror`), or nil. Blocking: run it on the blocking pool.
     static func makeSocketDirectory(_ directory: String) -> String? {
         var info = stat()
         if stat(directory, &info) == 0 {
-            return info.st_mode & S_IFMT == S_IFDIR ? nil : "\(directory) is not a directory"
+            guard info.st_mode & S_IFMT == S_IFDIR else { return "\(directory) is not a directory" }
+            // bind() creates the socket file in it: unwritable is as unusable as missing.
+            if access(directory, W_OK | X_OK) != 0 { return "\(directory): \(String(cString: strerror(errno)))" }
+            return nil
         }
         var prefix = directory.hasPrefix("/") ? "" : "."
         for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
