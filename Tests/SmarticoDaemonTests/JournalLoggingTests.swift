@@ -103,7 +103,7 @@ struct JournalLoggingDaemonTests {
     }
 
     /// `log_level debug` makes debug lines appear, `log_level info` stops them; the answer names
-    /// the level before; a read-role peer is refused.
+    /// the level before; a read-role peer is refused; a reload restores the file's level.
     @Test func theLogLevelOpChangesTheDaemonsLevelAtRunTime() async throws {
         #expect(SocketOp.logLevel.isReadOnly == false)
         let setup = try DaemonSetup()
@@ -137,6 +137,11 @@ struct JournalLoggingDaemonTests {
         let refused = try await ForeignPeer(uid: 65534, gid: 65534).run(
             dir: setup.dir, ["calls", setup.socketPath, #"{"id":1,"op":"log_level","level":"trace"}"#])
         #expect(refused.first?["error"]?["code"] == "not_permitted", "\(refused)")
+        // A reload (SIGHUP) applies log.level from the file again.
+        #expect(try await client.ok("log_level", ["level": "trace"]) == ["level": "trace", "previous": "info"])
+        setup.daemon?.signal(SIGHUP)
+        let reloaded = await eventually { setup.log.contains("configuration reloaded") }
+        #expect(reloaded, "no reload; log:\n\(setup.log.suffix(2000))")
         #expect(try await client.ok("log_level", ["level": "info"]) == ["level": "info", "previous": "info"])
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
