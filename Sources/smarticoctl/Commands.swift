@@ -25,7 +25,7 @@ struct Smarticoctl: ParsableCommand {
             """,
         version: SmarticoVersion.string,
         subcommands: [
-            Status.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self,
+            Status.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self, LogLevel.self,
             Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self,
         ]
     )
@@ -187,6 +187,22 @@ struct Language: ParsableCommand {
     var code: String
     @OptionGroup var options: GlobalOptions
     func run() throws { try runOp("language", ["language": .string(code)], options: options) }
+}
+
+struct LogLevel: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log-level",
+        abstract: "Set the daemon's log level until its next restart or reload (SIGHUP re-applies log.level).",
+        discussion: """
+            Levels: trace, debug, info, notice, warning, error, critical. Needs the control role.
+            Examples:
+              smarticoctl log-level debug
+              smarticoctl log-level info
+            """)
+    @Argument(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
+    var level: String
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("log_level", ["level": .string(level)], options: options) }
 }
 
 struct Event: ParsableCommand {

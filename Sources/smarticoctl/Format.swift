@@ -128,6 +128,8 @@ enum Format {
             return ["logged out; a new anonymous session opens"]
         case "forget":
             return ["forgotten"]
+        case "log_level":
+            return ["log level \(describe(r["level"])) (was \(describe(r["previous"]))) until the next restart or reload"]
         case "login":
             if r["sent"]?.boolValue == true { return ["LOGIN sent"] }
             if r["after_identify"]?.boolValue == true { return ["LOGIN will be sent after the next IDENTIFY"] }

@@ -17,7 +17,11 @@ struct Tail: ParsableCommand {
 
             Runs until interrupted, --count events, or --duration seconds (exit 0). Exits 69 when \
             the daemon closes the connection (restart): run again with --since <last seq> to \
-            continue without a gap, or use --durable NAME. A client that reads slowly is never \
+            continue without a gap, or use --durable NAME. With --follow it does that itself: \
+            while the daemon is away (socket gone, connection refused or closed) it retries every \
+            0.5 s until interrupted, and resumes after the last seq it printed, so no event is \
+            missed or printed twice (with --durable it resumes from NAME's cursor instead: at \
+            least once). A client that reads slowly is never \
             dropped: it catches up from the journal; only one that fell behind the journal's \
             retention gets a gap line saying how many events it missed.
 
@@ -29,6 +33,7 @@ struct Tail: ParsableCommand {
             Examples:
               smarticoctl tail
               smarticoctl tail --types engagement,minigame,deeplink
+              smarticoctl tail --follow
               smarticoctl tail --since 1200 --json | jq -c 'select(.event == "engagement")'
               smarticoctl tail --durable kiosk --json
               smarticoctl tail --count 1 --types identified --duration 30
@@ -48,6 +53,9 @@ struct Tail: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Exit 0 after this many seconds.", valueName: "seconds"))
     var duration: Double?
+
+    @Flag(name: .long, help: "Keep following across daemon restarts: reconnect every 0.5 s, resume after the last seq printed.")
+    var follow = false
 
     @OptionGroup var options: GlobalOptions
 
@@ -71,16 +79,54 @@ struct Tail: ParsableCommand {
     }
 
     func run() throws {
-        try follow()
+        let end = duration.map { Deadline.after(seconds: $0) } ?? .never
+        var progress = Progress(lastSeq: since)
+        var waiting = false
+        while true {
+            do throws(CtlError) {
+                try subscription(end: end, progress: &progress)
+                return
+            } catch {
+                guard follow, Self.daemonIsAway(error) else { throw error }
+                if !waiting && isatty(2) == 1 {
+                    Output.error("smarticod is away (\(error)); retrying every 0.5 s, resuming after seq \(progress.lastSeq.map(String.init) ?? "?")")
+                }
+                waiting = true
+                if end.hasPassed { return }
+                usleep(500_000)
+            }
+        }
     }
 
-    private func follow() throws(CtlError) {
+    /// What survives a reconnect (--follow): the last seq printed, how many events were printed
+    /// (--count), the props last seen (the "what changed" column).
+    struct Progress {
+        var lastSeq: Int64?
+        var printed = 0
+        var previousProps: JSONObject? = nil
+        /// A subscribe succeeded before.
+        var subscribed = false
+    }
+
+    /// The errors of a daemon that stopped, restarts or has not created its socket yet.
+    static func daemonIsAway(_ error: CtlError) -> Bool {
+        switch error {
+        case .connectFailed(_, let e): e == ENOENT || e == ECONNREFUSED || e == ECONNRESET || e == EAGAIN
+        case .ioFailed, .closed: true
+        default: false
+        }
+    }
+
+    /// One connection: subscribes (after `progress.lastSeq` once one is known) and prints events
+    /// until --count or --duration (returns) or the connection fails (throws).
+    private func subscription(end: Deadline, progress: inout Progress) throws(CtlError) {
         let startDeadline = Deadline.after(seconds: options.timeout)
-        let end = duration.map { Deadline.after(seconds: $0) } ?? .never
         let connection = try options.connect(deadline: startDeadline)
         var arguments = JSONObject()
         if let list = try? typeList() { arguments.append(key: "types", value: .array(list.map(JSONValue.string))) }
-        if let since { arguments.append(key: "since", value: .number(since)) }
+        // A reconnect of a durable subscription resumes from its cursor, not from a seq.
+        let from = durable != nil ? (progress.subscribed ? nil : since) : progress.lastSeq
+        if let from { arguments.append(key: "since", value: .number(from)) }
         if let durable { arguments.append(key: "durable", value: .string(durable)) }
         try connection.write(requestLine(id: 1, op: "subscribe", arguments), deadline: startDeadline, what: "subscribe")
         let answer = try readAnswer(connection, id: 1, op: "subscribe", deadline: startDeadline)
@@ -90,15 +136,15 @@ struct Tail: ParsableCommand {
             throw .refused(op: "subscribe", code: code, message: message)
         }
         // The last seq this client has seen: where a resume starts.
-        var lastSeq = since ?? answer.value["result"]?["last_seq"]?.int64Value ?? 0
+        var lastSeq = progress.lastSeq ?? answer.value["result"]?["last_seq"]?.int64Value ?? 0
+        progress.lastSeq = lastSeq
+        progress.subscribed = true
         if isatty(2) == 1 {
             Output.error("following \(connection.path) (last seq \(answer.value["result"]?["last_seq"].map { describe($0) } ?? "?")); Ctrl-C to stop")
         }
 
-        var printed = 0
         var acked: Int64 = -1
         var nextID = 2
-        var previousProps: JSONObject? = nil
         while true {
             let line: [UInt8]?
             do {
@@ -121,11 +167,12 @@ struct Tail: ParsableCommand {
                 if options.json {
                     Output.lineBytes(line)
                 } else {
-                    Output.line(Format.event(value, previousProps: &previousProps))
+                    Output.line(Format.event(value, previousProps: &progress.previousProps))
                 }
                 if let seq = value["seq"]?.int64Value, seq > lastSeq { lastSeq = seq }
-                printed += 1
-                if let count, printed >= count {
+                progress.lastSeq = lastSeq
+                progress.printed += 1
+                if let count, progress.printed >= count {
                     try finish(connection, ack: lastSeq, acked: acked, id: nextID)
                     return
                 }

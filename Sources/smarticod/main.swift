@@ -184,7 +184,7 @@ case .success(.run(let configPath, let checkOnly)):
         for line in resolved.summary { print("  " + line) }
         exit(0)
     }
-    Daemon.bootstrapLogging(level: resolved.logLevel.loggerLevel)
+    Daemon.bootstrapLogging(level: resolved.logLevel.loggerLevel, environment: environment)
     let status = Daemon.runBlocking(config: resolved, configPath: configPath, environment: environment)
     exit(status)
 }

@@ -45,6 +45,8 @@ final class CtlCannedDaemon: Sendable {
             return .success(status)
         case .pushReport:
             return .failure(SocketAPIError(.notImplemented, "push_report needs the HTTP API, not built yet"))
+        case .logLevel(let level):
+            return .success(["level": .string(level.rawValue), "previous": "info"])
         case .session(let request):
             switch request {
             case .identify(let user, _) where user == "bad-hash":

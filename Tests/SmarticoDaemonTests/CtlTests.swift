@@ -1,5 +1,6 @@
 // smarticoctl run for real, as a subprocess, against a SocketAPIServer on a Unix socket.
 import Foundation
+import Logging
 import Testing
 import SmarticoProtocol
 import SmarticoTestSupport
@@ -10,7 +11,7 @@ import Transport
 struct CtlTests {
     static let subcommands = [
         "status", "hello", "tail", "identify", "logout", "login", "push-token", "language", "event", "report",
-        "minigame-ack", "push-report", "send", "request", "bridge",
+        "minigame-ack", "push-report", "send", "request", "bridge", "log-level",
     ]
 
     @Test func everySubcommandHasHelpWithExamples() async throws {
@@ -197,6 +198,7 @@ struct CtlTests {
              .session(.request(message: ["cid": 500], expectCid: 501, timeoutMs: 2000)),
              #"{"cid":501,"levels":[{"id":1,"name":"Bronze"}]}"#),
             (["bridge", #"{"bcid":4,"dp":"dp:ok"}"#], nil, .session(.bridge(["bcid": 4, "dp": "dp:ok"])), "ok"),
+            (["log-level", "debug"], nil, .logLevel(.debug), "log level debug (was info) until the next restart or reload"),
         ]
         for c in cases {
             let before = rig.daemon.recorded.count

@@ -1,5 +1,6 @@
 // The sans-I/O half of the socket API: line framing and request validation for every op.
 import Testing
+import Logging
 import SmarticoProtocol
 @testable import SmarticoDaemon
 
@@ -48,12 +49,14 @@ struct SocketAPIParsingTests {
         #expect(try request(#"{"op":"request","message":{"cid":500},"expect_cid":501,"timeout_ms":1000}"#)
             == .session(.request(message: ["cid": 500], expectCid: 501, timeoutMs: 1000)))
         #expect(try request(#"{"op":"bridge","message":{"bcid":7,"props":{}}}"#) == .session(.bridge(["bcid": 7, "props": [:]])))
+        #expect(try request(#"{"op":"log_level","level":"debug"}"#) == .logLevel(.debug))
+        #expect(try request(#"{"op":"log_level","level":"critical"}"#) == .logLevel(.critical))
         // null counts as absent for optional arguments
         #expect(try request(#"{"op":"identify","ext_user_id":"u","hash":null}"#) == .session(.identify(extUserID: "u", hash: nil)))
     }
 
     @Test func everyOpIsKnown() throws {
-        #expect(SocketOp.allCases.count == 18)
+        #expect(SocketOp.allCases.count == 19)
         for op in SocketOp.allCases {
             let parsed = SocketRequestParser.parse(#"{"op":"\#(op.rawValue)"}"#)
             if case .failure(let e) = parsed.request { #expect(e.code == .badRequest, "\(op): \(e)") }
@@ -73,6 +76,8 @@ struct SocketAPIParsingTests {
             (#"{"op":"push_token","token":"t","status":1.5}"#, #""status" of op "push_token" must be an integer"#),
             (#"{"op":"push_token","status":1}"#, #""token" is required"#),
             (#"{"op":"language"}"#, #""language" is required"#),
+            (#"{"op":"log_level"}"#, #""level" is required"#),
+            (#"{"op":"log_level","level":"verbose"}"#, #"field "level" must be one of trace, debug, info, notice, warning, error, critical, got "verbose""#),
             (#"{"op":"language","language":"en us!"}"#, #""language" must be an ISO 639-1 code"#),
             (#"{"op":"event"}"#, #""event_type" is required"#),
             (#"{"op":"event","event_type":"x","payload":[1]}"#, #""payload" of op "event" must be an object, got array"#),

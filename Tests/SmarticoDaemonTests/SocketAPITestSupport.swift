@@ -207,6 +207,8 @@ final class FakeSocketHandler: SocketAPIHandler {
             reply.succeed(["state": "ready", "subscribers": 0])
         case .pushReport:
             reply.fail(SocketAPIError(.notImplemented, "push_report needs the HTTP API, not built yet"))
+        case .logLevel(let level):
+            reply.succeed(["level": .string(level.rawValue), "previous": "info"])
         case .session(let request):
             switch request {
             case .event(let type, _) where type == "fail_server":

@@ -20,12 +20,14 @@ public enum Daemon {
     public static let unusableDirectoryExitCode: Int32 = 73
 
     /// Logs to stderr at `level`, one line per call with untrusted text escaped
-    /// (``DaemonLogHandler``). Call once, before anything logs.
-    public static func bootstrapLogging(level: Logger.Level) {
+    /// (``DaemonLogHandler``); under systemd (`JOURNAL_STREAM` in `environment`) with syslog
+    /// priority prefixes and no timestamps. All loggers share one level, changeable at run time.
+    /// Call once, before anything logs.
+    public static func bootstrapLogging(level: Logger.Level, environment: [String: String] = [:]) {
+        let journal = !(environment["JOURNAL_STREAM"] ?? "").isEmpty
+        let shared = DaemonLogLevel(level)
         LoggingSystem.bootstrap { label in
-            var handler = DaemonLogHandler(label: label)
-            handler.logLevel = level
-            return handler
+            DaemonLogHandler(label: label, journal: journal, level: shared)
         }
     }
 

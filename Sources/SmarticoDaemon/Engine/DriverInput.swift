@@ -151,7 +151,7 @@ final class DriverSocketHandler: SocketAPIHandler {
             reply.fail(SocketAPIError(
                 .notImplemented,
                 "push_report is not implemented in this version of smarticod (Smartico's public HTTP API client is not built yet); nothing was stored"))
-        case .status, .session:
+        case .status, .session, .logLevel:
             if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }

@@ -291,6 +291,14 @@ actor SessionDriver {
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: machine.state))
         case .pushReport:
             reply.fail(SocketAPIError(.notImplemented, "push_report is not implemented in this version of smarticod"))
+        case .logLevel(let level):
+            // The daemon's loggers share one level (Daemon.bootstrapLogging): this sets it for all,
+            // until the next restart or reload.
+            let previous = logger.logLevel
+            logger.logLevel = level
+            logger.notice("log level set to \(level) (was \(previous)) by a log_level request, until the next restart or reload",
+                          metadata: ["conn": "\(peer)"])
+            reply.succeed(.object(["level": .string(level.rawValue), "previous": .string(previous.rawValue)]))
         }
     }
 

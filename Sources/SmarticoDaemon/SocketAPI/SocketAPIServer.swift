@@ -545,6 +545,7 @@ public final class SocketAPIServer: CustomStringConvertible,
                 dispatch(.session(r), peer: peer, id: id)
             }
         case .pushReport(let r): dispatch(.pushReport(r), peer: peer, id: id)
+        case .logLevel(let level): dispatch(.logLevel(level), peer: peer, id: id)
         }
     }
 

@@ -1,3 +1,4 @@
+import Logging
 import SmarticoProtocol
 
 /// The error codes of the local socket API (socket-api.md). `not_implemented` is only used by
@@ -61,6 +62,8 @@ public enum SocketOp: String, Sendable, Equatable, CaseIterable {
     case minigameAck = "minigame_ack"
     case pushReport = "push_report"
     case send, request, bridge
+    /// Sets the daemon's log level until the next restart or reload (control role).
+    case logLevel = "log_level"
 
     /// Ops of the read role, which any peer may use; the others (the control role) need root, the
     /// daemon's uid, or a peer listed in `socket.control_uids`/`control_gids`.
@@ -117,6 +120,8 @@ public enum SocketRequest: Sendable, Equatable {
     /// Deletes the durable subscription name (its owner's uid or root).
     case forget(durable: String)
     case pushReport(PushReportRequest)
+    /// `log_level`: the daemon's new level.
+    case logLevel(Logger.Level)
     /// `identify`, `logout`, `login`, `push_token`, `language`, `event`, `report`, `minigame_ack`,
     /// `send`, `request`, `bridge`: handed to the session as they are.
     case session(SessionRequest)
@@ -130,6 +135,7 @@ public enum SocketRequest: Sendable, Equatable {
         case .ack: .ack
         case .forget: .forget
         case .pushReport: .pushReport
+        case .logLevel: .logLevel
         case .session(let request):
             switch request {
             case .identify: .identify
@@ -157,6 +163,8 @@ public enum SocketAPICall: Sendable, Equatable {
     case status
     case session(SessionRequest)
     case pushReport(PushReportRequest)
+    /// Set the daemon's log level; answer `{"level", "previous"}`.
+    case logLevel(Logger.Level)
 }
 
 /// Who sent a request.

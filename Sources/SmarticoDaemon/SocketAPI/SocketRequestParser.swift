@@ -1,3 +1,4 @@
+import Logging
 import SmarticoProtocol
 
 /// A request line, parsed: the `id` to echo (nil when absent or unusable) and the request or the
@@ -158,6 +159,12 @@ public enum SocketRequestParser {
             request = .session(.request(message: message, expectCid: expect, timeoutMs: timeout))
         case .bridge:
             request = .session(.bridge(try args.message(integerField: "bcid")))
+        case .logLevel:
+            let name = try args.requiredString("level")
+            guard let level = Logger.Level(rawValue: name) else {
+                throw .badRequest("field \"level\" must be one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(name.prefix(32))\"")
+            }
+            request = .logLevel(level)
         }
         try args.rejectUnknown()
         return request

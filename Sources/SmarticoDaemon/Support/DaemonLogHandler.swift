@@ -14,24 +14,58 @@ import Synchronization
 /// through ``LogEscaping/escaped(_:)``. A peer's `ext_user_id`, a server's errMsg or a hash
 /// command's stderr with a newline in it therefore cannot start a line of its own
 /// (docs/operations.md, "Logs").
+///
+/// Under systemd (`journal`: `JOURNAL_STREAM` set) the line starts with its syslog priority
+/// (`<6>info smarticod: …`, sd-daemon(3)) instead of a timestamp: journald stamps it and files it
+/// under that priority, so `journalctl -p warning` shows the failures.
+///
+/// The level lives in a shared ``DaemonLogLevel`` when one is given: every logger of the daemon
+/// then reads (and a `logger.logLevel = …` writes) the one level, which the `log_level` op and a
+/// reload change at run time.
 public struct DaemonLogHandler: LogHandler {
-    public var logLevel: Logger.Level = .info
+    public var logLevel: Logger.Level {
+        get { sharedLevel?.level ?? ownLevel }
+        set {
+            if let sharedLevel { sharedLevel.level = newValue } else { ownLevel = newValue }
+        }
+    }
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
 
+    private var ownLevel: Logger.Level = .info
+    private let sharedLevel: DaemonLogLevel?
     private let label: String
+    private let journal: Bool
     private let output: @Sendable (String) -> Void
 
-    /// A handler writing to stderr.
-    public init(label: String, metadataProvider: Logger.MetadataProvider? = nil) {
-        self.init(label: label, metadataProvider: metadataProvider, output: DaemonLogHandler.writeToStandardError)
+    /// A handler writing to stderr; `journal`: priority prefixes, no timestamps (systemd).
+    public init(label: String, journal: Bool = false, level: DaemonLogLevel? = nil,
+                metadataProvider: Logger.MetadataProvider? = nil) {
+        self.init(label: label, journal: journal, level: level, metadataProvider: metadataProvider,
+                  output: DaemonLogHandler.writeToStandardError)
     }
 
     /// A handler handing each finished line (with its `\n`) to `output` (tests).
-    init(label: String, metadataProvider: Logger.MetadataProvider? = nil, output: @escaping @Sendable (String) -> Void) {
+    init(label: String, journal: Bool = false, level: DaemonLogLevel? = nil,
+         metadataProvider: Logger.MetadataProvider? = nil, output: @escaping @Sendable (String) -> Void) {
         self.label = label
+        self.journal = journal
+        self.sharedLevel = level
         self.metadataProvider = metadataProvider
         self.output = output
+    }
+
+    /// The syslog priority of `level` (sd-daemon(3)): trace and debug 7, info 6, notice 5,
+    /// warning 4, error 3, critical 2.
+    static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -47,14 +81,16 @@ public struct DaemonLogHandler: LogHandler {
             all["error.message"] = "\(error)"
             all["error.type"] = "\(String(reflecting: type(of: error)))"
         }
-        output(Self.line(timestamp: Self.timestamp(), level: event.level, label: label, metadata: all,
+        output(Self.line(prefix: journal ? "<\(Self.syslogPriority(event.level))>" : Self.timestamp() + " ",
+                        level: event.level, label: label, metadata: all,
                         source: event.source, message: "\(event.message)"))
     }
 
-    /// One log line, ending in `\n`, with every untrusted part escaped.
-    static func line(timestamp: String, level: Logger.Level, label: String, metadata: Logger.Metadata,
+    /// One log line, ending in `\n`, with every untrusted part escaped. `prefix`: a timestamp
+    /// and a space, or the journal's `<N>`.
+    static func line(prefix: String, level: Logger.Level, label: String, metadata: Logger.Metadata,
                      source: String, message: String) -> String {
-        var out = timestamp + " \(level)"
+        var out = prefix + "\(level)"
         if !label.isEmpty { out += " " + LogEscaping.escaped(label) }
         out += ":"
         for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
@@ -92,6 +128,22 @@ public struct DaemonLogHandler: LogHandler {
             }
         }
     }
+}
+
+/// The daemon's one log level, shared by all its loggers and changeable at run time (the
+/// `log_level` op, a reload). Loggers on any thread read it on every log call.
+public final class DaemonLogLevel: Sendable {
+    private let raw: Atomic<UInt8>
+
+    public init(_ level: Logger.Level) { raw = Atomic(Self.code(level)) }
+
+    public var level: Logger.Level {
+        get { Self.levels[Int(raw.load(ordering: .relaxed))] }
+        set { raw.store(Self.code(newValue), ordering: .relaxed) }
+    }
+
+    private static let levels = Logger.Level.allCases
+    private static func code(_ level: Logger.Level) -> UInt8 { UInt8(levels.firstIndex(of: level)!) }
 }
 
 /// How untrusted text is made safe for a one-line log record.
