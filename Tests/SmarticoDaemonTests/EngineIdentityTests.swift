@@ -158,3 +158,30 @@ enum SimHashFixture {
         }
     }
 }
+
+extension EngineIdentityTests {
+    /// A refused switch brings the user back with its seen-set: the engagements the server sends
+    /// again after the user's new IDENTIFY are not shown twice.
+    @Test func aRefusedSwitchDoesNotShowTheUsersEngagementsAgain() async throws {
+        let (setup, sim, client) = try await Self.aliceOnline()
+        defer { setup.remove() }
+        defer { client.close() }
+        #expect(try await eventually { try await Self.identified(client, as: "alice") }, "log:\n\(setup.log)")
+        _ = try await client.ok("subscribe", ["types": ["engagement"]])
+        let uid = try await sim.emitEngagement(to: "alice")
+        let first = await client.nextEvent { $0["data"]?["message"]?["engagement_uid"]?.stringValue == uid }
+        #expect(first != nil, "log:\n\(setup.log)")
+
+        let refused = try await client.request("identify", ["ext_user_id": "bob", "hash": "not-a-valid-hash"])
+        #expect(refused["error"]?["code"]?.stringValue == "server_error", "\(refused)")
+        #expect(try await eventually { try await Self.identified(client, as: "alice") }, "log:\n\(setup.log)")
+        // Alice was identified again, and the sim sent her pending engagement again after it.
+        let identifies = try await sim.received(cids: [5]).compactMap { $0["ext_user_id"]?.stringValue }
+        #expect(identifies == ["alice", "bob", "alice"], "\(identifies)")
+        let again = await client.drainEvents(forMs: 1_500)
+        let repeats = again.filter { event in event["data"]?["message"]?["engagement_uid"]?.stringValue == uid }
+        #expect(repeats.isEmpty, "shown twice: \(repeats)")
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
+}

@@ -248,11 +248,14 @@ import Testing
         #expect(try await store.markSeen(user: "alice", uid: "e2") == false)
         #expect(try await store.markSeen(user: "alice", uid: "e1") == true)
 
-        // Same user again: kept. Another user: alice's set is cleared in the same transaction.
+        // Same user again: kept. Another user: alice's set is kept until the server accepts bob
+        // (a refused switch brings alice back with her set), then cleared.
         try await store.setUser(StoredUser(extUserID: "alice", hash: "h2"))
         #expect(try await store.markSeen(user: "alice", uid: "e1") == false)
         try await store.setUser(StoredUser(extUserID: "bob"))
         #expect(try await store.appendEngagement(user: "bob", uid: "e1", event: event) == 2)
+        #expect(try await store.markSeen(user: "alice", uid: "e1") == false)
+        try await store.keepSeen(only: "bob")
         try await store.setUser(StoredUser(extUserID: "alice"))
         #expect(try await store.appendEngagement(user: "alice", uid: "e1", event: event) == 3)
         // Logout forgets every seen-set; clearSeen forgets one.

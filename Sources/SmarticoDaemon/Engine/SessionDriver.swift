@@ -410,7 +410,7 @@ actor SessionDriver {
         case .stopped:
             stopped = true
             logger.info("session stopped")
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
+        case .persistUser, .userAccepted, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             preconditionFailure("a store action: performStore")
         }
     }
@@ -424,6 +424,8 @@ actor SessionDriver {
             await storeWork("updateUserProfile") { try await $0.updateUserProfile(publicUsername: publicUsername, props: props) }
         case .recordActivity(let atMs):
             await storeWork("recordActivity") { try await $0.recordActivity(atMs: atMs) }
+        case .userAccepted(let user):
+            await storeWork("keepSeen") { try await $0.keepSeen(only: user) }
         case .clearUser:
             await storeWork("clearUser") { try await $0.clearUser() }
         case .persistPush(let push):
@@ -728,7 +730,7 @@ extension SessionAction {
     /// every other one is performed at once.
     var awaitsStore: Bool {
         switch self {
-        case .persistUser, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
+        case .persistUser, .userAccepted, .persistProfile, .recordActivity, .clearUser, .persistPush, .persistLanguageSent, .storeOutbox, .storeLatest, .loadOutbox, .markSent, .dropOutbox:
             true
         default:
             false

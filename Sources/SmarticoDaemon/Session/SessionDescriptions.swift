@@ -63,6 +63,7 @@ extension SessionAction: CustomStringConvertible {
         case .persistUser(let u): "persistUser(\(u.extUserID), hash: \(u.hash == nil ? "none" : "(masked)"))"
         case .persistProfile(let name, let props): "persistProfile(\(name ?? "nil"), \(props.count) bytes of props)"
         case .recordActivity(let at): "recordActivity(\(at))"
+        case .userAccepted(let user): "userAccepted(\(user))"
         case .clearUser: "clearUser"
         case .persistPush(let p): "persistPush(token: (masked), platform: \(p.platform), status: \(p.status))"
         case .persistLanguageSent(let user, let language): "persistLanguageSent(\(user ?? "anonymous"), \(language))"

@@ -862,6 +862,7 @@ public struct SessionMachine: Sendable {
             }
             rejected = nil
             previousUser = nil
+            out.append(.userAccepted(ext))
             props = Self.mergedProps(props, identify: r)
             identity = r
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))

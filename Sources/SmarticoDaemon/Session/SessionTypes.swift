@@ -320,6 +320,9 @@ public enum SessionAction: Sendable, Equatable {
     case persistProfile(publicUsername: String?, props: [UInt8])
     /// `store.recordActivity(atMs:)` (throttled to about once a minute).
     case recordActivity(atMs: Int64)
+    /// `store.keepSeen(only: user)`: the server accepted the daemon's user; other users' seen-sets go
+    /// (kept until now so that a refused switch brings the previous user back with its own).
+    case userAccepted(String)
     /// `store.clearUser()` (logout).
     case clearUser
     /// `store.setPush(push)`.

@@ -211,11 +211,11 @@ public actor SmarticoStore {
         }
     }
 
-    /// Replaces the current user. When the user changes, the previous user's seen-set is cleared in the
-    /// same transaction.
+    /// Replaces the current user. The seen-sets stay until the server accepts a user
+    /// (``keepSeen(only:)``): a switch the server refuses brings the previous user back with its
+    /// seen-set, so its re-delivered engagements are not shown twice.
     public func setUser(_ user: StoredUser) throws(StoreError) {
         try inTransaction { db in
-            try db.run("DELETE FROM seen WHERE user <> ?", [.text(user.extUserID)])
             try db.run("""
                 INSERT INTO user(id, ext_user_id, hash, public_username, props, last_activity_ms)
                 VALUES (1, ?, ?, ?, ?, ?)
@@ -474,6 +474,11 @@ public actor SmarticoStore {
         }
         if added { noteSeenAdded(1) }
         return added
+    }
+
+    /// Forgets every seen-set but `user`'s: the server accepted `user` as the daemon's user.
+    public func keepSeen(only user: String) throws(StoreError) {
+        try inTransaction { db in try db.run("DELETE FROM seen WHERE user <> ?", [.text(user)]) }
     }
 
     /// Forgets the seen-set of `user`.
