@@ -198,3 +198,15 @@ extension SessionIdentityTests {
         }
     }
 }
+
+extension SessionIdentityTests {
+    @Test func whatIsRememberedPerEarlierUserIsBounded() {
+        var users = RecentUsers<String>()
+        for i in 0..<1_000 { users["user-\(i)"] = "hash-\(i)" }
+        #expect(users["user-999"] == "hash-999")
+        #expect(users["user-\(1_000 - RecentUsers<String>.capacity)"] != nil)
+        #expect(users["user-\(999 - RecentUsers<String>.capacity)"] == nil)
+        users["user-999"] = nil
+        #expect(users["user-999"] == nil)
+    }
+}

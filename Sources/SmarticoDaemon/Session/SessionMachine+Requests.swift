@@ -184,7 +184,7 @@ extension SessionMachine {
         }
         forgetUser()
         let c = connection
-        if c?.speaker != u.extUserID && c?.identifyingAs != u.extUserID { loggedOutOffline.insert(u.extUserID) }
+        if c?.speaker != u.extUserID && c?.identifyingAs != u.extUserID { loggedOutOffline[u.extUserID] = true }
         guard let c else { return reply(id, .success(.object([:]))) }
         switch c.phase {
         case .ready where c.speaker == u.extUserID:

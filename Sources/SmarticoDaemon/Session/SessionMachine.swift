@@ -270,13 +270,13 @@ public struct SessionMachine: Sendable {
     var previousUser: UserState?
     /// Hashes known per user (given with `identify` or configured), for sending an earlier user's
     /// queued messages under that user when `user.hash_command` is not configured. Memory only.
-    var knownHashes: [String: String] = [:]
+    var knownHashes = RecentUsers<String>()
     /// Users who logged out while no connection spoke for them: the connection that sends their
     /// last messages ends with LOGOUT. Memory only.
-    var loggedOutOffline: Set<String> = []
+    var loggedOutOffline = RecentUsers<Bool>()
     /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their messages
     /// are dropped, so an earlier user the server keeps refusing cannot hold the current one back.
-    var drainFailures: [String: Int] = [:]
+    var drainFailures = RecentUsers<Int>()
     static let maxDrainFailures = 3
     /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
     var hashToken: UInt64 = 0
@@ -894,7 +894,7 @@ public struct SessionMachine: Sendable {
             let msg = "IDENTIFY for \(ext) failed: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
             emitError("identify_failed", msg, errCode: code, errMsg: r.errMsg)
             if !forUser {
-                let failures = drainFailures[ext, default: 0] + 1
+                let failures = (drainFailures[ext] ?? 0) + 1
                 drainFailures[ext] = failures
                 if failures >= Self.maxDrainFailures {
                     drainFailures[ext] = nil
@@ -1070,9 +1070,9 @@ public struct SessionMachine: Sendable {
     /// close and connect again for the next user.
     mutating func leave(now: Int64) {
         guard let c = connection else { return }
-        if let s = c.speaker, c.logoutPending || loggedOutOffline.contains(s) {
+        if let s = c.speaker, c.logoutPending || loggedOutOffline[s] == true {
             connection?.logoutPending = false
-            loggedOutOffline.remove(s)
+            loggedOutOffline[s] = nil
             send(Logout().json, now: now)
             enter(.loggingOut, reason: "logout", now: now)
             schedule(.logoutWait, at: now + env.logoutWaitMs)
@@ -1180,7 +1180,7 @@ public struct SessionMachine: Sendable {
         }
         user = newUser
         freshHash = newUser.hash
-        loggedOutOffline.remove(newUser.extUserID)
+        loggedOutOffline[newUser.extUserID] = nil
         if let h = newUser.hash { knownHashes[newUser.extUserID] = h }
         if changed {
             identity = nil
@@ -1202,6 +1202,25 @@ public struct SessionMachine: Sendable {
             sort(now: now)
         default:
             reconsider(now: now)
+        }
+    }
+}
+
+/// What the machine remembers per earlier user (a hash, a logout, failures): the
+/// ``capacity`` users set most recently, so that a peer naming users in a loop cannot grow it.
+/// A user beyond it is forgotten: their queued messages are then dropped (reported), not sent
+/// under anyone else.
+struct RecentUsers<Value: Sendable>: Sendable {
+    static var capacity: Int { 32 }
+    private var entries: [(user: String, value: Value)] = []
+
+    subscript(user: String) -> Value? {
+        get { entries.last { $0.user == user }?.value }
+        set {
+            entries.removeAll { $0.user == user }
+            guard let newValue else { return }
+            entries.append((user, newValue))
+            if entries.count > Self.capacity { entries.removeFirst(entries.count - Self.capacity) }
         }
     }
 }
