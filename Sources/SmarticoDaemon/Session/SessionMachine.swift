@@ -918,13 +918,7 @@ public struct SessionMachine: Sendable {
         for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
         identifyWaiters.removeAll()
         failRequests(notFor: back?.extUserID, why: "the server rejected IDENTIFY for \(ext)")
-        identity = nil
-        props = [:]
-        freshHash = nil
-        forceLogin = false
-        lastActivityMs = nil
-        activityPersistedMs = nil
-        previousUser = nil
+        resetUserState()
         user = back
         if let b = back {
             freshHash = b.hash
@@ -1099,10 +1093,8 @@ public struct SessionMachine: Sendable {
         closeGracefully(then: .reconnect, reason: "logout", now: now)
     }
 
-    /// No user any more (logout): what is made from now on is anonymous.
-    mutating func forgetUser() {
-        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
-        user = nil
+    /// Forgets what belonged to the user acted for (its identity, props, hash, activity).
+    mutating func resetUserState() {
         previousUser = nil
         identity = nil
         props = [:]
@@ -1110,6 +1102,13 @@ public struct SessionMachine: Sendable {
         forceLogin = false
         lastActivityMs = nil
         activityPersistedMs = nil
+    }
+
+    /// No user any more (logout): what is made from now on is anonymous.
+    mutating func forgetUser() {
+        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
+        resetUserState()
+        user = nil
         out.append(.clearUser)
         for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
         identifyWaiters.removeAll()
