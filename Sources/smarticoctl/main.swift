@@ -7,6 +7,13 @@ import Musl
 
 // A closed stdout or socket is an error to handle (EPIPE), not a signal that kills us.
 signal(SIGPIPE, SIG_IGN)
+// A parent may hand its children SIGINT and SIGTERM blocked (a program that reads them from a
+// signalfd, as smarticod does): unblock them, so Ctrl-C and `kill` stop a `tail --follow`.
+var stopSignals = sigset_t()
+sigemptyset(&stopSignals)
+sigaddset(&stopSignals, SIGINT)
+sigaddset(&stopSignals, SIGTERM)
+sigprocmask(SIG_UNBLOCK, &stopSignals, nil)
 tzset()
 
 // Exit codes of daemon.md: 0 ok, 1 the daemon answered with an error, 2 usage (not

@@ -18,9 +18,15 @@ struct CtlFollowTests {
 
         let outPath = setup.dir + "/tail.out", errPath = setup.dir + "/tail.err"
         for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        // Started with SIGINT and SIGTERM blocked, as a parent that reads them from a signalfd (the
+        // daemon, this test process) hands them on: smarticoctl must unblock them to stop on SIGTERM.
         let p = Process()
-        p.executableURL = try TestExecutables.url("smarticoctl")
-        p.arguments = ["--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0"]
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        p.arguments = [
+            "-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}); os.execv(sys.argv[1], sys.argv[1:])",
+            try TestExecutables.url("smarticoctl").path,
+            "--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0",
+        ]
         p.environment = ["PATH": "/usr/bin:/bin"]
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle(forWritingAtPath: outPath)
@@ -52,9 +58,9 @@ struct CtlFollowTests {
         #expect(after, "\(diagnostics())")
         try await Task.sleep(for: .milliseconds(300))  // a duplicate would arrive now
 
-        // SIGKILL: the test process may hand its children SIGTERM blocked (the daemon's own tests
-        // block it), and each line is already written.
-        await tail.kill9()
+        // SIGTERM stops it although it was started with SIGTERM blocked.
+        tail.signal(SIGTERM)
+        #expect(await tail.waitForExit(timeout: .seconds(10)) == -SIGTERM, "\(diagnostics())")
         let printed = lines()
         #expect(printed.count == 4, "\(diagnostics())")
         var seqs: [Int64] = []
