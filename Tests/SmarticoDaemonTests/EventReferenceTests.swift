@@ -246,6 +246,7 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         #expect(try await Self.pending(sim, "alice").contains(uid2), "an acked, unreported engagement stays pending")
         _ = try await app.ok("report", ["kind": "failed", "engagement_uid": .string(uid2)])
         #expect(try await eventually { try await Self.pending(sim, "alice").contains(uid2) == false })
+        #expect(try await sim.received(cids: [106]).contains { $0["engagement_uid"]?.stringValue == uid2 })
 
         // Deep links: a 105 with dp:action (reported by the daemon as client_action), a plain one.
         _ = try await sim.control(["op": "emit", "user": "alice",
