@@ -622,7 +622,7 @@ actor SessionDriver {
         logger.error("journal write failed, \(name) event dropped: \(error)")
         server.publish(DaemonEvent(name: "error", data: .object([
             "code": "journal_write_failed",
-            "message": .string("a \(name) event could not be journaled and was dropped: \(error)"),
+            "message": .string("an event of type \(name) could not be journaled and was dropped: \(error)"),
         ]), journaled: false), seq: nil, tsMs: now)
     }
 
