@@ -316,6 +316,30 @@ class ResumeTests(DaemonTestCase):
         again = self.client().subscribe(types=["engagement"], durable="follow", follow=False)
         self.assert_quiet(again, "engagement", 0.5)
 
+    def test_unacknowledged_event_comes_again_after_a_daemon_restart(self) -> None:
+        self.rig.start()
+        self.daemon.wait_identified()
+        client = self.client()
+        subscription = client.subscribe(types=["engagement"], durable="explicit", auto_ack=False, follow=True)
+        uids = [self.sim.emit_engagement("alice") for _ in range(2)]
+        e1 = self.next_event(subscription, "engagement")
+        self.assertEqual(subscription.ack(e1), e1.seq)
+        e2 = self.next_event(subscription, "engagement")
+        self.assertEqual([e1.engagement_uid, e2.engagement_uid], uids)
+        # The daemon goes away while the app handles e2: its report fails, e2 is not acknowledged.
+        self.assertEqual(self.daemon.stop(), 0)
+        with self.assertRaises(DaemonUnavailable):
+            client.report("impression", e2)
+        uids.append(self.sim.emit_engagement("alice"))
+        self.daemon.start()
+        again = self.next_event(subscription, "engagement")
+        self.assertEqual((again.seq, again.engagement_uid), (e2.seq, e2.engagement_uid))
+        client.report("impression", again)
+        subscription.ack(again)
+        e3 = self.next_event(subscription, "engagement")
+        self.assertEqual(e3.engagement_uid, uids[2])
+        self.assert_quiet(subscription, "engagement", 1.0)
+
     def test_gap_is_surfaced(self) -> None:
         self.rig.start(journal={"retention_events": 2})
         self.daemon.wait_identified()

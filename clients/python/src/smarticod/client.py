@@ -12,7 +12,7 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional, Union
 
 from .errors import (ClientTimeout, DaemonUnavailable, ProtocolError, SmarticoError,
                      error_from_answer)
-from .events import EVENT_NAMES, Event
+from .events import EVENT_NAMES, JOURNALED_EVENTS, Event
 
 #: What :meth:`Client._read_object` returns for an event it queued.
 _EVENT: Dict[str, Any] = {}
@@ -361,9 +361,11 @@ class Client:
           what the name acknowledged, and survives restarts of the app and of the daemon.
         - ``follow``: when the daemon goes away, reconnect (0.1 s doubling to
           ``max_retry_delay``; raise :class:`~smarticod.DaemonUnavailable` after
-          ``give_up_after`` seconds away, None: never) and resume where the app is: after
-          the last seq received, or from the durable cursor. Events are handed out in order,
-          once each, without a gap.
+          ``give_up_after`` seconds away, None: never) and resume where the app is. Without
+          ``durable``: after the last seq received (``since``), so events come in order, once
+          each, without a gap. With ``durable``: from the name's cursor; what the app has
+          processed is not handed out again, the event it holds unfinished (not acknowledged)
+          and everything after it is (at least once, never lost).
         - ``auto_ack`` (durable only): an event counts as processed when the app asks for the
           next one, or leaves the ``with`` block of the subscription without an exception;
           processed events are acknowledged before the client waits for more. With
@@ -456,6 +458,14 @@ class Subscription:
             if since is not None and since >= 0:
                 args["since"] = since
         was_resume = self._subscribed
+        if was_resume and self.durable is not None:
+            # The replay from the cursor brings back every journaled event after it: the ones
+            # received and not handed out yet, and the one the app holds and has not finished
+            # (not acknowledged; with auto_ack, it has not asked for the next one).
+            kept = [e for e in client._events if e.get("event") not in JOURNALED_EVENTS]
+            client._events.clear()
+            client._events.extend(kept)
+            self._delivered = self._processed
         result = client.call("subscribe", **args)
         last = result.get("last_seq") if isinstance(result, dict) else None
         self.daemon_last_seq = last if isinstance(last, int) else None
