@@ -13,12 +13,18 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[3]
+
+try:
+    import smarticod  # noqa: F401  (installed: pip install ./clients/python)
+except ImportError:  # run from the tree without installing
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 LABEL_KEY = "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
 
 
