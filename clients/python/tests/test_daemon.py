@@ -120,6 +120,36 @@ class OpsTests(DaemonTestCase):
         self.assertEqual(reported[0].get("activityType"), 31)
 
 
+    def test_request_and_other_control_ops(self) -> None:
+        self.rig.start()
+        self.daemon.wait_identified()
+        client = self.client()
+        answer = client.request({"cid": 500}, timeout_ms=10000)
+        self.assertEqual(answer["cid"], 501)
+        self.assertTrue(answer["levels"])
+        self.assertEqual(client.log_level("debug"), {"level": "debug", "previous": "info"})
+        self.assertTrue(client.language("pt-br")["uuid"])
+        self.assertTrue(client.event("client_test", {"n": 1})["uuid"])
+
+        def arrived():
+            return [m for m in self.sim.received([9]) if m.get("eventType") == "client_test"]
+        event = wait_until(arrived, TIMEOUT)
+        self.assertTrue(event, self.rig.diagnostics())
+        self.assertEqual(event[0]["payload"], {"n": 1})
+
+    def test_since_replays_the_journal(self) -> None:
+        self.rig.start()
+        self.daemon.wait_identified()
+        uids = [self.sim.emit_engagement("alice") for _ in range(3)]
+        self.assertTrue(wait_until(lambda: self.daemon.status()["journal"]["last_seq"] >= 3, TIMEOUT))
+        client = self.client()
+        with self.assertRaises(ValueError):
+            client.subscribe(types=["engagements"])
+        subscription = client.subscribe(types=["engagement"], since=0, follow=False)
+        got = [self.next_event(subscription, "engagement") for _ in uids]
+        self.assertEqual([e.engagement_uid for e in got], uids)
+
+
 class ErrorTests(DaemonTestCase):
     def test_bad_request_and_unknown_op(self) -> None:
         self.rig.start()
