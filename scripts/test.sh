@@ -16,3 +16,10 @@ echo "==> testing"
 # machine, not for all of them at once on 2 cores in a debug build; run together they
 # starved each other (15 CPU-minutes of contention) until waits expired.
 swift test --skip-build --no-parallel
+echo "==> testing the Python client (clients/python) against the built daemon and simulator"
+"$SMARTICO_TEST_PYTHON" -m pip install -q --disable-pip-version-check ./clients/python
+SMARTICOD_BIN="$ROOT/.build/debug/smarticod" SMARTICO_SIM_BIN="$ROOT/.build/debug/smartico-sim" \
+    "$SMARTICO_TEST_PYTHON" -m unittest discover -s clients/python/tests -v
+echo "==> testing the Node.js client (clients/node; needs node >= 18)"
+SMARTICOD_BIN="$ROOT/.build/debug/smarticod" SMARTICO_SIM_BIN="$ROOT/.build/debug/smartico-sim" \
+    node --test clients/node/test/*.test.js
