@@ -11,6 +11,8 @@ need_apt=()
 for pkg in libssl-dev zlib1g-dev libsqlite3-dev pkg-config openssl python3-venv; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
 done
+# Node.js (18 or newer) runs the Node client's tests; Debian's nodejs when none is on PATH.
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "==> installing system packages: ${need_apt[*]}"
     $SUDO apt-get update -qq
