@@ -151,6 +151,9 @@ final class MetricsTextfileWriter: Sendable {
         var busy = false
         /// The error of the last write, as logged; nil after a success.
         var lastError: String?
+        /// Paths no longer configured: a write to one that was under way when it was removed
+        /// removes its file again.
+        var retired: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -167,6 +170,7 @@ final class MetricsTextfileWriter: Sendable {
         let started = state.withLock { s -> Bool in
             if s.busy { return false }
             s.busy = true
+            s.retired.remove(path)
             return true
         }
         guard started else {
@@ -175,12 +179,15 @@ final class MetricsTextfileWriter: Sendable {
         }
         pool.submit { [self] in
             let error = Self.writeAtomically(Array(text.utf8), to: path)
-            let previous = state.withLock { s -> String?? in
+            let (retired, previous) = state.withLock { s -> (Bool, String??) in
                 s.busy = false
-                guard s.lastError != error else { return .none }
+                guard s.lastError != error else { return (s.retired.contains(path), .none) }
                 defer { s.lastError = error }
-                return .some(s.lastError)
+                return (s.retired.contains(path), .some(s.lastError))
             }
+            // Removed while this write was under way (``remove(_:)``'s own unlink may have run
+            // before the rename).
+            if retired { _ = unlink(path) }
             guard case .some(let before) = previous else { return }
             if let error {
                 logger.warning("metrics.textfile: \(error); the daemon goes on without it and retries every interval (logged again only if the error changes)")
@@ -192,6 +199,7 @@ final class MetricsTextfileWriter: Sendable {
 
     /// Removes `path` (a textfile no longer configured), on the pool.
     func remove(_ path: String) {
+        state.withLock { _ = $0.retired.insert(path) }
         pool.submit { _ = unlink(path) }
     }
 
