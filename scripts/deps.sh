@@ -28,9 +28,11 @@ fi
 # Python test peers (an independent WebSocket implementation) live in a local venv.
 setup_python_venv() {
     local venv="$ROOT/.venv-test"
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import websockets' 2>/dev/null; then
+    # Re-installed when a package of Tests/python-requirements.txt is missing (one added since
+    # the venv was made).
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import websockets, prometheus_client' 2>/dev/null; then
         echo "==> creating the Python test environment in .venv-test"
-        python3 -m venv "$venv"
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
         "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/Tests/python-requirements.txt"
     fi
     export SMARTICO_TEST_PYTHON="$venv/bin/python"

@@ -99,6 +99,14 @@ func runOp(_ op: String, _ arguments: JSONObject = JSONObject(), options: Global
     }
     if !options.json {
         let result = answer.value["result"] ?? .object(JSONObject())
+        if op == "metrics" {
+            // The exposition text as the daemon made it, for a scraper or a person.
+            guard let text = result["text"]?.stringValue else {
+                throw .badAnswer(path: connection.path, detail: "the metrics answer has no \"text\": \(oneLine(String(decoding: answer.line.prefix(200), as: UTF8.self)))")
+            }
+            Output.text(text)
+            return
+        }
         let lines = op == "status" ? Format.status(result, now: nowMs()) : Format.result(op: op, result)
         for line in lines { Output.line(line) }
     }

@@ -25,7 +25,7 @@ struct Smarticoctl: ParsableCommand {
             """,
         version: SmarticoVersion.string,
         subcommands: [
-            Status.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self, LogLevel.self,
+            Status.self, Metrics.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self, LogLevel.self,
             Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self,
         ]
     )
@@ -54,6 +54,23 @@ struct Status: ParsableCommand {
             """)
     @OptionGroup var options: GlobalOptions
     func run() throws { try runOp("status", options: options) }
+}
+
+struct Metrics: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the daemon's metrics in the Prometheus text format (version 0.0.4).",
+        discussion: """
+            Session state, reconnects, messages to and from the server, events published by \
+            type, outbox depth, subscribers, last error, RSS, uptime and version, as the daemon \
+            answers the metrics op; --json prints the answer line \
+            ({"id":1,"ok":true,"result":{"content_type":…,"text":…}}). Any peer may read them.
+
+            Examples:
+              smarticoctl metrics
+              smarticoctl metrics | grep '^smarticod_session_state'
+            """)
+    @OptionGroup var options: GlobalOptions
+    func run() throws { try runOp("metrics", options: options) }
 }
 
 struct Hello: ParsableCommand {

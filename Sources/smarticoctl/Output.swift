@@ -13,6 +13,9 @@ enum Output {
 
     static func lineBytes(_ bytes: [UInt8]) { write(1, bytes + [0x0A]) }
 
+    /// Text to stdout as is, with a final newline only when it has none.
+    static func text(_ text: String) { write(1, Array(text.utf8) + (text.isEmpty || text.hasSuffix("\n") ? [] : [0x0A])) }
+
     static func error(_ text: String) { write(2, Array(("smarticoctl: " + text).utf8) + [0x0A]) }
 
     /// Text to stderr as is, with a final newline.

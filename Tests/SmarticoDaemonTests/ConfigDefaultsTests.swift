@@ -60,6 +60,8 @@ struct ConfigDefaultsTests {
         #expect(c.outbox.maxMessages == 10000)
         #expect(c.http.publicURL == nil)
         #expect(c.log.level == .info)
+        #expect(c.metrics.textfile == nil)
+        #expect(c.metrics.intervalS == 15)
     }
 
     @Test func programmaticDefaultsMatchTheSpecTable() {

@@ -24,6 +24,9 @@ let ctlCannedStatus: JSONValue = [
     "last_error": ["code": "init_rejected", "message": "the server rejected INIT_SESSION_REQUEST: errCode 100001", "at_ms": 1_700_000_090_000],
 ]
 
+/// A fixed metrics text (two families), as the `metrics` op carries it.
+let ctlCannedMetrics = "# HELP smarticod_reconnects_total Connection attempts to the server after the first.\n# TYPE smarticod_reconnects_total counter\nsmarticod_reconnects_total 2\n# HELP smarticod_session_state The session's state.\n# TYPE smarticod_session_state gauge\nsmarticod_session_state{state=\"ready\"} 1\n"
+
 /// Answers like a daemon would, from canned data, and records every call.
 final class CtlCannedDaemon: Sendable {
     let calls = Mutex<[SocketAPICall]>([])
@@ -47,6 +50,8 @@ final class CtlCannedDaemon: Sendable {
             return .failure(SocketAPIError(.notImplemented, "push_report needs the HTTP API, not built yet"))
         case .logLevel(let level):
             return .success(["level": .string(level.rawValue), "previous": "info"])
+        case .metrics:
+            return .success(["content_type": .string(DaemonMetrics.contentType), "text": .string(ctlCannedMetrics)])
         case .session(let request):
             switch request {
             case .identify(let user, _) where user == "bad-hash":

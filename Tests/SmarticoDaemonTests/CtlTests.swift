@@ -11,7 +11,7 @@ import Transport
 struct CtlTests {
     static let subcommands = [
         "status", "hello", "tail", "identify", "logout", "login", "push-token", "language", "event", "report",
-        "minigame-ack", "push-report", "send", "request", "bridge", "log-level",
+        "minigame-ack", "push-report", "send", "request", "bridge", "log-level", "metrics",
     ]
 
     @Test func everySubcommandHasHelpWithExamples() async throws {

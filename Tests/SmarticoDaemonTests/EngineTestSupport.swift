@@ -356,7 +356,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
     /// Writes the configuration. `session`: extra keys of `session` (e.g. keepalive).
     func writeConfig(url: String, user: String? = "alice", hash: String? = "h", hashCommand: [String]? = nil,
                      session: JSONObject = [:], client: JSONObject = [:], socket: JSONObject = [:],
-                     journal: JSONObject = [:], logLevel: String = "debug") throws {
+                     journal: JSONObject = [:], metrics: JSONObject = [:], logLevel: String = "debug") throws {
         var userObject: JSONObject = [:]
         if let user { userObject["ext_user_id"] = .string(user) }
         if let hash { userObject["hash"] = .string(hash) }
@@ -378,6 +378,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
             "log": ["level": .string(logLevel)],
         ]
         if !journal.isEmpty { config["journal"] = .object(journal) }
+        if !metrics.isEmpty { config["metrics"] = .object(metrics) }
         try Data(config.serialized()).write(to: URL(fileURLWithPath: configPath))
     }
 

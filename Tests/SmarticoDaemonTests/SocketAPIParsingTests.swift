@@ -51,12 +51,13 @@ struct SocketAPIParsingTests {
         #expect(try request(#"{"op":"bridge","message":{"bcid":7,"props":{}}}"#) == .session(.bridge(["bcid": 7, "props": [:]])))
         #expect(try request(#"{"op":"log_level","level":"debug"}"#) == .logLevel(.debug))
         #expect(try request(#"{"op":"log_level","level":"critical"}"#) == .logLevel(.critical))
+        #expect(try request(#"{"op":"metrics"}"#) == .metrics)
         // null counts as absent for optional arguments
         #expect(try request(#"{"op":"identify","ext_user_id":"u","hash":null}"#) == .session(.identify(extUserID: "u", hash: nil)))
     }
 
     @Test func everyOpIsKnown() throws {
-        #expect(SocketOp.allCases.count == 19)
+        #expect(SocketOp.allCases.count == 20)
         for op in SocketOp.allCases {
             let parsed = SocketRequestParser.parse(#"{"op":"\#(op.rawValue)"}"#)
             if case .failure(let e) = parsed.request { #expect(e.code == .badRequest, "\(op): \(e)") }

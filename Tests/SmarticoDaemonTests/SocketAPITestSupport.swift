@@ -209,6 +209,8 @@ final class FakeSocketHandler: SocketAPIHandler {
             reply.fail(SocketAPIError(.notImplemented, "push_report needs the HTTP API, not built yet"))
         case .logLevel(let level):
             reply.succeed(["level": .string(level.rawValue), "previous": "info"])
+        case .metrics:
+            reply.succeed(["content_type": "text/plain; version=0.0.4; charset=utf-8", "text": "smarticod_subscribers 0\n"])
         case .session(let request):
             switch request {
             case .event(let type, _) where type == "fail_server":

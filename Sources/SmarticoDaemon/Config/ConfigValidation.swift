@@ -127,6 +127,10 @@ extension DaemonConfig {
         if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
             v.add("http.public_url", problem.message)
         }
+        if let textfile = metrics.textfile, v.absolutePath("metrics.textfile", textfile), textfile.hasSuffix("/") {
+            v.add("metrics.textfile", "must name a file, not a directory, got \(ConfigJSON.quoted(textfile)); e.g. \"/var/lib/node_exporter/textfile_collector/smarticod.prom\"")
+        }
+        v.range("metrics.interval_s", metrics.intervalS, Metrics.intervalRange, note: " (seconds between rewrites of metrics.textfile)")
         return v.problems
     }
 

@@ -25,6 +25,7 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
     public var outbox: Outbox
     public var http: HTTP
     public var log: Log
+    public var metrics: Metrics
 
     public static let defaultStateDir = "/var/lib/smarticod"
 
@@ -39,7 +40,8 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
         journal: Journal = Journal(),
         outbox: Outbox = Outbox(),
         http: HTTP = HTTP(),
-        log: Log = Log()
+        log: Log = Log(),
+        metrics: Metrics = Metrics()
     ) {
         self.server = server
         self.client = client
@@ -51,6 +53,7 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
         self.outbox = outbox
         self.http = http
         self.log = log
+        self.metrics = metrics
     }
 
     /// Every default, with `labelKey` as `server.label_key`.
@@ -61,7 +64,7 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case server, client, user, session, socket
         case stateDir = "state_dir"
-        case journal, outbox, http, log
+        case journal, outbox, http, log, metrics
     }
 
     init(config c: ConfigObject<CodingKeys>) {
@@ -80,6 +83,7 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
         outbox = c.section(.outbox, default: Outbox())
         http = c.section(.http, default: HTTP())
         log = c.section(.log, default: Log())
+        metrics = c.section(.metrics, default: Metrics())
     }
 
     /// Every key of the file as a dotted path (for "did you mean" and for the docs test).
@@ -101,6 +105,7 @@ public struct DaemonConfig: Sendable, Equatable, Encodable, ConfigSection {
         add("outbox", Outbox.CodingKeys.self)
         add("http", HTTP.CodingKeys.self)
         add("log", Log.CodingKeys.self)
+        add("metrics", Metrics.CodingKeys.self)
         return keys
     }()
 }
@@ -623,6 +628,32 @@ extension DaemonConfig {
 
         init(config c: ConfigObject<CodingKeys>) {
             level = c.field(.level, default: .info, expect: LogLevel.expectation)
+        }
+    }
+
+    /// `metrics.*`: the Prometheus text file for node_exporter's textfile collector (the `metrics`
+    /// op answers whatever these say).
+    public struct Metrics: Sendable, Equatable, Encodable, ConfigSection {
+        /// `metrics.textfile`: the file rewritten every `interval_s`; null (the default): none.
+        public var textfile: String?
+        /// `metrics.interval_s`: seconds between rewrites; default 15.
+        public var intervalS: Int
+
+        public static let intervalRange = 1...3600
+
+        public init(textfile: String? = nil, intervalS: Int = 15) {
+            self.textfile = textfile
+            self.intervalS = intervalS
+        }
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case textfile
+            case intervalS = "interval_s"
+        }
+
+        init(config c: ConfigObject<CodingKeys>) {
+            textfile = c.optional(.textfile, expect: Expect.absolutePath)
+            intervalS = c.field(.intervalS, default: 15, expect: Expect.integer(Metrics.intervalRange))
         }
     }
 }

@@ -13,10 +13,13 @@ extension DaemonConfig {
     /// neither present nor creatable (when `socketDirectory` is true; the daemon itself reports
     /// it at start with exit 73); the placeholder label key (a warning when `server.url` points at
     /// a loopback host, as the simulator does in the demo and the tests; an error otherwise);
-    /// a `ws://` URL to a host that is not loopback (a warning: traffic in the clear).
+    /// a `ws://` URL to a host that is not loopback (a warning: traffic in the clear); when
+    /// `metricsDirectory` is true, a `metrics.textfile` directory that is neither writable nor
+    /// creatable (the daemon keeps running when it cannot write there, with a warning in its log),
+    /// and a `metrics.textfile` name node_exporter's textfile collector would not read (a warning).
     ///
     /// Blocking file-system calls: call it from the main thread before the daemon starts.
-    public func hostProblems(socketDirectory: Bool) -> [ConfigProblem] {
+    public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         let endpoint: WebSocketEndpoint? = server.url.flatMap { try? WebSocketEndpoint.parse($0).get() }
         let loopback = endpoint.map { Self.isLoopback(host: $0.host) } ?? false
@@ -59,6 +62,20 @@ extension DaemonConfig {
         if socketDirectory, let problem = Self.socketDirectoryProblem(socket.path) {
             problems.append(ConfigProblem(key: "socket.path", message: problem))
         }
+        if metricsDirectory, let textfile = metrics.textfile {
+            if let problem = Self.directoryProblem(
+                Self.directoryOf(textfile), what: "the directory of metrics.textfile",
+                fix: "choose another metrics.textfile, fix the permissions, or set it to null")
+            {
+                problems.append(ConfigProblem(key: "metrics.textfile", message: problem))
+            }
+            if !textfile.hasSuffix(".prom") {
+                problems.append(ConfigProblem(
+                    key: "metrics.textfile",
+                    message: "\(textfile) does not end in .prom: node_exporter's textfile collector reads only *.prom files",
+                    severity: .warning))
+            }
+        }
         return problems
     }
 
@@ -80,25 +97,31 @@ extension DaemonConfig {
     /// the first existing ancestor (or the directory itself) must be a directory the daemon can
     /// write and search.
     static func socketDirectoryProblem(_ path: String) -> String? {
-        let directory = directoryOf(path)
+        directoryProblem(directoryOf(path), what: "the socket's directory", fix: "choose another socket.path or fix the permissions")
+    }
+
+    /// Why `directory` (`what`, e.g. "the socket's directory") cannot be used or created, or nil
+    /// when it can: the first existing ancestor (or the directory itself) must be a directory the
+    /// daemon can write and search. `fix` says what to do about a permission problem.
+    static func directoryProblem(_ directory: String, what whatDirectory: String, fix: String) -> String? {
         var candidate = directory
         while true {
             var info = stat()
             if stat(candidate, &info) == 0 {
                 if info.st_mode & S_IFMT != S_IFDIR {
-                    return "the socket's directory \(directory) cannot be created: \(candidate) is not a directory"
+                    return "\(whatDirectory) \(directory) cannot be created: \(candidate) is not a directory"
                 }
                 if access(candidate, W_OK | X_OK) != 0 {
                     let reason = String(cString: strerror(errno))
-                    let what = candidate == directory ? "the socket's directory \(directory) is not writable" : "the socket's directory \(directory) cannot be created in \(candidate)"
-                    return "\(what): \(reason); choose another socket.path or fix the permissions"
+                    let what = candidate == directory ? "\(whatDirectory) \(directory) is not writable" : "\(whatDirectory) \(directory) cannot be created in \(candidate)"
+                    return "\(what): \(reason); \(fix)"
                 }
                 return nil
             }
             let error = errno
             // ENOTDIR: an ancestor is not a directory; walking up finds it and says so.
             guard error == ENOENT || error == ENOTDIR, candidate != "/", candidate != "." else {
-                return "the socket's directory \(directory) is unusable: \(candidate): \(String(cString: strerror(error)))"
+                return "\(whatDirectory) \(directory) is unusable: \(candidate): \(String(cString: strerror(error)))"
             }
             candidate = directoryOf(candidate)
         }

@@ -32,6 +32,8 @@ enum DriverInput: Sendable {
     case trimMemory
     /// A local peer with a large queue went away: trim once things are quiet.
     case peerReleasedMemory
+    /// Every `metrics.interval_s`: rewrite `metrics.textfile`.
+    case writeMetrics
 }
 
 /// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.
@@ -151,7 +153,7 @@ final class DriverSocketHandler: SocketAPIHandler {
             reply.fail(SocketAPIError(
                 .notImplemented,
                 "push_report is not implemented in this version of smarticod (Smartico's public HTTP API client is not built yet); nothing was stored"))
-        case .status, .session, .logLevel:
+        case .status, .session, .logLevel, .metrics:
             if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }

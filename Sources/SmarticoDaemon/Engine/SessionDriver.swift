@@ -65,6 +65,14 @@ actor SessionDriver {
     private var requestsOfPeer: [UInt64: Set<SessionRequestID>] = [:]
     private var peerOfRequest: [SessionRequestID: UInt64] = [:]
     private var nextRequestID: UInt64 = 1
+    /// When the driver was made (the daemon's start, for the metrics).
+    private let startedAtMs = SessionDriver.wallClockMs()
+    /// Events handed to the socket server to publish, by name (the metrics' events by type).
+    private var eventsPublished: [String: Int] = [:]
+    /// Rewrites `metrics.textfile` on the blocking pool.
+    private let metricsWriter: MetricsTextfileWriter
+    /// Fires every `metrics.interval_s` while `metrics.textfile` is set.
+    private var metricsTimer: LoopTimer?
     private var stopped = false
     private var terminating = false
 
@@ -89,6 +97,7 @@ actor SessionDriver {
         let inbox = DriverInbox()
         self.inbox = inbox
         socketHandler = DriverSocketHandler(inbox: inbox, logger: logger)
+        metricsWriter = MetricsTextfileWriter(pool: loop.blockingPool, logger: logger)
     }
 
     // MARK: Entry points (any thread)
@@ -129,6 +138,8 @@ actor SessionDriver {
         maintenanceTimer = maintenance
         let trim = LoopTimer(loop: loop) { inbox.yield(.trimMemory) }
         trimTimer = trim
+        metricsTimer = LoopTimer(loop: loop) { inbox.yield(.writeMetrics) }
+        if config.config.metrics.textfile != nil { metricsTimer?.schedule(after: .zero) }
         await process(.maintenance)
         await feed(.start(snapshot))
         var leftover: [DriverInput] = []
@@ -167,6 +178,8 @@ actor SessionDriver {
         maintenanceTimer = nil
         trimTimer?.invalidate()
         trimTimer = nil
+        metricsTimer?.invalidate()
+        metricsTimer = nil
         for connection in connections.values { connection.abort() }
         connections.removeAll()
         // A hash command still running (its answer would go nowhere) does not outlive the daemon.
@@ -247,6 +260,10 @@ actor SessionDriver {
             maintenanceTimer?.schedule(after: Self.maintenanceInterval)
         case .peerReleasedMemory:
             trimTimer?.schedule(after: Self.trimDelay)
+        case .writeMetrics:
+            guard let path = config.config.metrics.textfile else { return }
+            metricsWriter.write(await metrics().text, to: path)
+            metricsTimer?.schedule(after: .seconds(config.config.metrics.intervalS))
         case .trimMemory:
             // The heap is trimmed by `run` once this batch is done, with these pages among those
             // it returns.
@@ -258,7 +275,9 @@ actor SessionDriver {
                 notify { try $0.ready(status: "reload refused: the configuration file has \(error.problems.count) problem(s)") }
             case .success(let newConfig):
                 logger.info("configuration reloaded", metadata: ["reconnect": "\(newConfig.requiresReconnect(from: config))"])
+                let previousMetrics = config.config.metrics
                 config = newConfig
+                applyMetricsChange(from: previousMetrics)
                 connectOptions = newConfig.webSocketConnectOptions
                 logger.logLevel = newConfig.logLevel.loggerLevel
                 await store.updateOptions(Daemon.storeOptions(newConfig))
@@ -287,6 +306,8 @@ actor SessionDriver {
             requestsOfPeer[peer, default: []].insert(id)
             peerOfRequest[id] = peer
             await feed(.request(id, request))
+        case .metrics:
+            reply.succeed(["content_type": .string(DaemonMetrics.contentType), "text": .string(await metrics().text)])
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: machine.state))
         case .pushReport:
@@ -300,6 +321,44 @@ actor SessionDriver {
                           metadata: ["conn": "\(peer)"])
             reply.succeed(.object(["level": .string(level.rawValue), "previous": .string(previous.rawValue)]))
         }
+    }
+
+    // MARK: Metrics
+
+    /// The daemon's metrics now (the `metrics` op, `metrics.textfile`): the machine's counters,
+    /// the events published, the store's outbox, the server's peers, the RSS (read on the pool).
+    private func metrics() async -> DaemonMetrics {
+        let outbox = try? await store.outboxStatus()
+        let resident = await loop.blockingPool.run { DaemonMetrics.residentBytes() }
+        let lastError = machine.lastError.map { (code: $0.code, atMs: $0.atMs) }
+        return DaemonMetrics(
+            version: SmarticoVersion.string, startMs: startedAtMs, nowMs: Self.wallClockMs(),
+            state: machine.state, stateSinceMs: machine.stateSinceMs,
+            reconnects: machine.counters.reconnects, messagesIn: machine.counters.messagesIn,
+            messagesOut: machine.counters.messagesOut, eventsPublished: eventsPublished,
+            outboxDepth: outbox?.depth, outboxOldestMs: outbox?.oldestMs,
+            subscribers: server.subscriberCount, connections: server.connectionCount,
+            lastError: lastError, residentBytes: resident)
+    }
+
+    /// A reload changed `metrics.*` (or not): a textfile no longer configured is removed (it
+    /// would show a stale state forever); a new path or interval is written now, then every
+    /// interval; none stops the timer.
+    private func applyMetricsChange(from previous: DaemonConfig.Metrics) {
+        let current = config.config.metrics
+        guard current != previous else { return }
+        if let old = previous.textfile, old != current.textfile { metricsWriter.remove(old) }
+        if current.textfile != nil {
+            metricsTimer?.schedule(after: .zero)
+        } else {
+            metricsTimer?.cancel()
+        }
+    }
+
+    /// Hands the events to the server to publish, counting them by name.
+    private func publish(_ events: [PreparedEvent]) {
+        for event in events { eventsPublished[event.name, default: 0] += 1 }
+        server.publish(events)
     }
 
     /// Hands `first` to the machine, performs its actions in order and feeds the store results
@@ -604,7 +663,7 @@ actor SessionDriver {
                 continue
             }
             if let failure {
-                server.publish(ready)
+                publish(ready)
                 ready = []
                 journalFailed(event.name, failure, now: event.tsMs)
             } else if let seq = next.next() ?? nil {
@@ -613,17 +672,19 @@ actor SessionDriver {
                 logger.debug("repeat dropped", metadata: ["event": "\(event.name)", "engagement_uid": "\(event.loggedUID ?? "")"])
             }
         }
-        server.publish(ready)
+        publish(ready)
     }
 
     /// An event that could not be journaled is not shown to anyone (it would not be replayable);
     /// subscribers get an `error` event saying so.
     private func journalFailed(_ name: String, _ error: StoreError, now: Int64) {
         logger.error("journal write failed, \(name) event dropped: \(error)")
-        server.publish(DaemonEvent(name: "error", data: .object([
+        var data: [UInt8] = []
+        JSONValue.object([
             "code": "journal_write_failed",
             "message": .string("an event of type \(name) could not be journaled and was dropped: \(error)"),
-        ]), journaled: false), seq: nil, tsMs: now)
+        ]).serialize(into: &data)
+        publish([PreparedEvent(name: "error", seq: nil, tsMs: now, data: data)])
     }
 
     private func storeWork(_ what: String, _ body: (SmarticoStore) async throws -> Void) async {

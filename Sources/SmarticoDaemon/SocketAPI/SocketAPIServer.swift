@@ -534,6 +534,7 @@ public final class SocketAPIServer: CustomStringConvertible,
         case .forget(let name): forget(peer, id: id, name: name)
         case .hello: dispatch(.hello, peer: peer, id: id)
         case .status: dispatch(.status, peer: peer, id: id)
+        case .metrics: dispatch(.metrics, peer: peer, id: id)
         case .session(let r):
             if case .request = r {
                 guard peer.pendingRequests < configuration.maxPendingRequestsPerPeer else {

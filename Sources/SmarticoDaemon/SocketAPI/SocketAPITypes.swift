@@ -64,12 +64,14 @@ public enum SocketOp: String, Sendable, Equatable, CaseIterable {
     case send, request, bridge
     /// Sets the daemon's log level until the next restart or reload (control role).
     case logLevel = "log_level"
+    /// The daemon's metrics in the Prometheus text format (read role).
+    case metrics
 
     /// Ops of the read role, which any peer may use; the others (the control role) need root, the
     /// daemon's uid, or a peer listed in `socket.control_uids`/`control_gids`.
     public var isReadOnly: Bool {
         switch self {
-        case .hello, .status, .subscribe, .unsubscribe, .ack, .forget: true
+        case .hello, .status, .metrics, .subscribe, .unsubscribe, .ack, .forget: true
         default: false
         }
     }
@@ -122,6 +124,7 @@ public enum SocketRequest: Sendable, Equatable {
     case pushReport(PushReportRequest)
     /// `log_level`: the daemon's new level.
     case logLevel(Logger.Level)
+    case metrics
     /// `identify`, `logout`, `login`, `push_token`, `language`, `event`, `report`, `minigame_ack`,
     /// `send`, `request`, `bridge`: handed to the session as they are.
     case session(SessionRequest)
@@ -136,6 +139,7 @@ public enum SocketRequest: Sendable, Equatable {
         case .forget: .forget
         case .pushReport: .pushReport
         case .logLevel: .logLevel
+        case .metrics: .metrics
         case .session(let request):
             switch request {
             case .identify: .identify
@@ -165,6 +169,8 @@ public enum SocketAPICall: Sendable, Equatable {
     case pushReport(PushReportRequest)
     /// Set the daemon's log level; answer `{"level", "previous"}`.
     case logLevel(Logger.Level)
+    /// Answer `{"content_type", "text"}`: the metrics in the Prometheus text format (``DaemonMetrics``).
+    case metrics
 }
 
 /// Who sent a request.

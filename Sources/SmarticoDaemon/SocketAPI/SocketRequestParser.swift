@@ -70,6 +70,7 @@ public enum SocketRequestParser {
         switch op {
         case .hello: request = .hello
         case .status: request = .status
+        case .metrics: request = .metrics
         case .unsubscribe: request = .unsubscribe
         case .logout: request = .session(.logout)
         case .login: request = .session(.login)
