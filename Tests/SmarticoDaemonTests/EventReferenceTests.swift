@@ -294,7 +294,7 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         // bob's identify is answered later; alice's messages must go under alice first, but her
         // hash command fails now: they are dropped.
         _ = try? await ops.request("identify", ["ext_user_id": "bob"], timeoutMs: 300)
-        FileManager.default.createFile(atPath: setup.dir + "/fail-alice", contents: nil)
+        #expect(FileManager.default.createFile(atPath: setup.dir + "/fail-alice", contents: nil))
         _ = try await sim.control(["op": "fault", "kind": "clear"])
         #expect(await app.event(where: Self.isData("code", "hash_command_failed")) != nil, "log:\n\(setup.log)")
         let dropped = await app.event(where: Self.isData("code", "outbox_dropped"))
