@@ -433,10 +433,15 @@ func eventually(timeout: Duration = .seconds(15), _ condition: () async throws -
 
 /// A hash command for a simulator started with `--hash-salt salt`: prints
 /// `md5(lower(user:salt:validity)):validity`, validity one hour from now in ms (fresh each run).
-func writeHashScript(dir: String, salt: String) throws -> String {
+/// `failWhenMarked`: it fails (exit 3, a line on stderr) for a user while `<dir>/fail-<user>` exists.
+func writeHashScript(dir: String, salt: String, failWhenMarked: Bool = false) throws -> String {
     let path = dir + "/hash.sh"
+    let failure = failWhenMarked
+        ? #"if [ -e "\#(dir)/fail-$SMARTICO_EXT_USER_ID" ]; then echo "no hash for $SMARTICO_EXT_USER_ID here (test)" >&2; exit 3; fi"#
+        : ""
     let script = """
         #!/bin/sh
+        \(failure)
         v=$(( $(date +%s%N) / 1000000 + 3600000 ))
         h=$(printf '%s' "$SMARTICO_EXT_USER_ID:\(salt):$v" | tr 'A-Z' 'a-z' | md5sum | cut -d' ' -f1)
         echo "$h:$v"

@@ -164,22 +164,6 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         return out
     }
 
-    /// A hash command for the sim's salt that fails for a user while `<dir>/fail-<user>` exists.
-    static func writeHashScript(dir: String) throws -> String {
-        let path = dir + "/hash.sh"
-        let script = """
-            #!/bin/sh
-            if [ -e "\(dir)/fail-$SMARTICO_EXT_USER_ID" ]; then echo "no hash for $SMARTICO_EXT_USER_ID here (test)" >&2; exit 3; fi
-            v=$(( $(date +%s%N) / 1000000 + 3600000 ))
-            h=$(printf '%s' "$SMARTICO_EXT_USER_ID:\(salt):$v" | tr 'A-Z' 'a-z' | md5sum | cut -d' ' -f1)
-            echo "$h:$v"
-
-            """
-        try Data(script.utf8).write(to: URL(fileURLWithPath: path))
-        chmod(path, 0o755)
-        return path
-    }
-
     static func isData(_ key: String, _ value: String) -> @Sendable (JSONObject) -> Bool {
         { $0["data"]?[key]?.stringValue == value }
     }
@@ -201,7 +185,7 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         let setup = try DaemonSetup()
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", Self.salt, "--template-bytes", "64"])
-        let script = try Self.writeHashScript(dir: setup.dir)
+        let script = try writeHashScript(dir: setup.dir, salt: Self.salt, failWhenMarked: true)
         try setup.writeConfig(url: sim.serverURL, user: "alice", hash: nil, hashCommand: ["/bin/sh", script],
                               journal: ["retention_events": 2])
         // outbox.max_messages small enough to fill.
