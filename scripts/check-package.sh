@@ -243,7 +243,7 @@ if ! diff -u "$T/deb.list" "$T/tgz.list" >"$T/list.diff"; then
 fi
 ok "$(wc -l <"$T/deb.list") entries, the same names, modes, owners and sizes in both"
 
-echo "--> install, upgrade, remove, purge with dpkg (in a throwaway copy of this system)"
+echo "--> install, upgrade, remove, purge with dpkg, then the tarball by hand (in a throwaway copy of this system)"
 # dpkg -i for real, with the maintainer scripts, in a chroot on an overlay of / (a private mount
 # namespace: nothing reaches this machine). Needs root and the right to mount (CAP_SYS_ADMIN).
 if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null 2>&1; then
@@ -252,6 +252,7 @@ else
     O="$T/overlay"
     mkdir -p "$O/upper" "$O/work" "$O/merged" "$O/pkg"
     cp "$DEB" "$O/pkg/smarticod.deb"
+    cp "$TGZ" "$O/pkg/smarticod.tar.gz"
     cat >"$O/pkg/inside.sh" <<'EOF'
 set -eu
 step() { echo "    $*"; }
@@ -281,6 +282,25 @@ dpkg -P smarticod >/pkg/purge.log 2>&1 || { cat /pkg/purge.log >&2; bad "dpkg -P
 getent passwd smarticod >/dev/null || bad "dpkg -P removed the user (Debian keeps it)"
 [ ! -e /etc/systemd/system/sockets.target.wants/smarticod.socket ] || bad "dpkg -P left the socket enabled"
 step "purge: /etc/smarticod, /var/lib/smarticod and the statoverride are gone; the user smarticod stays"
+# The tarball, with the steps of docs/operations.md (all but systemctl: no systemd runs here).
+tar -xzf /pkg/smarticod.tar.gz -C / --no-overwrite-dir
+systemd-sysusers smarticod.conf
+chgrp smarticod /etc/smarticod/config.json
+systemd-tmpfiles --create smarticod.conf
+[ -x /usr/sbin/smarticod ] && [ -s /usr/share/man/man8/smarticod.8.gz ] || bad "the tarball did not install /usr/sbin/smarticod and its man page"
+[ "$(stat -c '%U:%G %a' /etc/smarticod/config.json)" = "root:smarticod 640" ] || bad "tarball: the config is $(stat -c '%U:%G %a' /etc/smarticod/config.json)"
+[ "$(stat -c '%U %a' /var/lib/smarticod)" = "smarticod 700" ] || bad "tarball: /var/lib/smarticod is $(stat -c '%U %a' /var/lib/smarticod)"
+sed -i 's/00000000-0000-0000-0000-000000000000-2/6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2/' /etc/smarticod/config.json
+tar -xzf /pkg/smarticod.tar.gz -C / --no-overwrite-dir --exclude=./etc/smarticod/config.json
+grep -q 6816f0c2 /etc/smarticod/config.json || bad "the tarball upgrade replaced the edited config"
+step "tarball: extract, sysusers, chgrp, tmpfiles give the same owners and modes; the upgrade keeps the edited config"
+tar -tzf /pkg/smarticod.tar.gz | grep -v '/$' | grep -v '^\./etc/' | sed 's#^\.##' | xargs rm -f --
+rmdir /usr/share/doc/smarticod
+for f in /usr/sbin/smarticod /usr/bin/smarticoctl /usr/lib/systemd/system/smarticod.service /usr/share/man/man1/smarticoctl.1.gz; do
+    [ ! -e "$f" ] || bad "the tarball uninstall left $f"
+done
+[ -f /etc/smarticod/config.json ] || bad "the tarball uninstall removed the config"
+step "tarball: the uninstall removes every file but the config"
 EOF
     if unshare -m sh -c "mount -t overlay overlay -o lowerdir=/,upperdir=$O/upper,workdir=$O/work $O/merged" 2>"$T/mount.err"; then
         unshare -m sh -c "
@@ -290,7 +310,7 @@ EOF
             mkdir -p $O/merged/pkg
             mount --bind $O/pkg $O/merged/pkg
             chroot $O/merged /bin/sh /pkg/inside.sh" || fail "the maintainer scripts failed (above)"
-        ok "dpkg -i, dpkg -i again, dpkg -r, dpkg -P: the maintainer scripts did what docs/operations.md says"
+        ok "dpkg -i, dpkg -i again, dpkg -r, dpkg -P, and the tarball's install, upgrade and uninstall: as docs/operations.md says"
     else
         skip "the maintainer scripts were NOT run: cannot mount an overlay here ($(cat "$T/mount.err"))"
     fi

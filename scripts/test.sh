@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian/Ubuntu machine: installs what it
-# needs, builds, and runs every test target.
+# needs, builds, runs every test target, then builds the release package and checks it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,3 +16,7 @@ echo "==> testing"
 # machine, not for all of them at once on 2 cores in a debug build; run together they
 # starved each other (15 CPU-minutes of contention) until waits expired.
 swift test --skip-build --no-parallel
+echo "==> packaging (release build in .build-release)"
+bash scripts/package.sh
+echo "==> checking the package"
+bash scripts/check-package.sh
