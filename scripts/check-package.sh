@@ -268,7 +268,8 @@ getent passwd smarticod >/dev/null || bad "postinst did not create the user smar
 [ -L /etc/systemd/system/sockets.target.wants/smarticod.socket ] || bad "postinst did not enable smarticod.socket"
 [ -L /etc/systemd/system/multi-user.target.wants/smarticod.service ] || bad "postinst did not enable smarticod.service"
 grep -q "does not pass" /pkg/install.log || bad "postinst did not say that the placeholder config keeps the service from starting"
-step "install: user smarticod, config root:smarticod 0640, /var/lib/smarticod 0700, socket and service enabled"
+verify="$(dpkg --verify smarticod 2>&1)"; [ -z "$verify" ] || bad "dpkg --verify smarticod: $verify"
+step "install: user smarticod, config root:smarticod 0640, /var/lib/smarticod 0700, socket and service enabled; dpkg --verify clean"
 sed -i 's/00000000-0000-0000-0000-000000000000-2/6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2/' /etc/smarticod/config.json
 echo state >/var/lib/smarticod/marker
 dpkg -i /pkg/smarticod.deb >/pkg/upgrade.log 2>&1 || { cat /pkg/upgrade.log >&2; bad "dpkg -i (again) failed"; }

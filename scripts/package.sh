@@ -149,7 +149,8 @@ Description: session daemon for Smartico's engagement platform
 EOF
 echo /etc/smarticod/config.json >"$r/DEBIAN/conffiles"
 for s in postinst prerm postrm; do install -m 0755 "packaging/debian/$s" "$r/DEBIAN/$s"; done
-(cd "$r" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$r/DEBIAN/md5sums"
+# md5sums of every file but the conffiles (dpkg tracks those itself), as dh_md5sums writes it.
+(cd "$r" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$r/DEBIAN/md5sums"
 chmod 0644 "$r/DEBIAN/control" "$r/DEBIAN/conffiles" "$r/DEBIAN/md5sums"
 touch -h -d "@$EPOCH" "$r/DEBIAN" "$r/DEBIAN"/*
 
