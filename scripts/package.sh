@@ -76,7 +76,10 @@ doc="$r/usr/share/doc/smarticod"
 install -d "$doc"
 sed -e 's#](docs/#](#g' README.md >"$doc/README.md"
 for f in docs/*.md; do install -m 0644 "$f" "$doc/"; done
-sed -i -e 's#](\.\./config\.example\.json)#](config.example.json)#g' "$doc"/*.md
+sed -i -e 's#](\.\./config\.example\.json)#](config.example.json)#g' \
+    -e 's#](\.\./systemd/smarticod\.\(service\|socket\))#](/usr/lib/systemd/system/smarticod.\1)#g' \
+    -e 's#](\.\./systemd/smarticod\.sysusers)#](/usr/lib/sysusers.d/smarticod.conf)#g' \
+    -e 's#](\.\./systemd/smarticod\.tmpfiles)#](/usr/lib/tmpfiles.d/smarticod.conf)#g' "$doc"/*.md
 install -m 0644 config.example.json "$doc/config.example.json"
 {
     cat packaging/copyright
