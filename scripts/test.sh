@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian/Ubuntu machine: installs what it
-# needs, builds, and runs every test target.
+# needs, builds, runs every test target, then builds the release package and checks it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -29,3 +29,7 @@ else
     # node:test needs Node 18; older distributions (Ubuntu 22.04's nodejs 12) cannot run them.
     echo "==> NOT testing the Node.js client: node $(node --version 2>/dev/null || echo missing) is older than 18"
 fi
+echo "==> packaging (release build in .build-release)"
+bash scripts/package.sh
+echo "==> checking the package"
+bash scripts/check-package.sh

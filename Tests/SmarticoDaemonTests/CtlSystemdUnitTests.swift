@@ -82,8 +82,8 @@ struct CtlSystemdUnitTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let binary = try BuiltExecutable.find("smarticod").path
         let service = try String(contentsOf: unitDir.appendingPathComponent("smarticod.service"), encoding: .utf8)
-        #expect(service.contains("ExecStart=/usr/local/bin/smarticod "))
-        try service.replacingOccurrences(of: "ExecStart=/usr/local/bin/smarticod ", with: "ExecStart=\(binary) ")
+        #expect(service.contains("ExecStart=/usr/sbin/smarticod "))
+        try service.replacingOccurrences(of: "ExecStart=/usr/sbin/smarticod ", with: "ExecStart=\(binary) ")
             .write(to: dir.appendingPathComponent("smarticod.service"), atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(at: unitDir.appendingPathComponent("smarticod.socket"), to: dir.appendingPathComponent("smarticod.socket"))
         return dir
@@ -93,9 +93,11 @@ struct CtlSystemdUnitTests {
     func systemdAnalyzeVerifyAcceptsBothUnits() async throws {
         let dir = try Self.unitsWithBuiltBinary()
         defer { try? FileManager.default.removeItem(at: dir) }
+        // --man=no: the man page of Documentation= is not installed here; scripts/check-package.sh
+        // verifies the units again in the package's unpacked root, with the man page found there.
         let r = try await BuiltExecutable.run(
             URL(fileURLWithPath: systemdAnalyzePath!),
-            ["verify", dir.appendingPathComponent("smarticod.service").path, dir.appendingPathComponent("smarticod.socket").path],
+            ["verify", "--man=no", dir.appendingPathComponent("smarticod.service").path, dir.appendingPathComponent("smarticod.socket").path],
             environment: ["PATH": "/usr/bin:/bin", "SYSTEMD_LOG_COLOR": "0"])
         #expect(r.status == 0 && !r.signaled, "\(r)")
         #expect(r.stderr.isEmpty, "warnings: \(r.stderr)")
