@@ -1,5 +1,11 @@
 import ArgumentParser
+// FoundationEssentials (ProcessInfo), not Foundation: the whole of Foundation links ICU's data
+// into the static binary (some 40 MB).
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Transport
 
 /// Connection options shared by `probe` and `echo`.
@@ -35,8 +41,7 @@ struct ClientArguments: ParsableArguments {
         var headerFields = HTTPHeaders()
         for h in headers {
             guard let colon = h.firstIndex(of: ":") else { throw ValidationError("--header \"\(h)\" is not \"Name: value\"") }
-            headerFields.add(name: String(h[..<colon]).trimmingCharacters(in: .whitespaces),
-                             value: String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            headerFields.add(name: trimmed(h[..<colon]), value: trimmed(h[h.index(after: colon)...]))
         }
         if headerFields["User-Agent"] == nil { headerFields.add(name: "User-Agent", value: "smartico-ws") }
         options.headers = headerFields
@@ -56,9 +61,19 @@ struct ClientArguments: ParsableArguments {
 
 /// Prints one line per step: name, duration, details.
 func printStep(_ step: String, _ duration: Duration, _ detail: String) {
-    let name = step.padding(toLength: 8, withPad: " ", startingAt: 0)
+    let name = padded(step, to: 8)
     let time = ConnectTrace.milliseconds(duration)
-    print("  \(name) \(time.padding(toLength: 9, withPad: " ", startingAt: 0)) \(detail)")
+    print("  \(name) \(padded(time, to: 9)) \(detail)")
+}
+
+/// `text` without leading and trailing spaces and tabs.
+func trimmed(_ text: Substring) -> String {
+    String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+}
+
+/// `text` padded with spaces to `width` characters (longer text is kept whole).
+func padded(_ text: String, to width: Int) -> String {
+    text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
 }
 
 func printTrace(_ trace: ConnectTrace) {
