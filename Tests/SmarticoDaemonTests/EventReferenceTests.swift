@@ -311,10 +311,13 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         _ = try await sim.emitEngagement(to: "bob")
         #expect(await app.event(where: Self.isData("code", "journal_write_failed")) != nil, "log:\n\(setup.log)")
 
-        // A damaged database at start: garbage over it with the daemon stopped, started again;
+        // A damaged database at start: garbage over it and its WAL (killed, the daemon left one
+        // whose pages SQLite would read instead) with the daemon stopped, started again;
         // store_damaged is the fresh journal's first event.
         await setup.kill9()
-        try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: setup.stateDir + "/" + SmarticoStore.fileName))
+        for suffix in ["", "-wal"] {
+            try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: setup.stateDir + "/" + SmarticoStore.fileName + suffix))
+        }
         let restarted = try await setup.start()
         defer { restarted.close() }
         let afterDamage = try await RawEventClient.connect(path: setup.socketPath)

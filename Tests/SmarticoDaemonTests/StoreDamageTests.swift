@@ -144,4 +144,24 @@ import Testing
         for uid in uids { #expect(got.filter { $0 == uid }.count == 1, "\(uid): got \(got)") }
         #expect(Set(got).count == got.count, "duplicates: \(got)")
     }
+
+    /// A store of a newer smarticod is not damage: the daemon exits 73 (an unusable state directory,
+    /// not restarted by systemd) and leaves the file as it was.
+    @Test func daemonExits73OnANewerStoreAndLeavesIt() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        try setup.writeConfig(url: "ws://127.0.0.1:9/websocket/services")
+        let store = try await SmarticoStore.open(directory: setup.stateDir)
+        await store.close()
+        let path = setup.stateDir + "/" + SmarticoStore.fileName
+        let bump = try await BuiltExecutable.run(URL(fileURLWithPath: "/usr/bin/sqlite3"), [path, "PRAGMA user_version = 999"])
+        #expect(bump.status == 0, "\(bump)")
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let run = try await BuiltExecutable.run(try TestExecutables.url("smarticod"), ["--config", setup.configPath],
+                                                environment: ["PATH": "/usr/bin:/bin"], timeout: .seconds(20))
+        #expect(run.status == 73, "\(run)")
+        #expect(run.stderr.contains("schema version 999"), "\(run.stderr)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(try Self.movedAside(setup.stateDir).isEmpty)
+    }
 }

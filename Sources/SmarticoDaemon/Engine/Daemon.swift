@@ -127,8 +127,14 @@ public enum Daemon {
             if let damaged = opened.damaged { await reportDamage(damaged, store: store, logger: logger) }
         } catch {
             logger.critical("cannot open the store in state_dir \(config.config.stateDir): \(error)")
-            if case .fileSystem = error { return unusableDirectoryExitCode }
-            return startFailureExitCode
+            // What a restart cannot fix (docs/store.md, "A damaged database"): the operator must act,
+            // and systemd does not restart on 73. A full disk or an I/O error may pass: exit 1.
+            switch error {
+            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable:
+                return unusableDirectoryExitCode
+            default:
+                return startFailureExitCode
+            }
         }
         let server = SocketAPIServer(loop: loop, configuration: .init(config.config.socket), store: store)
         let driver = SessionDriver(
