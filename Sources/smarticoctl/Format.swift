@@ -240,6 +240,9 @@ enum Format {
         case "error":
             return "\(describe(d["code"])): \(describe(d["message"], limit: 1000))"
         case "gap":
+            if d["reason"] == .string("since_beyond_last_seq") {
+                return "seq \(describe(d["since"])) is beyond this journal's last seq \(describe(d["last_seq"])) (a replaced store?); replaying the journal from its start"
+            }
             let first = describe(d["first_available_seq"])
             return "\(describe(d["missed"])) event(s) were no longer in the journal (retention); continuing from seq \(first)"
         default:

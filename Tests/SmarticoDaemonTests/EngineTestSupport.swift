@@ -250,14 +250,16 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
     /// The URL the daemon uses (Smartico's query).
     var serverURL: String { wsURL + "?master&domain=test.example&version=1.0.0" }
 
-    /// Starts the simulator on `port` (0: any) with its control socket in `dir`.
-    static func start(dir: String, port: Int = 0, extra: [String] = []) async throws -> SimProcess {
+    /// Starts the simulator on `port` (0: any) with its control socket in `dir`. `launcher`: a
+    /// program (and its arguments) that runs it, e.g. `ip netns exec NS`.
+    static func start(dir: String, port: Int = 0, extra: [String] = [], launcher: [String] = []) async throws -> SimProcess {
         let controlPath = dir + "/sim-\(UUID().uuidString.prefix(6)).sock"
         let logPath = dir + "/sim-\(UUID().uuidString.prefix(6)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let p = Process()
-        p.executableURL = try TestExecutables.url("smartico-sim")
-        p.arguments = ["--port", String(port), "--control", controlPath] + extra
+        let command = launcher + [try TestExecutables.url("smartico-sim").path, "--port", String(port), "--control", controlPath] + extra
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
         p.environment = [:]
         let out = Pipe()
         p.standardOutput = out

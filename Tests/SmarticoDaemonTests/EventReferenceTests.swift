@@ -1,6 +1,6 @@
 // The event reference of docs/socket-api.md, kept true by a real run: the real smarticod against
 // the real smartico-sim, driven (pushes, bridge messages, sim faults, a failing hash command, a full
-// outbox, retention, a file-size limit) until it has emitted every event, and every error code the
+// outbox, retention, a file-size limit, a damaged database at a restart) until it has emitted every event, and every error code the
 // reference shows. One captured line per example key is compared with the documented example of that
 // key: same event name, same envelope, same `data` keys (recursively, except inside the members that
 // carry what the server or a page sent: `message`, `bridge`, `props`). Values are not compared, so
@@ -311,8 +311,22 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         _ = try await sim.emitEngagement(to: "bob")
         #expect(await app.event(where: Self.isData("code", "journal_write_failed")) != nil, "log:\n\(setup.log)")
 
+        // A damaged database at start: garbage over it and its WAL (killed, the daemon left one
+        // whose pages SQLite would read instead) with the daemon stopped, started again;
+        // store_damaged is the fresh journal's first event.
+        await setup.kill9()
+        for suffix in ["", "-wal"] {
+            try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: setup.stateDir + "/" + SmarticoStore.fileName + suffix))
+        }
+        let restarted = try await setup.start()
+        defer { restarted.close() }
+        let afterDamage = try await RawEventClient.connect(path: setup.socketPath)
+        defer { afterDamage.close() }
+        _ = try await afterDamage.ok("subscribe", ["since": 0])
+        #expect(await afterDamage.event(where: Self.isData("code", "store_damaged")) != nil, "log:\n\(setup.log)")
+
         // Compare with the reference.
-        let captured = Self.examples(from: app.eventLines + late.eventLines)
+        let captured = Self.examples(from: app.eventLines + late.eventLines + afterDamage.eventLines)
         if let out = ProcessInfo.processInfo.environment["SMARTICO_WRITE_EVENT_EXAMPLES"], !out.isEmpty {
             let text = captured.keys.sorted().map { "<!-- event-example: \($0) -->\n```json\n\(captured[$0]!)\n```\n" }.joined(separator: "\n")
             try Data(text.utf8).write(to: URL(fileURLWithPath: out))

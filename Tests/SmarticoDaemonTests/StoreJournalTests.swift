@@ -64,24 +64,30 @@ import Testing
         await store.close()
     }
 
-    @Test func seqNeverGoesBackwardsAfterRetentionDeletedEverything() async throws {
+    /// Retention never empties the journal: `last_seq` always names an event a replay can read
+    /// (issue 30), and seq never goes backwards.
+    @Test func lastSeqStaysReadableAndSeqNeverGoesBackwardsAfterRetention() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
         var store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
-        _ = try await store.appendEvents((0..<5).map { journalEvent("message", ts: Int64($0), "{}") })
-        // Ten hours later every event is past retention.
-        #expect(try await store.applyRetention(nowMs: 10 * 3_600_000) == 5)
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 5))
-        #expect(try await store.events(after: 0, limit: 10).isEmpty)
+        _ = try await store.appendEvents((0..<5).map { journalEvent("message", ts: Int64($0), "{\"i\":\($0)}") })
+        // Ten hours later every event is past retention; the newest stays.
+        #expect(try await store.applyRetention(nowMs: 10 * 3_600_000) == 4)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 5, lastSeq: 5))
+        let last = try await store.events(after: await store.lastSeq() - 1, limit: 10)
+        #expect(last.map(\.seq) == [5])
+        #expect(last.first?.data == bytes("{\"i\":4}"))
+        #expect(try await store.applyRetention(nowMs: 20 * 3_600_000) == 0)
         await store.close()
 
         store = try await SmarticoStore.open(directory: dir.path, options: StoreOptions(retentionHours: 1))
         #expect(await store.lastSeq() == 5)
         #expect(try await store.appendEvents([journalEvent("message", ts: 10 * 3_600_000, "{}")]) == [6])
-        // Retention by count down to zero events also keeps the counter.
+        // Retention by count set to zero keeps the newest event too, and the counter.
         await store.updateOptions(StoreOptions(retentionEvents: 0))
         #expect(try await store.appendEvents([journalEvent("message", ts: 10 * 3_600_000, "{}")]) == [7])
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 7))
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 7, lastSeq: 7))
+        #expect(try await store.events(after: 6, limit: 10).map(\.seq) == [7])
         await store.close()
         store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.appendEvents([journalEvent("message", ts: 1, "{}")]) == [8])
@@ -170,8 +176,9 @@ import Testing
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [3, 4, 5])
         #expect(try await store.applyRetention(nowMs: 6 * hour) == 0)
         #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [3, 4, 5])
-        #expect(try await store.applyRetention(nowMs: 8 * hour) == 3)
-        #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: 5))
+        // All past the window: the newest stays (last_seq names a readable event).
+        #expect(try await store.applyRetention(nowMs: 8 * hour) == 2)
+        #expect(try await store.journalBounds() == JournalBounds(firstSeq: 5, lastSeq: 5))
         await store.close()
     }
 
@@ -314,7 +321,7 @@ import Testing
         await store.close()
     }
 
-    /// Retention never moves the seq counter back, through deletion of every event and reopen.
+    /// Retention never moves the seq counter back, through deletion of all but the newest event and reopen.
     @Test func seqNeverGoesBackwardsAcrossRetentionAndReopen() async throws {
         let dir = try StoreTempDir()
         defer { dir.remove() }
@@ -328,8 +335,9 @@ import Testing
             #expect(try await store.events(after: 0, limit: 10).map(\.seq) == [last - 1, last])
             if round % 2 == 1 {
                 await store.updateOptions(StoreOptions(retentionEvents: 0))
-                #expect(try await store.applyRetention(nowMs: 0) == 2)
-                #expect(try await store.journalBounds() == JournalBounds(firstSeq: nil, lastSeq: last))
+                // The newest event stays: last_seq names a readable event.
+                #expect(try await store.applyRetention(nowMs: 0) == 1)
+                #expect(try await store.journalBounds() == JournalBounds(firstSeq: last, lastSeq: last))
             }
             await store.close()
         }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import SmarticoProtocol
 import Synchronization
 import Transport
 
@@ -120,11 +121,20 @@ public enum Daemon {
 
         let store: SmarticoStore
         do {
-            store = try await SmarticoStore.open(directory: config.config.stateDir, options: storeOptions(config))
+            let opened = try await SmarticoStore.openMovingDamageAside(
+                directory: config.config.stateDir, options: storeOptions(config), nowMs: SessionDriver.wallClockMs())
+            store = opened.store
+            if let damaged = opened.damaged { await reportDamage(damaged, store: store, logger: logger) }
         } catch {
             logger.critical("cannot open the store in state_dir \(config.config.stateDir): \(error)")
-            if case .fileSystem = error { return unusableDirectoryExitCode }
-            return startFailureExitCode
+            // What a restart cannot fix (docs/store.md, "A damaged database"): the operator must act,
+            // and systemd does not restart on 73. A full disk or an I/O error may pass: exit 1.
+            switch error {
+            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable:
+                return unusableDirectoryExitCode
+            default:
+                return startFailureExitCode
+            }
         }
         let server = SocketAPIServer(loop: loop, configuration: .init(config.config.socket), store: store)
         let driver = SessionDriver(
@@ -205,6 +215,24 @@ public enum Daemon {
             }
         }
         return nil
+    }
+
+    /// A damaged database was moved aside (docs/store.md, "A damaged database"): an `error` log line,
+    /// and an `error` event (`store_damaged`) journaled as the fresh store's first event, so that
+    /// subscribers connecting later (`since` 0, or an old cursor beyond the new `last_seq`) see it.
+    static func reportDamage(_ damaged: DamagedStore, store: SmarticoStore, logger: Logger) async {
+        let message = "the database \(damaged.path) was damaged (\(damaged.error)); it was moved aside to "
+            + "\(damaged.movedTo) (with its -wal/-shm files) and a fresh store was created: the stored user, "
+            + "outbox, journal and durable cursors start empty"
+        logger.error("\(message)")
+        let data = JSONValue.object([
+            "code": "store_damaged", "message": .string(message), "moved_to": .string(damaged.movedTo),
+        ]).serialized()
+        do throws(StoreError) {
+            _ = try await store.journal([JournalWrite(NewJournalEvent(name: "error", tsMs: SessionDriver.wallClockMs(), data: data))])
+        } catch {
+            logger.error("cannot journal the store_damaged event in the fresh store: \(error)")
+        }
     }
 
     /// The store's limits from the configuration.

@@ -73,6 +73,9 @@ actor SessionDriver {
     private let metricsWriter: MetricsTextfileWriter
     /// Fires every `metrics.interval_s` while `metrics.textfile` is set.
     private var metricsTimer: LoopTimer?
+    /// Route, address and link changes (docs/session.md, "Network changes"); nil when rtnetlink is
+    /// unavailable.
+    private var networkMonitor: LoopNetworkMonitor?
     private var stopped = false
     private var terminating = false
 
@@ -140,6 +143,7 @@ actor SessionDriver {
         trimTimer = trim
         metricsTimer = LoopTimer(loop: loop) { inbox.yield(.writeMetrics) }
         if config.config.metrics.textfile != nil { metricsTimer?.schedule(after: .zero) }
+        startNetworkMonitor()
         await process(.maintenance)
         await feed(.start(snapshot))
         var leftover: [DriverInput] = []
@@ -180,6 +184,8 @@ actor SessionDriver {
         trimTimer = nil
         metricsTimer?.invalidate()
         metricsTimer = nil
+        networkMonitor?.cancel()
+        networkMonitor = nil
         for connection in connections.values { connection.abort() }
         connections.removeAll()
         // A hash command still running (its answer would go nowhere) does not outlive the daemon.
@@ -740,6 +746,22 @@ actor SessionDriver {
             return
         }
         inbox.yield(.timer(kind, atMs: at))
+    }
+
+    /// Watches rtnetlink: a burst of changes becomes one `.networkChanged`. Without it (no netlink
+    /// here) the daemon still works, noticing a dead connection by its keepalive and a returned
+    /// network at its next retry.
+    private func startNetworkMonitor() {
+        let inbox = self.inbox
+        let logger = self.logger
+        do {
+            networkMonitor = try LoopNetworkMonitor(loop: loop) {
+                logger.debug("network changed (rtnetlink)")
+                inbox.yield(.session(.networkChanged))
+            }
+        } catch {
+            logger.warning("cannot watch network changes (rtnetlink): \(error); a lost or returned network is noticed only by the keepalive and the reconnect backoff")
+        }
     }
 
     private func startWatchdog() {

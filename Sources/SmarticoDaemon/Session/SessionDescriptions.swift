@@ -45,6 +45,7 @@ extension SessionInput: CustomStringConvertible {
         case .request(let id, let r): "request(\(id), \(r))"
         case .abandon(let ids): "abandon(\(ids.count) requests)"
         case .shutdown: "shutdown"
+        case .networkChanged: "networkChanged"
         case .reload: "reload"
         }
     }

@@ -340,6 +340,7 @@ public struct SessionMachine: Sendable {
         case .abandon(let ids): abandon(ids)
         case .shutdown: onShutdown(now: now)
         case .reload(let newConfig): onReload(newConfig, now: now)
+        case .networkChanged: onNetworkChanged(now: now)
         }
         sendBarrierIfNeeded(now: now)
     }
@@ -1131,6 +1132,36 @@ public struct SessionMachine: Sendable {
             enter(.closing(s), reason: "shutdown", now: now)
         case .connected:
             closeGracefully(then: .stop, reason: "shutdown", now: now)
+        }
+    }
+
+    /// Routes, addresses or links changed (docs/session.md, "Network changes"). Backing off: the way
+    /// to the server may be back, so the backoff starts over and a connection is tried now (not after
+    /// a long INIT refusal: the network does not fix a refused configuration). Connecting: the
+    /// attempt may be stuck on the old route, so it starts over. Connected: the connection may be
+    /// dead (its address or route gone), so a PING goes now and the connection counts as dead if
+    /// nothing arrives within `dead_after_s` (the keepalive's own check, moved forward).
+    mutating func onNetworkChanged(now: Int64) {
+        guard !stopping else { return }
+        switch current {
+        case .backoff:
+            guard fatalInitFailures == 0 else { return }
+            cancel(.backoff)
+            attempt = 0
+            connect(now: now, reason: "network_changed")
+        case .connecting(let s):
+            out.append(.abort(s.id))
+            cancel(.connect)
+            attempt = 0
+            connect(now: now, reason: "network_changed")
+        case .connected:
+            counters.pings += 1
+            send(Ping().json, now: now)
+            let at = deadDeadline(pingAt: now)
+            if let existing = deadlines[.dead], existing <= at { return }
+            schedule(.dead, at: at)
+        case .idle, .closing, .stopped:
+            break
         }
     }
 

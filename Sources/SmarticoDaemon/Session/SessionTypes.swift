@@ -291,6 +291,10 @@ public enum SessionInput: Sendable, Equatable {
     case shutdown
     /// SIGHUP with the reloaded configuration.
     case reload(ResolvedConfig)
+    /// The machine's routes, addresses or links changed (rtnetlink, debounced): in backoff, the
+    /// backoff is reset and a connection tried at once; connected, the connection is checked with
+    /// a PING (docs/session.md, "Network changes").
+    case networkChanged
 }
 
 /// What the driver must do. Perform the actions of one `handle` call in order.

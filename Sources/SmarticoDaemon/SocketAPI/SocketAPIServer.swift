@@ -629,15 +629,20 @@ public final class SocketAPIServer: CustomStringConvertible,
         subscription.phase = .catchingUp
         peer.subscription = subscription
         subscribers.add(1, ordering: .relaxed)
+        // A `since` beyond the last seq was not given by this journal (a store that was replaced
+        // after damage, docs/store.md): all of this journal's events are new to the peer, so the
+        // replay starts at its beginning, after a `gap` saying why.
+        let sinceBeyond = options.since.flatMap { $0 > lastSeq ? $0 : nil }
+        let since = sinceBeyond == nil ? options.since : 0
         guard let durable = options.durable else {
-            subscription.lastSeqSent = options.since ?? lastSeq
+            subscription.lastSeqSent = since ?? lastSeq
             respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
+            if let sinceBeyond { notifySinceBeyond(peer, since: sinceBeyond, lastSeq: lastSeq) }
             catchUpIfRoom(peer)
             return
         }
         // The durable name's cursor first (`reading` until then: no page is read before it).
         subscription.reading = true
-        let since = options.since
         let number = peer.info.connectionNumber
         let subscriptionNumber = subscription.number
         guard let uid = peer.info.uid else {
@@ -665,6 +670,7 @@ public final class SocketAPIServer: CustomStringConvertible,
                 case .success(let from):
                     subscription.lastSeqSent = from
                     self.respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
+                    if let sinceBeyond, from == 0 { self.notifySinceBeyond(peer, since: sinceBeyond, lastSeq: lastSeq) }
                     self.catchUpIfRoom(peer)
                 }
             }
@@ -872,6 +878,11 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         subscription.missedSession = false
         subscription.missedProps = false
+    }
+
+    /// The `gap` of a `since` beyond the last seq: the replay restarts at this journal's beginning.
+    private func notifySinceBeyond(_ peer: Peer, since: JournalSeq, lastSeq: JournalSeq) {
+        notify(peer, "gap", ["reason": "since_beyond_last_seq", "since": .number(since), "last_seq": .number(lastSeq)])
     }
 
     /// Queues a live-only notice for this peer alone (`gap`, `error`).

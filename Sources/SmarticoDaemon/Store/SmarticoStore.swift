@@ -52,7 +52,7 @@ public actor SmarticoStore {
     /// Uids added to the seen-set since it was last pruned.
     private var seenSincePrune = 0
 
-    private init(directory: String, options: StoreOptions) {
+    init(directory: String, options: StoreOptions) {
         self.directory = directory
         self.path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         self.options = options
@@ -72,6 +72,9 @@ public actor SmarticoStore {
         return store
     }
 
+    /// Opens the database of a store made with `init` (after a damaged one was moved aside).
+    func reopen() throws(StoreError) { try openDatabase() }
+
     private func openDatabase() throws(StoreError) {
         try Self.makeDirectory(directory)
         try Self.refuseDevelopmentFiles(directory)
@@ -86,6 +89,17 @@ public actor SmarticoStore {
             try connection.execute("PRAGMA busy_timeout = \(max(0, options.busyTimeoutMs))")
             // Before anything is written (the journal mode is): a refused file stays as it was.
             let empty = try StoreSchema.check(connection)
+            // Damage the schema check did not reach (docs/store.md, "A damaged database"): read-only,
+            // one pass over the file.
+            if !empty {
+                let problems = try connection.query("PRAGMA quick_check(3)") { $0.text(0) }
+                if problems != ["ok"] {
+                    throw StoreError.sqlite(SQLiteError(
+                        code: SQLITE_CORRUPT, extendedCode: SQLITE_CORRUPT,
+                        message: "PRAGMA quick_check found damage: " + problems.joined(separator: "; "),
+                        sql: "PRAGMA quick_check", path: path))
+                }
+            }
             let mode = try connection.queryFirst("PRAGMA journal_mode = WAL") { $0.text(0) } ?? ""
             guard mode.lowercased() == "wal" else {
                 throw StoreError.walUnavailable(path: path, journalMode: mode)
@@ -570,7 +584,8 @@ public actor SmarticoStore {
         var upTo: JournalSeq?
         try db.forEachRow("SELECT seq, ts_ms, length(data) FROM journal ORDER BY seq") { row in
             let old = cutoff.map { row.int64(1) < $0 } ?? false
-            guard remaining > maxEvents || old || (bytes > maxBytes && remaining > 1) else { return false }
+            // The newest event always stays, so `last_seq` names an event a replay can read.
+            guard remaining > 1, remaining > maxEvents || old || bytes > maxBytes else { return false }
             upTo = row.int64(0)
             remaining -= 1
             bytes -= row.int64(2)
