@@ -372,6 +372,9 @@ class Subscription {
     });
     this.reconnects = 0;
     this._since = options.since;
+    // Where the subscription started in the daemon's journal (its first answer's last_seq, or
+    // `since`): the least a durable name's cursor can be.
+    this._startSeq = -1;
     this._subscribed = false;
     this._delivered = -1;
     this._processed = -1;
@@ -393,7 +396,15 @@ class Subscription {
     if (this.types) args.types = this.types;
     if (this.durable !== null) {
       args.durable = this.durable;
-      if (!this._subscribed && this._since !== null) args.since = this._since;
+      if (!this._subscribed && this._since !== null) {
+        args.since = this._since;
+      } else if (this._subscribed) {
+        // The daemon keeps the name's cursor and ignores this; it counts only when the name is
+        // gone (a fresh store after a damaged one): beyond the new journal's end, the replay
+        // starts at its beginning, so nothing journaled since is skipped.
+        const floor = Math.max(this._acked, client._confirmedCursor, this._startSeq);
+        if (floor >= 0) args.since = floor;
+      }
     } else {
       const since = this._subscribed ? this.lastSeq : this._since;
       if (since !== null && since >= 0) args.since = since;
@@ -406,10 +417,21 @@ class Subscription {
       this._delivered = this._processed;
     }
     const result = await client.call('subscribe', args);
-    if (this.durable === null && this._since === null && result && Number.isInteger(result.last_seq)) this._since = result.last_seq;
+    const last = result && Number.isInteger(result.last_seq) ? result.last_seq : null;
+    if (!resume && last !== null) this._startSeq = this._since !== null ? this._since : last;
+    if (this.durable === null && this._since === null && last !== null) this._since = last;
     if (resume) this.reconnects += 1;
     this._subscribed = true;
     this._acked = client._confirmedCursor;
+    if (resume && last !== null && last < Math.max(this._delivered, client._maxSeqReceived)) {
+      // The daemon's journal is younger than what this subscription saw: a fresh store (a
+      // damaged one was moved aside) whose seqs begin again at 1. Nothing counted from the old
+      // journal applies; without this, every new event would look replayed.
+      this._delivered = this._processed = this._acked = this._startSeq = -1;
+      client._maxSeqReceived = -1;
+      client._confirmedCursor = -1;
+      if (this.durable === null) this._since = 0;
+    }
     this._awaySince = null;
     this._delay = 100;
   }

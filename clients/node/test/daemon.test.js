@@ -193,3 +193,32 @@ test('an unacknowledged event comes again after a daemon restart (durable, follo
   assert.equal((await nextEvent(subscription, 'engagement', rig)).engagementUid, uids[2]);
   await assertQuiet(subscription, 'engagement', 1000);
 });
+
+for (const durable of ['node-fresh', null]) {
+  test(`across a fresh store (a damaged one moved aside) new events are handed out (durable: ${durable})`, async (t) => {
+    const fs = require('node:fs');
+    const rig = await withRig(t);
+    await rig.waitIdentified();
+    const c = client(t, rig);
+    const subscription = await c.subscribe({ types: ['engagement'], durable });
+    const before = [];
+    for (let i = 0; i < 4; i++) before.push(await rig.emitEngagement());
+    const got = [];
+    for (let i = 0; i < 4; i++) got.push(await nextEvent(subscription, 'engagement', rig));
+    assert.deepEqual(got.map((e) => e.engagementUid), before);
+    // Reported: the server does not send them again after the restart.
+    for (const e of got) await c.report('impression', e);
+    assert.ok(await waitUntil(async () => (await rig.received([103])).length >= 4, TIMEOUT));
+    assert.equal(await rig.stopDaemon(), 0);
+    const db = path.join(rig.dir, 'state', 'smarticod.db');
+    const fd = fs.openSync(db, 'r+');
+    fs.writeSync(fd, Buffer.from('not a database, '.repeat(64)), 0, undefined, 0);
+    fs.closeSync(fd);
+    await rig.startDaemon();
+    const after = await rig.emitEngagement();
+    const event = await nextEvent(subscription, 'engagement', rig);
+    assert.equal(event.engagementUid, after);
+    assert.ok(event.seq < got[3].seq, `seq ${event.seq} of the fresh journal`);
+    assert.ok(fs.readdirSync(path.join(rig.dir, 'state')).some((n) => n.startsWith('smarticod.db.corrupt-')));
+  });
+}

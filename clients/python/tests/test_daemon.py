@@ -370,6 +370,36 @@ class ResumeTests(DaemonTestCase):
         self.assertEqual(e3.engagement_uid, uids[2])
         self.assert_quiet(subscription, "engagement", 1.0)
 
+    def test_follow_across_a_fresh_store_hands_out_the_new_events(self) -> None:
+        """The daemon restarts on a fresh store (its database was damaged and moved aside), so
+        its seqs begin again at 1: new events are handed out, not taken for replays."""
+        for durable in ("fresh", None):
+            with self.subTest(durable=durable):
+                rig = Rig()
+                self.addCleanup(rig.close)
+                rig.start()
+                rig.daemon.wait_identified()
+                client = Client(rig.daemon.socket_path, timeout=TIMEOUT)
+                self.addCleanup(client.close)
+                subscription = client.subscribe(types=["engagement"], durable=durable, follow=True)
+                before = [rig.sim.emit_engagement("alice") for _ in range(4)]
+                got = [self.next_event(subscription, "engagement") for _ in range(4)]
+                self.assertEqual([e.engagement_uid for e in got], before)
+                for e in got:  # reported: the server does not send them again after the restart
+                    client.report("impression", e)
+                wait_until(lambda: len(rig.sim.received([103])) >= 4, TIMEOUT)
+                self.assertEqual(rig.daemon.stop(), 0)
+                with open(os.path.join(rig.daemon.state_dir, "smarticod.db"), "r+b") as db:
+                    db.write(b"not a database, " * 64)
+                rig.daemon.start()
+                after = rig.sim.emit_engagement("alice")
+                event = self.next_event(subscription, "engagement")
+                self.assertEqual(event.engagement_uid, after, rig.diagnostics())
+                self.assertLess(event.seq, got[-1].seq)  # the fresh journal's seqs
+                self.assertTrue(any(name.startswith("smarticod.db.corrupt-")
+                                    for name in os.listdir(rig.daemon.state_dir)))
+                subscription.close()
+
     def test_gap_is_surfaced(self) -> None:
         self.rig.start(journal={"retention_events": 2})
         self.daemon.wait_identified()

@@ -424,6 +424,9 @@ class Subscription:
         #: ``last_seq`` of the latest subscribe answer.
         self.daemon_last_seq: Optional[int] = None
         self._since = since
+        # Where the subscription started in the daemon's journal (its first answer's last_seq,
+        # or `since`): the least a durable name's cursor can be.
+        self._start_seq = -1
         self._subscribed = False
         self._delivered = -1     # highest journaled seq handed out
         self._processed = -1     # highest seq the app is done with
@@ -451,6 +454,13 @@ class Subscription:
             args["durable"] = self.durable
             if not self._subscribed and self._since is not None:
                 args["since"] = self._since
+            elif self._subscribed:
+                # The daemon keeps the name's cursor and ignores this; it counts only when the
+                # name is gone (a fresh store after a damaged one): beyond the new journal's end,
+                # the replay starts at its beginning, so nothing journaled since is skipped.
+                floor = max(self._acked, client._confirmed_cursor, self._start_seq)
+                if floor >= 0:
+                    args["since"] = floor
         else:
             since = self._since
             if self._subscribed:
@@ -469,6 +479,8 @@ class Subscription:
         result = client.call("subscribe", **args)
         last = result.get("last_seq") if isinstance(result, dict) else None
         self.daemon_last_seq = last if isinstance(last, int) else None
+        if not was_resume and isinstance(last, int):
+            self._start_seq = self._since if self._since is not None else last
         if self.durable is None and self._since is None and isinstance(last, int):
             self._since = last
         if was_resume:
@@ -476,6 +488,15 @@ class Subscription:
         self._subscribed = True
         # Acks sent on the old connection and not confirmed are sent again.
         self._acked = client._confirmed_cursor
+        if was_resume and isinstance(last, int) and last < max(self._delivered, client._max_seq_received):
+            # The daemon's journal is younger than what this subscription saw: it started a fresh
+            # store (a damaged one was moved aside) and its seqs begin again at 1. Nothing counted
+            # from the old journal applies; without this, every new event would look replayed.
+            self._delivered = self._processed = self._acked = self._start_seq = -1
+            client._max_seq_received = -1
+            client._confirmed_cursor = -1
+            if self.durable is None:
+                self._since = 0
         self._away_since = None
         self._delay = 0.1
 
