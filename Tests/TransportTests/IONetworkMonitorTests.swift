@@ -34,7 +34,7 @@ struct IONetworkMonitorTests {
 
     /// A burst of changes is one call (or a few, never one per message); quiet means no call.
     @Test func aBurstIsDebouncedAndQuietCallsNothing() async throws {
-        let ns = "smnfm" + String(UUID().uuidString.prefix(6)).lowercased()
+        let ns = "smmon" + String(UUID().uuidString.prefix(6)).lowercased()
         try await Self.ip(["netns", "add", ns])
         let loop = try EventLoop(name: "netlink-test")
         let calls = Shared<Int>(0)
