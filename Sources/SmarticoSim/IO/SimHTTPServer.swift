@@ -120,8 +120,9 @@ public final class SimHTTPServer:
                 if let f = fault, f.answer != .slow {
                     record?.error = "http_fault \(f.answer.rawValue)"
                 }
-                if let record { self.onRecord?(record) }
-                self.answer(connection, request: request, response: r, fault: fault)
+                // A slow answer is recorded when it is sent: a client gone by then never received it.
+                if let record, fault?.answer != .slow { self.onRecord?(record) }
+                self.answer(connection, request: request, response: r, fault: fault, record: record)
             case .reject(let r):
                 answered = true
                 connection.write(r.bytes())
@@ -133,7 +134,7 @@ public final class SimHTTPServer:
     }
 
     private func answer(_ connection: StreamConnection, request: SimHTTPRequest, response: SimHTTPResponse,
-                        fault: SimHTTPFault?) {
+                        fault: SimHTTPFault?, record: SimHTTPRouter.Record?) {
         let status = fault?.status ?? 503
         func send(_ bytes: [UInt8]) {
             connection.write(bytes)
@@ -150,8 +151,10 @@ public final class SimHTTPServer:
         case .slow?:
             let bytes = response.bytes(includeBody: request.method != "HEAD")
             let delay = fault?.delayMs ?? 0
+            let onRecord = self.onRecord
             let t = LoopTimer(loop: loop) { [weak connection] in
-                guard let connection else { return }
+                guard let connection, connection.isActive else { return }
+                if let record { onRecord?(record) }
                 connection.write(bytes)
                 connection.closeAfterFlush()
             }
