@@ -30,12 +30,14 @@ actor HTTPReportQueue {
     private var poked = false
     /// The last failed attempt or drop.
     private var lastError: (message: String, atMs: Int64)?
+    /// The user the daemon acts for, as the driver last said (``setUser(_:)``).
+    private var currentUser: String?
     private(set) var delivered = 0
     private(set) var dropped = 0
     private(set) var failedAttempts = 0
 
-    /// How long a call waiting for a user sleeps between looks at the store (a poke ends it early).
-    static let userPollInterval: Duration = .seconds(1)
+    /// How long a call waiting for a user sleeps between looks (``setUser(_:)`` ends it early).
+    static let userPollInterval: Duration = .seconds(5)
 
     init(store: SmarticoStore, config: ResolvedConfig, loop: EventLoop, logger: Logger,
          emit: @escaping @Sendable (DaemonEvent) -> Void) {
@@ -81,8 +83,15 @@ actor HTTPReportQueue {
         wakeUp()
     }
 
-    /// Something changed (a new call, a user identified): look at the queue now.
+    /// Something changed (a new call): look at the queue now.
     func poke() { wakeUp() }
+
+    /// The user the daemon acts for (nil: anonymous), for the calls made before any user was known.
+    func setUser(_ user: String?) {
+        guard user != currentUser else { return }
+        currentUser = user
+        if user != nil { wakeUp() }
+    }
 
     // MARK: Enqueue
 
@@ -158,10 +167,8 @@ actor HTTPReportQueue {
                 await wait(.milliseconds(call.nextMs - now))
                 continue
             }
-            var user = call.user
-            if user == nil { user = (try? await store.user())?.extUserID }
-            guard let user else {
-                // Made before any user was known: waits for one (an identify pokes).
+            guard let user = call.user ?? currentUser else {
+                // Made before any user was known: waits for one (``setUser(_:)`` pokes).
                 await wait(Self.userPollInterval)
                 continue
             }

@@ -73,6 +73,8 @@ actor SessionDriver {
     private let metricsWriter: MetricsTextfileWriter
     /// Smartico's public HTTP API: `push_report` and push tokens over HTTP, on its own task.
     let httpQueue: HTTPReportQueue
+    /// The user last handed to ``httpQueue``.
+    private var userToldHTTPQueue: String?
     /// Fires every `metrics.interval_s` while `metrics.textfile` is set.
     private var metricsTimer: LoopTimer?
     private var stopped = false
@@ -148,6 +150,7 @@ actor SessionDriver {
         await process(.maintenance)
         await httpQueue.start()
         await feed(.start(snapshot))
+        await tellHTTPQueueTheUser()
         var leftover: [DriverInput] = []
         while !stopped, let batch = await inbox.next() {
             countInputs(batch.count)
@@ -162,6 +165,7 @@ actor SessionDriver {
             }
             await commitPending()
             updateReading()
+            await tellHTTPQueueTheUser()
             if trimRequested {
                 // The burst is over: the heap's free pages go back to the system, with the pages
                 // the store's cache freed in `process`.
@@ -343,6 +347,15 @@ actor SessionDriver {
                           metadata: ["conn": "\(peer)"])
             reply.succeed(.object(["level": .string(level.rawValue), "previous": .string(previous.rawValue)]))
         }
+    }
+
+    /// The HTTP queue sends the calls made before any user was known for the user the daemon acts
+    /// for once there is one (after each batch of inputs, when it changed).
+    private func tellHTTPQueueTheUser() async {
+        let user = machine.user?.extUserID
+        guard user != userToldHTTPQueue else { return }
+        userToldHTTPQueue = user
+        await httpQueue.setUser(user)
     }
 
     /// `push_token` with `user.push.register_via: "http"`: the POST of 002 §4 through the HTTP
@@ -613,11 +626,6 @@ actor SessionDriver {
     }
 
     private func emit(_ event: DaemonEvent, now: Int64) {
-        if event.name == "identified" {
-            // Calls waiting for a user can go now.
-            let queue = httpQueue
-            Task { await queue.poke() }
-        }
         if let level = Self.logLevel(of: event), logger.logLevel <= level {
             logger.log(level: level, "\(event.name): \(Self.summary(event.data))")
         }
