@@ -274,7 +274,8 @@ actor HTTPReportQueue {
         case .pushToken:
             var post: JSONObject = [:]
             if let id = body["app_package_id"], id != JSONValue.null { post["app_package_id"] = id }
-            if let brandKey { post["brand_key"] = .string(brandKey) }
+            // 002 §4's POST always has brand_key (the simulator's reading requires it): "" without one.
+            post["brand_key"] = .string(brandKey ?? "")
             post["api_key"] = .string(apiKey)
             post["ext_user_id"] = .string(user)
             post["pushNotificationUserStatus"] = body["pushNotificationUserStatus"] ?? 0
