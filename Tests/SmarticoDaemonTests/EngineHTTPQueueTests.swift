@@ -163,7 +163,14 @@ struct EngineHTTPQueueTests {
         #expect(try await httpEntries(sim).filter { $0["message"]?["uuid"]?.stringValue == fourth }.count == 1)
         status = try await client.ok("status")
         #expect(status["http_queue"]?["depth"] == 0 && status["http_queue"]?["dropped"] == 1, "\(status)")
+
+        // A request hanging at shutdown does not hold up SIGTERM; the report stays stored.
+        _ = try await sim.control(["op": "http_fault", "answer": "slow", "delay_ms": 20000])
+        _ = try await client.ok("push_report", ["kind": "delivered", "engagement_uid": "e-at-shutdown"])
+        try await Task.sleep(for: .milliseconds(300))
+        let stopping = ContinuousClock.now
         #expect(await setup.stop() == 0)
+        #expect(ContinuousClock.now - stopping < .seconds(5), "SIGTERM took \(ContinuousClock.now - stopping)")
         _ = await sim.stop()
     }
 
@@ -238,6 +245,18 @@ struct EngineHTTPQueueTests {
         }
         #expect(delivered, "\(entries); log:\n\(setup.log)")
         #expect(entries.count == 1)
+        // smarticoctl push-report, for a named user.
+        let ctl = try await runCtl(["push-report", "action", "--engagement-uid", "e-ctl", "--message-id", "9", "--action", "dp:ok",
+                                    "--user", "bob", "--socket", setup.socketPath])
+        #expect(ctl.status == 0 && ctl.stdout.contains("push report queued"), "\(ctl)")
+        let byCtl = try await eventually {
+            entries = try await httpEntries(sim)
+            return entries.contains { $0["message"]?["payload"]?["engagement_uid"] == "e-ctl" }
+        }
+        #expect(byCtl, "\(entries)")
+        let report = entries.first { $0["message"]?["payload"]?["engagement_uid"] == "e-ctl" }?["message"]
+        #expect(report?["user_ext_id"] == "bob" && report?["event_type"] == "engagement_action"
+                && report?["payload"]?["action"] == "dp:ok" && report?["payload"]?["message_id"] == "9", "\(String(describing: report))")
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }

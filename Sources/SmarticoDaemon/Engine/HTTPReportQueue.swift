@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import SmarticoProtocol
 import Transport
 
@@ -68,14 +69,25 @@ actor HTTPReportQueue {
         task = Task { await self.run() }
     }
 
-    /// Ends the run loop after the call in flight (if any) and closes the kept connection.
+    /// Ends the run loop and closes the kept connection. A call in flight is waited for at most
+    /// `stopWait`: a slow endpoint must not hold up SIGTERM. Abandoned, it stays stored (no 2xx was
+    /// recorded) and is sent again after the restart.
     func stop() async {
         stopped = true
         wakeUp()
-        await task?.value
+        if let task {
+            let once = ResumeOnce()
+            let wait = Self.stopWait
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                Task { await task.value; if once.first() { c.resume() } }
+                Task { try? await Task.sleep(for: wait); if once.first() { c.resume() } }
+            }
+        }
         task = nil
         await connections.close(on: loop)
     }
+
+    static let stopWait: Duration = .seconds(1)
 
     func reload(_ newConfig: ResolvedConfig) {
         config = newConfig
@@ -333,4 +345,10 @@ actor HTTPReportQueue {
     }
 
     static func wallClockMs() -> Int64 { SessionDriver.wallClockMs() }
+}
+
+/// True for the first caller only (two racers resuming one continuation).
+private final class ResumeOnce: Sendable {
+    private let done = Mutex(false)
+    func first() -> Bool { done.withLock { d in defer { d = true }; return !d } }
 }
