@@ -143,7 +143,8 @@ public enum HTTPClient {
                 stream = kept
                 trace.finish(.tcp, "reused a kept-alive connection")
             } else {
-                stream = try await dial(url, options: options, trace: &trace, start: start, deadline: deadline, on: loop)
+                stream = try await dial(url, options: options, userAgent: request.headers["User-Agent"], trace: &trace, start: start,
+                                        deadline: deadline, on: loop)
             }
             let exchange = ResponseExchange(request: wire, method: request.method, limits: options.headLimits,
                                             maxBodySize: options.maxResponseSize)
@@ -194,8 +195,8 @@ public enum HTTPClient {
 
     /// DNS, TCP, proxy, TLS within the connect timeout.
     private static func dial(
-        _ url: WebSocketURL, options: HTTPClientOptions, trace: inout ConnectTrace, start: LoopInstant, deadline: LoopInstant,
-        on loop: EventLoop
+        _ url: WebSocketURL, options: HTTPClientOptions, userAgent: String?, trace: inout ConnectTrace, start: LoopInstant,
+        deadline: LoopInstant, on loop: EventLoop
     ) async throws(ConnectError) -> StreamConnection {
         let peer = HTTPProxy.authority(host: url.host, port: url.port)
         var context: TLSContext? = nil
@@ -213,7 +214,7 @@ public enum HTTPClient {
         let connectTimeout = options.connectTimeout.map { min($0, options.timeout) } ?? options.timeout
         let target = Dialer.Target(
             host: url.host, port: url.port, tls: context, proxy: options.proxy, tcp: options.tcp, timeout: connectTimeout,
-            userAgent: nil)
+            userAgent: userAgent)
         return try await Dialer.dial(target, trace: &trace, deadline: min(deadline, start + connectTimeout), on: loop)
     }
 
