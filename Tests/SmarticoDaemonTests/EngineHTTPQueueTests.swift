@@ -24,7 +24,7 @@ struct EngineHTTPQueueTests {
         // Anonymous at start: the reports and the token wait for a user.
         try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, server: ["brand_key": "brand-7"],
                               http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]),
-                              push: ["register_via": "http"])
+                              push: ["register_via": "http", "token": "cfg-token", "platform": 6, "status": 0])
         let client = try await setup.start()
         defer { client.close() }
 
@@ -52,11 +52,16 @@ struct EngineHTTPQueueTests {
         var entries: [JSONObject] = []
         let all = try await eventually(timeout: .seconds(15)) {
             entries = try await httpEntries(sim)
-            return entries.count >= 5
+            return entries.count >= 6
         }
         #expect(all, "received \(entries); log:\n\(setup.log)")
-        #expect(entries.count == 5)
-        guard entries.count == 5 else { return }
+        #expect(entries.count == 6)
+        guard entries.count == 6 else { return }
+        // user.push.token from the file, registered when alice became the user (after what waited).
+        #expect(canonical(entries[5]["message"]) == canonical(.object([
+            "brand_key": "brand-7", "api_key": .string(Self.labelKey), "ext_user_id": "alice",
+            "pushNotificationUserStatus": 0, "platform": 6, "cid": 1003, "token": "cfg-token",
+        ])), "\(entries[5])")
 
         // The POST of 002 §4, for the user known now.
         #expect(entries[0]["http"]?["method"] == "POST")
@@ -82,9 +87,16 @@ struct EngineHTTPQueueTests {
             ])), "\(event)")
         }
         let done = try await client.ok("status")
-        #expect(done["http_queue"]?["depth"] == 0 && done["http_queue"]?["delivered"] == 5, "\(done)")
+        #expect(done["http_queue"]?["depth"] == 0 && done["http_queue"]?["delivered"] == 6, "\(done)")
+        // Once per user and token: a restart does not register it again.
+        #expect(await setup.stop() == 0)
+        let again = try await setup.start()
+        defer { again.close() }
+        _ = try await again.ok("identify", ["ext_user_id": "alice", "hash": "h"])
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(try await httpEntries(sim).count == 6)
         // The metrics op carries the queue's depth.
-        let metrics = try await client.ok("metrics")["text"]?.stringValue ?? ""
+        let metrics = try await again.ok("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains("\nsmarticod_http_queue_calls 0\n"), "\(metrics)")
         #expect(await setup.stop() == 0)
         _ = await sim.stop()

@@ -54,7 +54,8 @@ actor HTTPReportQueue {
         let tlsConfig = config.config.server.tls
         let http = config.config.http
         var o = HTTPClientOptions(
-            tls: TLSClientConfiguration(trustRoots: tlsConfig.caFile.map { .caFile($0) } ?? .system, spkiPins: tlsConfig.pinnedSPKISHA256),
+            // The CA file, not the pins: pins name the WebSocket server's keys, and the API host has its own.
+            tls: TLSClientConfiguration(trustRoots: tlsConfig.caFile.map { .caFile($0) } ?? .system),
             proxy: config.publicAPIProxy,
             timeout: .seconds(http.connectTimeoutS + http.responseTimeoutS), maxResponseSize: 1 << 20)
         o.connectTimeout = .seconds(http.connectTimeoutS)

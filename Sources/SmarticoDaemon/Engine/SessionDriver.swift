@@ -356,6 +356,23 @@ actor SessionDriver {
         guard user != userToldHTTPQueue else { return }
         userToldHTTPQueue = user
         await httpQueue.setUser(user)
+        if let user { await registerConfiguredTokenOverHTTP(for: user) }
+    }
+
+    /// `user.push.token` with `register_via: "http"`: registered once per user and token (remembered
+    /// in the store as `http_push_registered`), when that user becomes the daemon's user.
+    private func registerConfiguredTokenOverHTTP(for user: String) async {
+        let push = config.config.user.push
+        guard push.registerVia == .http, let token = push.token?.exposedValue else { return }
+        let key = Array("\(user)\n\(token)\n\(push.platform)\n\(push.status)\n\(push.appPackageID ?? "")".utf8)
+        do {
+            if try await store.metaValue("http_push_registered") == key { return }
+            _ = try await httpQueue.enqueueToken(token: token, platform: push.platform, status: push.status,
+                                                 appPackageID: push.appPackageID, user: user, nowMs: Self.wallClockMs())
+            try await store.setMetaValue("http_push_registered", key)
+        } catch {
+            logger.error("user.push.token could not be queued for registration over HTTP: \(error)")
+        }
     }
 
     /// `push_token` with `user.push.register_via: "http"`: the POST of 002 §4 through the HTTP
