@@ -163,6 +163,10 @@ struct EngineHTTPQueueTests {
         #expect(status["http_queue"]?["last_error"]?["message"]?.stringValue?.contains("no complete HTTP response within the response timeout of 2s") == true,
                 "\(status)")
 
+        // Retries, backoff timers and timeouts ran on the daemon's own threads (no libdispatch).
+        let threads = try EngineThreadsTests.threadNames(of: try #require(setup.daemon?.pid))
+        #expect(threads.allSatisfy { EngineThreadsTests.ownThreads.contains($0) }, "\(threads)")
+
         // 400: dropped at once, with an error event carrying the status and the body's start.
         _ = try await sim.control(["op": "http_fault", "answer": "status", "status": 400, "count": 1])
         let fourth = try #require(try await client.ok("push_report", ["kind": "failed", "engagement_uid": "e-400"])["uuid"]?.stringValue)
@@ -266,6 +270,9 @@ struct EngineHTTPQueueTests {
             return entries.contains { $0["message"]?["payload"]?["engagement_uid"] == "e-ctl" }
         }
         #expect(byCtl, "\(entries)")
+        // HTTPS requests and the queue's task ran on the daemon's own threads (no libdispatch).
+        let threads = try EngineThreadsTests.threadNames(of: try #require(setup.daemon?.pid))
+        #expect(threads.allSatisfy { EngineThreadsTests.ownThreads.contains($0) }, "\(threads)")
         let report = entries.first { $0["message"]?["payload"]?["engagement_uid"] == "e-ctl" }?["message"]
         #expect(report?["user_ext_id"] == "bob" && report?["event_type"] == "engagement_action"
                 && report?["payload"]?["action"] == "dp:ok" && report?["payload"]?["message_id"] == "9", "\(String(describing: report))")

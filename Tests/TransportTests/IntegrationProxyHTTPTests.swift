@@ -242,14 +242,14 @@ struct IntegrationProxyHTTPTests {
             let started = ContinuousClock.now
             do throws(ConnectError) {
                 _ = try await HTTPClient.send(HTTPClientRequest(url: base + "/slow"), options: options, on: loop)
-                Issue.record("a 2 s answer beat a 300 ms response timeout")
+                Issue.record("a 10 s answer beat a 300 ms response timeout")
             } catch {
                 #expect(error.step == .http)
                 guard case .timeout = error.reason else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(ContinuousClock.now - started < .milliseconds(1500))
+                #expect(ContinuousClock.now - started < .seconds(8), "the timeout did not end the request")
             }
         }
     }

@@ -11,11 +11,14 @@ import Transport
 /// error or a 5xx keeps it at the head and waits (exponential backoff, jitter, persisted in the
 /// row so that a restart keeps the order and the delay), another status drops it with an
 /// `error` event (`push_report_dropped`). The WebSocket session never waits for any of this: the
-/// actor runs apart from the driver, its I/O is the Transport's non-blocking client on the
-/// daemon's loop, and its SQLite work runs on the store's own thread.
+/// actor has its own task, apart from the driver's FIFO; its I/O is the Transport's non-blocking
+/// client and its SQLite work runs on the store's own thread. Like the driver, its executor is the
+/// daemon's ``EventLoop`` (never the global concurrent executor, which would start libdispatch's
+/// threads, docs/transport.md): its waits are loop timers.
 actor HTTPReportQueue {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
     private let store: SmarticoStore
-    private let loop: EventLoop
     private var config: ResolvedConfig
     private var options: HTTPClientOptions
     private let logger: Logger
@@ -31,6 +34,8 @@ actor HTTPReportQueue {
     private var poked = false
     /// The last failed attempt or drop.
     private var lastError: (message: String, atMs: Int64)?
+    /// Delivered calls the store has not removed yet (a failed DELETE): never sent again.
+    private var removalPending: Set<String> = []
     /// The user the daemon acts for, as the driver last said (``setUser(_:)``).
     private var currentUser: String?
     private(set) var delivered = 0
@@ -67,7 +72,7 @@ actor HTTPReportQueue {
 
     func start() {
         guard task == nil else { return }
-        task = Task { await self.run() }
+        task = Task(executorPreference: loop) { await self.run() }
     }
 
     /// Ends the run loop and closes the kept connection. A call in flight is waited for at most
@@ -78,17 +83,21 @@ actor HTTPReportQueue {
         wakeUp()
         if let task {
             let once = ResumeOnce()
-            let wait = Self.stopWait
             await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                Task { await task.value; if once.first() { c.resume() } }
-                Task { try? await Task.sleep(for: wait); if once.first() { c.resume() } }
+                Task(executorPreference: loop) { await task.value; if once.first() { c.resume() } }
+                let t = LoopTimer(loop: loop) { if once.first() { c.resume() } }
+                t.schedule(after: Self.stopWait)
+                stopTimer = t
             }
+            stopTimer?.invalidate()
+            stopTimer = nil
         }
         task = nil
         await connections.close(on: loop)
     }
 
     static let stopWait: Duration = .seconds(1)
+    private var stopTimer: LoopTimer?
 
     func reload(_ newConfig: ResolvedConfig) {
         config = newConfig
@@ -175,6 +184,11 @@ actor HTTPReportQueue {
                 await wait(nil)
                 continue
             }
+            if removalPending.contains(call.uuid) {
+                // Delivered, but the store failed to remove it: remove it, never send it again.
+                await removeDelivered(call)
+                continue
+            }
             let now = Self.wallClockMs()
             if call.nextMs > now {
                 await wait(.milliseconds(call.nextMs - now))
@@ -197,21 +211,14 @@ actor HTTPReportQueue {
             await drop(call, status: nil, detail: why.description)
             return
         }
-        let what = "\(call.kind.rawValue) \(call.uuid)"
         do {
             let response = try await HTTPClient.send(request, options: options, connections: connections, on: loop)
             let status = response.status
             if (200..<300).contains(status) {
-                do {
-                    try await store.removeHTTP(uuid: call.uuid)
-                } catch {
-                    // Still stored: it would be sent again. Stop until the store works again.
-                    note("\(what) was delivered but cannot be removed from the queue: \(error)")
-                    await wait(.seconds(5))
-                    return
-                }
                 delivered += 1
                 logger.debug("public API call delivered", metadata: ["uuid": "\(call.uuid)", "kind": "\(call.kind.rawValue)", "status": "\(status)"])
+                removalPending.insert(call.uuid)
+                await removeDelivered(call)
             } else if status >= 500 || status == 408 || status == 429 {
                 await retry(call, reason: "HTTP \(status) \(response.reason) from \(redactedURL(config.publicAPI.url))")
             } else {
@@ -219,6 +226,17 @@ actor HTTPReportQueue {
             }
         } catch {
             await retry(call, reason: "\(error)")
+        }
+    }
+
+    /// Removes a delivered call; while the store refuses, it stays in `removalPending` (and is not sent).
+    private func removeDelivered(_ call: HTTPCall) async {
+        do {
+            try await store.removeHTTP(uuid: call.uuid)
+            removalPending.remove(call.uuid)
+        } catch {
+            note("\(call.kind.rawValue) \(call.uuid) was delivered but cannot be removed from the queue (retrying in 5 s): \(error)")
+            await wait(.seconds(5))
         }
     }
 
@@ -319,15 +337,17 @@ actor HTTPReportQueue {
         guard !stopped, !poked else { return }
         waitToken += 1
         let token = waitToken
-        var timer: Task<Void, Never>?
+        var timer: LoopTimer?
         if let timeout {
-            timer = Task { [weak self] in
-                try? await Task.sleep(for: timeout)
-                await self?.timeout(token)
+            let t = LoopTimer(loop: loop) { [weak self] in
+                // A loop timer fires on the loop thread: this actor's executor.
+                self?.assumeIsolated { $0.timeout(token) }
             }
+            t.schedule(after: timeout)
+            timer = t
         }
         await withCheckedContinuation { c in waiter = c }
-        timer?.cancel()
+        timer?.invalidate()
     }
 
     private func timeout(_ token: Int) {

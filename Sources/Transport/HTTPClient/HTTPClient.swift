@@ -182,7 +182,9 @@ public enum HTTPClient {
             } else {
                 _ = try? await loop.submit { stream.close() }
             }
-            trace.finish(.http, "\(request.method) \(url.target) → \(responseHead.statusLine), \(body.count) body bytes")
+            // The path only: a query may carry keys (the public API's api_key).
+            let path = url.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url.target
+            trace.finish(.http, "\(request.method) \(path)\(path == url.target ? "" : "?…") → \(responseHead.statusLine), \(body.count) body bytes")
             if options.refuseRedirects, (300..<400).contains(responseHead.status), responseHead.status != 304 {
                 throw ConnectError(step: .http, peer: peer,
                                    reason: .http(.redirectRefused(status: responseHead.status, location: responseHead.headers["Location"])),

@@ -8,7 +8,7 @@ Prints its port on the first line. Paths:
   /big       200 with Content-Length 1 MiB of "x"
   /echo      200 echoing the request method, the X-Test header and the request body
   /redirect  302 to /length
-  /slow      200 after 2 s
+  /slow      200 after 10 s
 A request with "Connection: keep-alive" to /length, /echo or /redirect leaves the connection open
 for the next one; /length says which connection served it (X-Connection: N, from 1).
 """
@@ -73,7 +73,7 @@ async def answer(reader, writer, head, number):
     elif target == "/redirect":
         writer.write(b"HTTP/1.1 302 Found\r\nLocation: /length\r\nContent-Length: 0\r\n\r\n")
     elif target == "/slow":
-        await asyncio.sleep(2)
+        await asyncio.sleep(10)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
     else:
         writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
