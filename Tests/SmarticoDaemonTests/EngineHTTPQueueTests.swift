@@ -2,6 +2,7 @@ import Foundation
 import SmarticoProtocol
 import SmarticoTestSupport
 import Testing
+@testable import SmarticoDaemon
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -313,6 +314,21 @@ struct EngineHTTPQueueTests {
         #expect(attempts.map { $0["error"]?.stringValue } == ["http_fault \(answer)", nil], "\(attempts)")
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
+    }
+
+    // MARK: Backoff
+
+    @Test func backoffDoublesToTheMaximumWithTheUpperHalfJittered() {
+        for attempt in [0, 1, 2, 5, 40, Int.max / 2] {
+            let ceiling = min(300_000, 1000 << min(attempt, 20))
+            for _ in 0..<50 {
+                let d = HTTPReportQueue.backoffMs(attempt: attempt, initialMs: 1000, maxMs: 300_000)
+                #expect(d >= Int64(ceiling / 2) && d <= Int64(ceiling), "attempt \(attempt): \(d)")
+            }
+        }
+        // No overflow with large settings.
+        let huge = HTTPReportQueue.backoffMs(attempt: 80, initialMs: Int.max / 4, maxMs: Int.max / 2)
+        #expect(huge > 0)
     }
 
     // MARK: Helpers

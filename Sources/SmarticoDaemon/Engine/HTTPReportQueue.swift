@@ -325,9 +325,14 @@ actor HTTPReportQueue {
 
     /// Doubling from `initialMs` up to `maxMs`, the upper half jittered: `d/2 + random(0...d/2)`.
     static func backoffMs(attempt: Int, initialMs: Int, maxMs: Int) -> Int64 {
-        let exponent = min(attempt, 30)
-        let d = min(Int64(maxMs), Int64(initialMs) << Int64(exponent))
-        return d / 2 + Int64.random(in: 0...max(0, d - d / 2))
+        let cap = Int64(max(1, maxMs))
+        var d = min(Int64(max(1, initialMs)), cap)
+        var doublings = 0
+        while doublings < attempt, d < cap {
+            d = min(cap, d * 2)
+            doublings += 1
+        }
+        return d / 2 + Int64.random(in: 0...(d - d / 2))
     }
 
     // MARK: Waiting
