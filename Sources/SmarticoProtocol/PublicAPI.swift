@@ -5,15 +5,16 @@ public enum PublicAPI {
     /// Path of the endpoint on the `papi…` host.
     public static let path = "/services/public"
 
-    /// `api_key=…&brand_key=…&version=1.2.25&event=<url-encoded compact JSON>`.
-    public static func query(apiKey: String, brandKey: String, event: JSONObject, version: String = PublicAPI.version) -> String {
-        "api_key=\(WrapperURL.percentEncode(apiKey))&brand_key=\(WrapperURL.percentEncode(brandKey))"
+    /// `api_key=…&brand_key=…&version=1.2.25&event=<url-encoded compact JSON>` (no `brand_key` when nil,
+    /// as Smartico's SDK sends it for a label without brands).
+    public static func query(apiKey: String, brandKey: String?, event: JSONObject, version: String = PublicAPI.version) -> String {
+        "api_key=\(WrapperURL.percentEncode(apiKey))" + (brandKey.map { "&brand_key=\(WrapperURL.percentEncode($0))" } ?? "")
             + "&version=\(WrapperURL.percentEncode(version))&event="
             + WrapperURL.percentEncode(String(decoding: event.serialized(), as: UTF8.self))
     }
 
     /// `endpoint` (e.g. `https://papi3.smartico.ai/services/public`) + `?` + `query(…)`.
-    public static func url(endpoint: String, apiKey: String, brandKey: String, event: JSONObject) -> String {
+    public static func url(endpoint: String, apiKey: String, brandKey: String?, event: JSONObject) -> String {
         endpoint + "?" + query(apiKey: apiKey, brandKey: brandKey, event: event)
     }
 

@@ -76,6 +76,9 @@ public struct SimCommand: ParsableCommand, Sendable {
     @Option(help: ArgumentHelp("PEM private key for --tls-cert.", valueName: "file"))
     public var tlsKey: String?
 
+    @Flag(name: .customLong("http-tls"), help: "Serve the HTTP port (pages, public API) over TLS too, with --tls-cert/--tls-key.")
+    public var httpTLS = false
+
     @Option(help: ArgumentHelp("""
         Label key (with its -N environment suffix) used in native_app_gf_url/native_app_popup_url. When set, \
         INIT must carry it (with or without the suffix) or gets errCode 100001. Default: accept any key.
@@ -153,6 +156,7 @@ public struct SimCommand: ParsableCommand, Sendable {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0…65535, got \(port)") }
         guard (0...65535).contains(httpPort) else { throw ValidationError("--http-port must be 0…65535, got \(httpPort)") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if httpTLS && tlsCert == nil { throw ValidationError("--http-tls needs --tls-cert and --tls-key") }
         guard (0...(64 << 20)).contains(templateBytes) else {
             throw ValidationError("--template-bytes must be 0…\(64 << 20), got \(templateBytes)")
         }
@@ -257,7 +261,7 @@ public struct SimRunning: Sendable {
                 throw SimStartError.tls(cert: cert, key: key, reason: "\(error)")
             }
         }
-        let services = try await SimServices.start(command, on: loop)
+        let services = try await SimServices.start(command, on: loop, httpTLS: command.httpTLS ? tls : nil)
         do {
             let listener = try await SimWebSocketListener.start(host: command.host, port: command.port, tls: tls,
                                                                 runtime: services.runtime)

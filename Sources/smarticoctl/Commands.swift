@@ -307,28 +307,28 @@ enum PushReportKind: String, ExpressibleByArgument, CaseIterable {
 struct PushReport: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-report",
-        abstract: "Report a push notification's lifecycle over Smartico's HTTP API.",
+        abstract: "Report a push notification's lifecycle over Smartico's HTTP API (stored durably, retried).",
         discussion: """
             Examples:
-              smarticoctl push-report delivered 9f0c-…-e1 msg-778
-              smarticoctl push-report action 9f0c-…-e1 msg-778 --action dp:cashier
+              smarticoctl push-report delivered --engagement-uid 9f0c-…-e1 --message-id 778
+              smarticoctl push-report action --engagement-uid 9f0c-…-e1 --message-id 778 --action dp:cashier
+              smarticoctl push-report impression --engagement-uid 9f0c-…-e1 --user 12345
             """)
     @Argument(help: ArgumentHelp("delivered, impression, action or failed.", valueName: "kind"))
     var kind: PushReportKind
-    @Argument(help: ArgumentHelp("The push's engagement_uid.", valueName: "engagement-uid"))
+    @Option(name: .customLong("engagement-uid"), help: ArgumentHelp("The push's engagement_uid.", valueName: "uid"))
     var engagementUID: String
-    @Argument(help: ArgumentHelp("The push's message id.", valueName: "message-id"))
-    var messageID: String
-    @Option(name: .long, help: ArgumentHelp("The action taken.", valueName: "action"))
+    @Option(name: .customLong("message-id"), help: ArgumentHelp("The push's message_id.", valueName: "id"))
+    var messageID: String?
+    @Option(name: .long, help: ArgumentHelp("The action taken (kind action only).", valueName: "action"))
     var action: String?
-    @Option(name: .customLong("user-ext-id"), help: ArgumentHelp("The user (default: the identified one).", valueName: "user"))
+    @Option(name: .customLong("user"), help: ArgumentHelp("The user (default: the identified one; without one the report waits for one).", valueName: "user"))
     var userExtID: String?
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        var args: JSONObject = [
-            "kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID), "message_id": .string(messageID),
-        ]
+        var args: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
+        if let messageID { args.append(key: "message_id", value: .string(messageID)) }
         if let action { args.append(key: "action", value: .string(action)) }
         if let userExtID { args.append(key: "user_ext_id", value: .string(userExtID)) }
         try runOp("push_report", args, options: options)

@@ -9,7 +9,7 @@ enum Format {
     /// The status object as aligned `name: value` lines.
     static func status(_ s: JSONValue, now: Int64) -> [String] {
         var rows: [(String, String)] = []
-        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers", "backoff", "last_error"]
+        let known: Set<String> = ["state", "since_ms", "server", "session", "user", "counters", "last_ping_ms", "outbox", "journal", "subscribers", "backoff", "last_error", "http_queue"]
 
         var state = describe(s["state"])
         if let since = s["since_ms"]?.int64Value, since > 0 {
@@ -69,6 +69,7 @@ enum Format {
             outbox += ", oldest \(formatDuration(ms: now - oldest)) old (\(localTime(ms: oldest)))"
         }
         rows.append(("outbox", outbox))
+        if let h = s["http_queue"], !h.isNull { rows.append(("http queue", Self.httpQueue(h, now: now))) }
 
         let first = s["journal"]?["first_seq"]?.int64Value ?? 0
         let last = s["journal"]?["last_seq"]?.int64Value
@@ -87,6 +88,21 @@ enum Format {
             }
         }
         return aligned(rows)
+    }
+
+    /// The `http_queue` member: depth, oldest call, deliveries and drops, the last error.
+    static func httpQueue(_ h: JSONValue, now: Int64) -> String {
+        let depth = h["depth"]?.int64Value
+        var text = depth.map { $0 == 0 ? "empty" : "\($0) waiting" } ?? describe(h["depth"])
+        if let oldest = h["oldest_ms"]?.int64Value, depth != 0 {
+            text += ", oldest \(formatDuration(ms: now - oldest)) old (\(localTime(ms: oldest)))"
+        }
+        text += "; \(describe(h["delivered"])) delivered, \(describe(h["dropped"])) dropped, \(describe(h["failed_attempts"])) failed attempts"
+        if let message = h["last_error"]?["message"]?.stringValue {
+            let at = h["last_error"]?["at_ms"]?.int64Value.map { " (\(formatDuration(ms: now - $0)) ago)" } ?? ""
+            text += "; last error\(at): \(String(message.prefix(300)))"
+        }
+        return text
     }
 
     /// The `backoff` member: the pending retry while backing off; otherwise the failed attempts

@@ -77,6 +77,24 @@ struct ConfigProblemsTests {
         #expect(problems.count == expectedKeys.count)
     }
 
+    @Test func theHTTPQueueKeysAndRegisterViaAreChecked() {
+        let json = """
+        {
+          "server": {"label_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"},
+          "user": {"push": {"register_via": "pigeon"}},
+          "http": {"connect_timeout_s": 0, "response_timeout_s": "30", "retry_initial_ms": 5000, "retry_max_ms": 100, "max_queue": -1}
+        }
+        """
+        let byKey = messages(ConfigTestSupport.problems(json))
+        #expect(byKey["user.push.register_via"] == ["must be \"socket\" or \"http\", got \"pigeon\""])
+        #expect(byKey["http.connect_timeout_s"] == ["must be an integer ≥ 1, got 0"])
+        #expect(byKey["http.response_timeout_s"]?.first?.hasPrefix("must be an integer ≥ 1") == true)
+        #expect(byKey["http.retry_max_ms"]?.first?.contains("≥ http.retry_initial_ms (5000)") == true)
+        #expect(byKey["http.max_queue"] == ["must be an integer ≥ 1, got -1"])
+        #expect(Set(byKey.keys) == ["user.push.register_via", "http.connect_timeout_s", "http.response_timeout_s",
+                                    "http.retry_max_ms", "http.max_queue"])
+    }
+
     @Test func theErrorLinesNameTheSourceAndTheKey() {
         guard case .failure(let error) = ConfigTestSupport.decode(#"{"server": {"label_key": "\#(key)"}, "session": {"keepalive_s": -3}}"#) else {
             Issue.record("expected a failure")

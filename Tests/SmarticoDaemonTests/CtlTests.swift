@@ -233,7 +233,7 @@ struct CtlTests {
         #expect(json.status == 1)
         #expect(json.stdout == #"{"id":1,"ok":false,"error":{"code":"server_error","message":"the server refused IDENTIFY","errCode":100000,"errMsg":"hash is not valid"}}"# + "\n")
 
-        let notImplemented = try await rig.ctl(["push-report", "delivered", "e-1", "m-1"])
+        let notImplemented = try await rig.ctl(["push-report", "delivered", "--engagement-uid", "e-1", "--message-id", "m-1"])
         #expect(notImplemented.status == 1)
         #expect(notImplemented.stderr.contains("push_report refused: not_implemented: push_report needs the HTTP API"))
         #expect(rig.daemon.recorded.last == .pushReport(PushReportRequest(kind: .delivered, engagementUID: "e-1", messageID: "m-1", action: nil, userExtID: nil)))

@@ -25,7 +25,8 @@ struct EngineSessionTests {
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
         let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
+        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand],
+                              http: ["public_url": .string(sim.httpURL + "/services/public")])
         let client = try await setup.start()
         defer { client.close() }
 
@@ -72,10 +73,13 @@ struct EngineSessionTests {
         let arrived = try await eventually { try await sim.received(cids: [9]).contains { $0["uuid"]?.stringValue == uuid } }
         #expect(arrived)
 
-        let pushReport = try await client.request("push_report", [
-            "kind": "delivered", "engagement_uid": "u", "message_id": "m",
-        ])
-        #expect(pushReport["error"]?["code"]?.stringValue == "not_implemented")
+        // push_report: queued, then delivered to the simulator's public API.
+        let pushReport = try await client.ok("push_report", ["kind": "delivered", "engagement_uid": "u", "message_id": "m"])
+        #expect(pushReport["queued"] == true, "\(pushReport)")
+        let reported = try await eventually {
+            try await sim.receivedEntries().contains { $0["client"] == "http" && $0["message"]?["uuid"] == pushReport["uuid"] }
+        }
+        #expect(reported, "log:\n\(setup.log)")
 
         // SIGTERM: graceful (close 1000), exit 0, the socket file removed.
         let exit = await setup.stop()

@@ -239,12 +239,15 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
     let port: Int
     let wsURL: String
     let controlPath: String
+    /// The HTTP port's base URL (`http://127.0.0.1:PORT`, `https://` with `--http-tls`).
+    let httpURL: String
 
-    private init(child: ChildProcess, port: Int, wsURL: String, controlPath: String) {
+    private init(child: ChildProcess, port: Int, wsURL: String, controlPath: String, httpURL: String = "") {
         self.child = child
         self.port = port
         self.wsURL = wsURL
         self.controlPath = controlPath
+        self.httpURL = httpURL
     }
 
     /// The URL the daemon uses (Smartico's query).
@@ -285,7 +288,7 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
             await child.kill9()
             throw EngineTestError("smartico-sim did not print its three lines: \(lines); log: \(child.log)")
         }
-        return SimProcess(child: child, port: port, wsURL: lines[1], controlPath: controlPath)
+        return SimProcess(child: child, port: port, wsURL: lines[1], controlPath: controlPath, httpURL: lines[2])
     }
 
     /// One control request (its own connection); the answer object.
@@ -358,11 +361,15 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
     /// Writes the configuration. `session`: extra keys of `session` (e.g. keepalive).
     func writeConfig(url: String, user: String? = "alice", hash: String? = "h", hashCommand: [String]? = nil,
                      session: JSONObject = [:], client: JSONObject = [:], socket: JSONObject = [:],
-                     journal: JSONObject = [:], metrics: JSONObject = [:], logLevel: String = "debug") throws {
+                     journal: JSONObject = [:], metrics: JSONObject = [:], logLevel: String = "debug",
+                     server: JSONObject = [:], http: JSONObject = [:], push: JSONObject = [:]) throws {
         var userObject: JSONObject = [:]
         if let user { userObject["ext_user_id"] = .string(user) }
         if let hash { userObject["hash"] = .string(hash) }
         if let hashCommand { userObject["hash_command"] = .array(hashCommand.map { .string($0) }) }
+        if !push.isEmpty { userObject["push"] = .object(push) }
+        var serverObject: JSONObject = ["url": .string(url), "label_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"]
+        for (k, v) in server { serverObject[k] = v }
         var sessionObject: JSONObject = [
             "connect_timeout_s": 5, "response_timeout_s": 5,
             "reconnect": ["initial_ms": 50, "max_ms": 300, "multiplier": 2.0],
@@ -371,7 +378,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
         var socketObject: JSONObject = ["path": .string(socketPath)]
         for (k, v) in socket { socketObject[k] = v }
         var config: JSONObject = [
-            "server": ["url": .string(url), "label_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"],
+            "server": .object(serverObject),
             "client": .object(client),
             "user": .object(userObject),
             "session": .object(sessionObject),
@@ -381,6 +388,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
         ]
         if !journal.isEmpty { config["journal"] = .object(journal) }
         if !metrics.isEmpty { config["metrics"] = .object(metrics) }
+        if !http.isEmpty { config["http"] = .object(http) }
         try Data(config.serialized()).write(to: URL(fileURLWithPath: configPath))
     }
 

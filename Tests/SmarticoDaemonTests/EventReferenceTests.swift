@@ -187,7 +187,9 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", Self.salt, "--template-bytes", "64"])
         let script = try writeHashScript(dir: setup.dir, salt: Self.salt, failWhenMarked: true)
         try setup.writeConfig(url: sim.serverURL, user: "alice", hash: nil, hashCommand: ["/bin/sh", script],
-                              journal: ["retention_events": 2])
+                              journal: ["retention_events": 2],
+                              http: ["public_url": .string(sim.httpURL + "/services/public"), "retry_initial_ms": 20, "retry_max_ms": 200],
+                              push: ["register_via": "http"])
         // outbox.max_messages small enough to fill.
         var config = try #require(try JSONValue(parsing: String(contentsOfFile: setup.configPath, encoding: .utf8)).objectValue)
         config["outbox"] = ["max_messages": 5]
@@ -266,6 +268,13 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         _ = try await app.ok("bridge", ["message": ["bcid": 2]])
         #expect(await app.event(where: { $0["event"]?.stringValue == "bridge" }) != nil)
         #expect(try await eventually { try await Self.status(ops)["outbox"]?["depth"]?.int64Value == 0 })
+
+        // The public HTTP API refuses a push report and a push token (400): each is dropped with an error.
+        _ = try await sim.control(["op": "http_fault", "answer": "status", "status": 400, "count": 2])
+        _ = try await app.ok("push_report", ["kind": "action", "engagement_uid": "evref-push-1", "message_id": "42", "action": "dp:cashier"])
+        #expect(await app.event(where: Self.isData("code", "push_report_dropped")) != nil, "log:\n\(setup.log)")
+        _ = try await app.ok("push_token", ["token": "evref-token", "platform": 7, "status": 0])
+        #expect(await app.event(where: Self.isData("code", "push_token_dropped")) != nil, "log:\n\(setup.log)")
 
         // Errors. INIT refused while the outbox fills; an identify of bob waits for the server.
         _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": "maintenance"])

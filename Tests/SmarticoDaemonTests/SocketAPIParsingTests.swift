@@ -43,6 +43,11 @@ struct SocketAPIParsingTests {
             == .session(.minigameAck(sawTemplateID: 7, pendingMessageID: 9)))
         #expect(try request(#"{"op":"push_report","kind":"delivered","engagement_uid":"e","message_id":"m"}"#)
             == .pushReport(PushReportRequest(kind: .delivered, engagementUID: "e", messageID: "m")))
+        // message_id: optional; a number (as 002 §5 shows it) is taken as its decimal string.
+        #expect(try request(#"{"op":"push_report","kind":"action","engagement_uid":"e","message_id":778,"action":"dp:x","user_ext_id":"bob"}"#)
+            == .pushReport(PushReportRequest(kind: .action, engagementUID: "e", messageID: "778", action: "dp:x", userExtID: "bob")))
+        #expect(try request(#"{"op":"push_report","kind":"failed","engagement_uid":"e"}"#)
+            == .pushReport(PushReportRequest(kind: .failed, engagementUID: "e")))
         #expect(try request(#"{"op":"send","message":{"cid":500}}"#) == .session(.send(["cid": 500])))
         #expect(try request(#"{"op":"request","message":{"cid":500}}"#)
             == .session(.request(message: ["cid": 500], expectCid: nil, timeoutMs: nil)))
@@ -87,7 +92,8 @@ struct SocketAPIParsingTests {
             (#"{"op":"report","kind":"failed"}"#, #""engagement_uid" is required"#),
             (#"{"op":"minigame_ack"}"#, #""saw_template_id" is required"#),
             (#"{"op":"minigame_ack","saw_template_id":"7"}"#, #""saw_template_id" of op "minigame_ack" must be an integer, got string"#),
-            (#"{"op":"push_report","kind":"delivered","engagement_uid":"e"}"#, #""message_id" is required"#),
+            (#"{"op":"push_report","kind":"delivered"}"#, #""engagement_uid" is required"#),
+            (#"{"op":"push_report","kind":"delivered","engagement_uid":"e","action":"dp:x"}"#, #""action" is only for kind "action""#),
             (#"{"op":"push_report","kind":"seen","engagement_uid":"e","message_id":"m"}"#, #""kind" must be "delivered""#),
             (#"{"op":"send"}"#, #""message" is required"#),
             (#"{"op":"send","message":"x"}"#, #""message" of op "send" must be an object, got string"#),

@@ -99,13 +99,42 @@ private func openFails(_ directory: String) async throws -> StoreError {
         // Back to version 1's tables, as the previous release wrote them.
         try await rawSQL(path, """
             ALTER TABLE outbox DROP COLUMN user; ALTER TABLE latest DROP COLUMN user;
-            ALTER TABLE cursors DROP COLUMN owner_uid; PRAGMA user_version = 1;
+            ALTER TABLE cursors DROP COLUMN owner_uid; DROP TABLE http_queue; PRAGMA user_version = 1;
             """)
         store = try await SmarticoStore.open(directory: dir.path)
         #expect(try await store.schemaVersion() == StoreSchema.version)
         #expect(try await store.peek(limit: 10).map(\.user) == ["alice"])
         #expect(try await store.latestMessages().map(\.user) == ["alice"])
         #expect(try await store.cursor("app") == 0)
+        #expect(try await store.integrityCheck().isEmpty)
+        await store.close()
+    }
+
+    @Test func aVersion2StoreGetsTheHTTPQueueAndKeepsItsRows() async throws {
+        let dir = try StoreTempDir()
+        defer { dir.remove() }
+        let path = dir.sub(SmarticoStore.fileName)
+        var store = try await SmarticoStore.open(directory: dir.path)
+        try await store.enqueue(uuid: "u-1", cid: 9, payload: Array("{}".utf8), createdMs: 1, user: "alice")
+        await store.close()
+        // Back to version 2, as the previous release wrote it.
+        try await rawSQL(path, "DROP TABLE http_queue; PRAGMA user_version = 2;")
+        store = try await SmarticoStore.open(directory: dir.path)
+        #expect(try await store.schemaVersion() == 3)
+        #expect(try await store.peek(limit: 10).map(\.uuid) == ["u-1"])
+        // The new table works: in order, failed attempts recorded, removed once.
+        try await store.enqueueHTTP(uuid: "h-1", kind: .pushReport, request: Array("{}".utf8), user: nil, createdMs: 5, max: 10)
+        try await store.enqueueHTTP(uuid: "h-2", kind: .pushToken, request: Array("{}".utf8), user: "bob", createdMs: 6, max: 10)
+        await #expect(throws: StoreError.queueFull(max: 2)) {
+            try await store.enqueueHTTP(uuid: "h-3", kind: .pushReport, request: Array("{}".utf8), user: nil, createdMs: 7, max: 2)
+        }
+        try await store.failedHTTP(uuid: "h-1", nextMs: 99, error: "HTTP 503")
+        let first = try #require(try await store.firstHTTP())
+        #expect(first.uuid == "h-1" && first.attempts == 1 && first.nextMs == 99 && first.lastError == "HTTP 503" && first.user == nil)
+        #expect(try await store.httpQueueStatus() == HTTPQueueStatus(depth: 2, oldestMs: 5))
+        #expect(try await store.removeHTTP(uuid: "h-1"))
+        #expect(try await store.removeHTTP(uuid: "h-1") == false)
+        #expect(try await store.firstHTTP()?.uuid == "h-2")
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
     }

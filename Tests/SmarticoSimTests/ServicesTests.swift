@@ -54,6 +54,37 @@ import SmarticoProtocol
         #expect(record.split(separator: "\n").count == 3)
     }
 
+    @Test func httpFaultsThroughTheControlSocket() async throws {
+        let dir = try TempDir()
+        defer { dir.remove() }
+        let command = try SimCommand.parse(["--control", dir.path + "/sim.sock", "--ping-interval", "0"])
+        try await withLoop { loop in
+            let services = try await SimServices.start(command, on: loop)
+            let sock = dir.path + "/sim.sock"
+            let port = services.http.port
+            let get = "GET /health HTTP/1.1\r\n\r\n"
+            func fault(_ line: String) async -> String { await unixExchange(path: sock, line + "\n") }
+            #expect(await fault(#"{"op":"http_fault","answer":"status","status":503,"count":1}"#) == #"{"ok":true,"answer":"status"}"# + "\n")
+            #expect(await tcpExchange(port: port, get).hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
+            #expect(await tcpExchange(port: port, get).hasPrefix("HTTP/1.1 200 OK\r\n"), "count 1: the fault cleared itself")
+            _ = await fault(#"{"op":"http_fault","answer":"garbage_status","count":1}"#)
+            #expect(await tcpExchange(port: port, get).hasPrefix("HTTP/1.1 banana OK\r\n"))
+            _ = await fault(#"{"op":"http_fault","answer":"long_body","count":1}"#)
+            let long = await tcpExchange(port: port, get)
+            #expect(long.contains("Content-Length: 5\r\n") && long.hasSuffix("{\"a\":1}EXTRA BYTES BEYOND THE ANNOUNCED LENGTH"), "\(long)")
+            // Refused by the kernel while the listener is closed; the same port listens again after clear.
+            _ = await fault(#"{"op":"http_fault","answer":"refuse"}"#)
+            #expect(await tcpExchange(port: port, get) == "")
+            _ = await fault(#"{"op":"http_fault","answer":"clear"}"#)
+            #expect(await tcpExchange(port: port, get).hasPrefix("HTTP/1.1 200 OK\r\n"))
+            let bad = await fault(#"{"op":"http_fault","answer":"teapot"}"#)
+            #expect(bad.contains(#""ok":false"#) && bad.contains("garbage_status, long_body"), "\(bad)")
+            let negative = await fault(#"{"op":"http_fault","answer":"status","count":-1}"#)
+            #expect(negative.contains(#""ok":false"#) && negative.contains("non-negative"), "\(negative)")
+            await services.stop()
+        }
+    }
+
     @Test func anUnusableControlPathFailsWithItsName() async throws {
         let command = try SimCommand.parse(["--control", "/nonexistent-dir/sim.sock"])
         try await withLoop { loop in

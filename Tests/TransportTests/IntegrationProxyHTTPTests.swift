@@ -208,6 +208,52 @@ struct IntegrationProxyHTTPTests {
         }
     }
 
+    @Test("HTTPClient: keep-alive reuse of one connection, a refused redirect, a response timeout")
+    func httpClientKeepAliveRedirectTimeout() async throws {
+        try await withLoop { loop in
+            let server = try await PythonPeer.start("http_server.py")
+            defer { server.stop() }
+            let base = "http://127.0.0.1:\(server.port)"
+            let cache = HTTPConnectionCache()
+            let a = try await HTTPClient.send(HTTPClientRequest(url: base + "/length"), connections: cache, on: loop)
+            let b = try await HTTPClient.send(HTTPClientRequest(url: base + "/length"), connections: cache, on: loop)
+            #expect(a.text == "hello, length" && b.text == "hello, length")
+            #expect(a.headers["X-Connection"] != nil && a.headers["X-Connection"] == b.headers["X-Connection"], "\(a.headers) \(b.headers)")
+            #expect(b.trace.entries.map(\.step) == [.tcp, .http], "the second request dialled again: \(b.trace)")
+            // Without a cache every request has its own connection.
+            let c = try await HTTPClient.send(HTTPClientRequest(url: base + "/length"), on: loop)
+            #expect(c.headers["X-Connection"] != a.headers["X-Connection"])
+            await cache.close(on: loop)
+
+            do throws(ConnectError) {
+                _ = try await HTTPClient.send(HTTPClientRequest(url: base + "/redirect"), on: loop)
+                Issue.record("a redirect was returned as a response")
+            } catch {
+                #expect(error.step == .http)
+                guard case .http(.redirectRefused(status: 302, location: "/length")) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(error.description.contains("redirects are not followed"), "\(error)")
+            }
+
+            var options = HTTPClientOptions()
+            options.responseTimeout = .milliseconds(300)
+            let started = ContinuousClock.now
+            do throws(ConnectError) {
+                _ = try await HTTPClient.send(HTTPClientRequest(url: base + "/slow"), options: options, on: loop)
+                Issue.record("a 10 s answer beat a 300 ms response timeout")
+            } catch {
+                #expect(error.step == .http)
+                guard case .timeout = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(ContinuousClock.now - started < .seconds(8), "the timeout did not end the request")
+            }
+        }
+    }
+
     @Test("HTTPClient through the proxy")
     func httpThroughProxy() async throws {
         try await withLoop { loop in

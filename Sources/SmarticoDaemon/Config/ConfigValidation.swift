@@ -124,6 +124,14 @@ extension DaemonConfig {
         v.atLeast("journal.retention_hours", journal.retentionHours, 1)
         v.atLeast("journal.max_bytes", journal.maxBytes, Journal.minBytes)
         v.atLeast("outbox.max_messages", outbox.maxMessages, 1)
+        v.atLeast("http.connect_timeout_s", http.connectTimeoutS, 1)
+        v.atLeast("http.response_timeout_s", http.responseTimeoutS, 1)
+        v.atLeast("http.retry_initial_ms", http.retryInitialMs, 1)
+        v.atLeast("http.retry_max_ms", http.retryMaxMs, 1)
+        v.atLeast("http.max_queue", http.maxQueue, 1)
+        if http.retryInitialMs >= 1, http.retryMaxMs >= 1, http.retryInitialMs > http.retryMaxMs {
+            v.add("http.retry_max_ms", "must be ≥ http.retry_initial_ms (\(http.retryInitialMs)), got \(http.retryMaxMs)")
+        }
         if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
             v.add("http.public_url", problem.message)
         }

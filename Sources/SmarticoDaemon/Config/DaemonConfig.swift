@@ -348,9 +348,13 @@ extension DaemonConfig {
                 self.appPackageID = appPackageID
             }
 
+            /// `user.push.register_via`: `socket` (default) or `http`.
+            public var registerVia: PushRegisterVia = .socket
+
             enum CodingKeys: String, CodingKey, CaseIterable {
                 case token, platform, status
                 case appPackageID = "app_package_id"
+                case registerVia = "register_via"
             }
 
             init(config c: ConfigObject<CodingKeys>) {
@@ -358,6 +362,7 @@ extension DaemonConfig {
                 platform = c.field(.platform, default: Push.defaultPlatform, expect: Expect.integer(Push.platformRange))
                 status = c.field(.status, default: Push.defaultStatus, expect: Expect.integer(Push.statusRange))
                 appPackageID = c.optional(.appPackageID, expect: Expect.nonEmptyString)
+                registerVia = c.field(.registerVia, default: .socket, expect: "\"socket\" or \"http\"")
             }
         }
     }
@@ -579,20 +584,58 @@ extension DaemonConfig {
         }
     }
 
-    /// `http.*`: Smartico's public HTTP API.
+    /// `http.*`: Smartico's public HTTP API (the `push_report` queue, push tokens over HTTP).
     public struct HTTP: Sendable, Equatable, Encodable, ConfigSection {
         /// `http.public_url`; null → derived from the label key.
         public var publicURL: String?
+        /// `http.connect_timeout_s`: DNS + TCP + proxy + TLS; default 10.
+        public var connectTimeoutS: Int
+        /// `http.response_timeout_s`: from the request written to the whole response; default 30.
+        public var responseTimeoutS: Int
+        /// `http.retry_initial_ms`, `http.retry_max_ms`: backoff between attempts (doubling, full jitter).
+        public var retryInitialMs: Int
+        public var retryMaxMs: Int
+        /// `http.max_queue`: reports waiting at most; beyond, `push_report` answers `queue_full`.
+        public var maxQueue: Int
 
-        public init(publicURL: String? = nil) { self.publicURL = publicURL }
+        public init(publicURL: String? = nil, connectTimeoutS: Int = 10, responseTimeoutS: Int = 30,
+                    retryInitialMs: Int = 1000, retryMaxMs: Int = 300_000, maxQueue: Int = 10_000) {
+            self.publicURL = publicURL
+            self.connectTimeoutS = connectTimeoutS
+            self.responseTimeoutS = responseTimeoutS
+            self.retryInitialMs = retryInitialMs
+            self.retryMaxMs = retryMaxMs
+            self.maxQueue = maxQueue
+        }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
             case publicURL = "public_url"
+            case connectTimeoutS = "connect_timeout_s"
+            case responseTimeoutS = "response_timeout_s"
+            case retryInitialMs = "retry_initial_ms"
+            case retryMaxMs = "retry_max_ms"
+            case maxQueue = "max_queue"
         }
 
         init(config c: ConfigObject<CodingKeys>) {
+            let d = HTTP()
+            let positive = Expect.integer(atLeast: 1)
             publicURL = c.optional(.publicURL, expect: "an https:// or http:// URL")
+            connectTimeoutS = c.field(.connectTimeoutS, default: d.connectTimeoutS, expect: positive)
+            responseTimeoutS = c.field(.responseTimeoutS, default: d.responseTimeoutS, expect: positive)
+            retryInitialMs = c.field(.retryInitialMs, default: d.retryInitialMs, expect: positive)
+            retryMaxMs = c.field(.retryMaxMs, default: d.retryMaxMs, expect: positive)
+            maxQueue = c.field(.maxQueue, default: d.maxQueue, expect: positive)
         }
+    }
+
+    /// `user.push.register_via`: how a push token reaches Smartico.
+    public enum PushRegisterVia: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
+        /// cid 1003 and IDENTIFY over the WebSocket (the default).
+        case socket
+        /// The public HTTP API's POST (002 §4), queued with the push reports: for devices that
+        /// report tokens without a live session.
+        case http
     }
 
     /// `log.level` values, `trace`…`critical` (swift-log's levels).

@@ -34,6 +34,9 @@ struct DaemonMetrics: Sendable {
     var lastError: (code: String, atMs: Int64)?
     /// Nil when `/proc/self/statm` could not be read.
     var residentBytes: Int?
+    /// Calls waiting in the public HTTP API's queue (``HTTPReportQueue``); nil when the store could not say.
+    var httpQueueDepth: Int? = nil
+    var httpQueueOldestMs: Int64? = nil
 
     /// The exposition text, one family after another, ending in a newline.
     var text: String {
@@ -81,6 +84,14 @@ struct DaemonMetrics: Sendable {
         if let outboxOldestMs {
             family("smarticod_outbox_oldest_timestamp_seconds", "gauge", "When the oldest message waiting in the outbox was accepted, in seconds since the Unix epoch (absent when the outbox is empty).")
             sample("smarticod_outbox_oldest_timestamp_seconds", Self.seconds(outboxOldestMs))
+        }
+        if let httpQueueDepth {
+            family("smarticod_http_queue_calls", "gauge", "Calls to Smartico's public HTTP API (push reports, push tokens) waiting in their queue.")
+            sample("smarticod_http_queue_calls", "\(httpQueueDepth)")
+        }
+        if let httpQueueOldestMs {
+            family("smarticod_http_queue_oldest_timestamp_seconds", "gauge", "When the oldest call waiting in the HTTP queue was accepted, in seconds since the Unix epoch (absent when the queue is empty).")
+            sample("smarticod_http_queue_oldest_timestamp_seconds", Self.seconds(httpQueueOldestMs))
         }
         family("smarticod_subscribers", "gauge", "Local peers with an active subscription.")
         sample("smarticod_subscribers", "\(subscribers)")

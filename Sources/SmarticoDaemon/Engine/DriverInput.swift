@@ -34,6 +34,8 @@ enum DriverInput: Sendable {
     case peerReleasedMemory
     /// Every `metrics.interval_s`: rewrite `metrics.textfile`.
     case writeMetrics
+    /// An event of the HTTP queue (``HTTPReportQueue``: a dropped call's `error`), to publish.
+    case httpEvent(DaemonEvent)
 }
 
 /// The driver's FIFO: any thread yields, ``SessionDriver/run(_:)`` alone consumes.
@@ -112,8 +114,8 @@ final class DriverInbox: Sendable {
     }
 }
 
-/// The daemon's ``SocketAPIHandler``: `hello` and `push_report` are answered at once on the
-/// server's loop thread; every other call is queued, in arrival order, into the driver's FIFO.
+/// The daemon's ``SocketAPIHandler``: `hello` is answered at once on the server's loop thread;
+/// every other call is queued, in arrival order, into the driver's FIFO.
 final class DriverSocketHandler: SocketAPIHandler {
     private let inbox: DriverInbox
     /// The public session state as last reported by the machine (`hello`).
@@ -149,11 +151,7 @@ final class DriverSocketHandler: SocketAPIHandler {
         switch call {
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: state.withLock { $0 }))
-        case .pushReport:
-            reply.fail(SocketAPIError(
-                .notImplemented,
-                "push_report is not implemented in this version of smarticod (Smartico's public HTTP API client is not built yet); nothing was stored"))
-        case .status, .session, .logLevel, .metrics:
+        case .status, .session, .logLevel, .metrics, .pushReport:
             if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }

@@ -71,6 +71,10 @@ actor SessionDriver {
     private var eventsPublished: [String: Int] = [:]
     /// Rewrites `metrics.textfile` on the blocking pool.
     private let metricsWriter: MetricsTextfileWriter
+    /// Smartico's public HTTP API: `push_report` and push tokens over HTTP, on its own task.
+    let httpQueue: HTTPReportQueue
+    /// The user last handed to ``httpQueue``.
+    private var userToldHTTPQueue: String?
     /// Fires every `metrics.interval_s` while `metrics.textfile` is set.
     private var metricsTimer: LoopTimer?
     /// Route, address and link changes (docs/session.md, "Network changes"); nil when rtnetlink is
@@ -101,6 +105,9 @@ actor SessionDriver {
         self.inbox = inbox
         socketHandler = DriverSocketHandler(inbox: inbox, logger: logger)
         metricsWriter = MetricsTextfileWriter(pool: loop.blockingPool, logger: logger)
+        httpQueue = HTTPReportQueue(store: store, config: config, loop: loop, logger: logger) { event in
+            inbox.yield(.httpEvent(event))
+        }
     }
 
     // MARK: Entry points (any thread)
@@ -145,7 +152,9 @@ actor SessionDriver {
         if config.config.metrics.textfile != nil { metricsTimer?.schedule(after: .zero) }
         startNetworkMonitor()
         await process(.maintenance)
+        await httpQueue.start()
         await feed(.start(snapshot))
+        await tellHTTPQueueTheUser()
         var leftover: [DriverInput] = []
         while !stopped, let batch = await inbox.next() {
             countInputs(batch.count)
@@ -160,6 +169,7 @@ actor SessionDriver {
             }
             await commitPending()
             updateReading()
+            await tellHTTPQueueTheUser()
             if trimRequested {
                 // The burst is over: the heap's free pages go back to the system, with the pages
                 // the store's cache freed in `process`.
@@ -193,6 +203,7 @@ actor SessionDriver {
         if killed > 0 { logger.info("stopping: killed \(killed) hash command(s) still running") }
         for (_, reply) in replies { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
         replies.removeAll()
+        await httpQueue.stop()
     }
 
     private func process(_ input: DriverInput) async {
@@ -240,8 +251,13 @@ actor SessionDriver {
             connections[conn] = nil
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason, clean: clean))
+        case .call(.session(.pushToken(let token, let platform, let status, let app)), let reply, _)
+            where config.config.user.push.registerVia == .http:
+            await pushTokenOverHTTP(token: token, platform: platform, status: status, appPackageID: app, reply: reply)
         case .call(let call, let reply, let peer):
             await answer(call, reply, peer: peer)
+        case .httpEvent(let event):
+            emit(event, now: Self.wallClockMs())
         case .peerClosed(let peer):
             guard let ids = requestsOfPeer.removeValue(forKey: peer), !ids.isEmpty else { return }
             for id in ids {
@@ -287,6 +303,7 @@ actor SessionDriver {
                 connectOptions = newConfig.webSocketConnectOptions
                 logger.logLevel = newConfig.logLevel.loggerLevel
                 await store.updateOptions(Daemon.storeOptions(newConfig))
+                await httpQueue.reload(newConfig)
                 await feed(.reload(newConfig))
                 notify { try $0.ready(status: "configuration reloaded; \(self.machine.state.rawValue)") }
             }
@@ -299,9 +316,11 @@ actor SessionDriver {
             let outbox = try? await store.outboxStatus()
             let journal = try? await store.journalBounds()
             var status = machine.status(outbox: outbox, journal: journal, subscribers: server.subscriberCount)
+            let httpQueueStatus = await httpQueue.status()
             if case .object(var object) = status {
                 // `request` ops waiting for the server's answer, all peers together.
                 object["requests_pending"] = .number(Int64(machine.pending.count))
+                object["http_queue"] = httpQueueStatus
                 status = .object(object)
             }
             reply.succeed(status)
@@ -316,8 +335,15 @@ actor SessionDriver {
             reply.succeed(["content_type": .string(DaemonMetrics.contentType), "text": .string(await metrics().text)])
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: machine.state))
-        case .pushReport:
-            reply.fail(SocketAPIError(.notImplemented, "push_report is not implemented in this version of smarticod"))
+        case .pushReport(let request):
+            // The user: the one named, else the current one; none → it waits for one.
+            let user = request.userExtID ?? machine.user?.extUserID
+            do {
+                let uuid = try await httpQueue.enqueueReport(request, user: user, nowMs: Self.wallClockMs())
+                reply.succeed(["queued": true, "uuid": .string(uuid), "waiting_for_user": .bool(user == nil)])
+            } catch {
+                reply.fail(Self.httpQueueError(error, what: "push_report"))
+            }
         case .logLevel(let level):
             // The daemon's loggers share one level (Daemon.bootstrapLogging): this sets it for all,
             // until the next restart or reload.
@@ -329,12 +355,61 @@ actor SessionDriver {
         }
     }
 
+    /// The HTTP queue sends the calls made before any user was known for the user the daemon acts
+    /// for once there is one (after each batch of inputs, when it changed).
+    private func tellHTTPQueueTheUser() async {
+        let user = machine.user?.extUserID
+        guard user != userToldHTTPQueue else { return }
+        userToldHTTPQueue = user
+        await httpQueue.setUser(user)
+        if let user { await registerConfiguredTokenOverHTTP(for: user) }
+    }
+
+    /// `user.push.token` with `register_via: "http"`: registered once per user and token (remembered
+    /// in the store as `http_push_registered`), when that user becomes the daemon's user.
+    private func registerConfiguredTokenOverHTTP(for user: String) async {
+        let push = config.config.user.push
+        guard push.registerVia == .http, let token = push.token?.exposedValue else { return }
+        let key = Array("\(user)\n\(token)\n\(push.platform)\n\(push.status)\n\(push.appPackageID ?? "")".utf8)
+        do {
+            if try await store.metaValue("http_push_registered") == key { return }
+            _ = try await httpQueue.enqueueToken(token: token, platform: push.platform, status: push.status,
+                                                 appPackageID: push.appPackageID, user: user, nowMs: Self.wallClockMs())
+            try await store.setMetaValue("http_push_registered", key)
+        } catch {
+            logger.error("user.push.token could not be queued for registration over HTTP: \(error)")
+        }
+    }
+
+    /// `push_token` with `user.push.register_via: "http"`: the POST of 002 §4 through the HTTP
+    /// queue, for the current user (none yet: the next one known). Nothing goes over the WebSocket.
+    private func pushTokenOverHTTP(token: String, platform: Int?, status: Int, appPackageID: String?, reply: SocketAPIReply) async {
+        guard !token.isEmpty else { return reply.fail(SocketAPIError(.badRequest, "field \"token\" of op \"push_token\" must not be empty")) }
+        let user = machine.user?.extUserID
+        do {
+            let uuid = try await httpQueue.enqueueToken(
+                token: token, platform: platform ?? config.config.user.push.platform, status: status, appPackageID: appPackageID,
+                user: user, nowMs: Self.wallClockMs())
+            reply.succeed(["queued": true, "via": "http", "uuid": .string(uuid), "waiting_for_user": .bool(user == nil)])
+        } catch {
+            reply.fail(Self.httpQueueError(error, what: "push_token"))
+        }
+    }
+
+    static func httpQueueError(_ error: StoreError, what: String) -> SocketAPIError {
+        if case .queueFull(let max) = error {
+            return SocketAPIError(.queueFull, "\(what) refused: \(max) calls wait in the HTTP queue (http.max_queue); see status.http_queue.last_error")
+        }
+        return SocketAPIError(.internal, "\(what) could not be stored: \(error)")
+    }
+
     // MARK: Metrics
 
     /// The daemon's metrics now (the `metrics` op, `metrics.textfile`): the machine's counters,
     /// the events published, the store's outbox, the server's peers, the RSS (read on the pool).
     private func metrics() async -> DaemonMetrics {
         let outbox = try? await store.outboxStatus()
+        let httpQueueStatus = try? await store.httpQueueStatus()
         let resident = await loop.blockingPool.run { DaemonMetrics.residentBytes() }
         let lastError = machine.lastError.map { (code: $0.code, atMs: $0.atMs) }
         return DaemonMetrics(
@@ -344,7 +419,8 @@ actor SessionDriver {
             messagesOut: machine.counters.messagesOut, eventsPublished: eventsPublished,
             outboxDepth: outbox?.depth, outboxOldestMs: outbox?.oldestMs,
             subscribers: server.subscriberCount, connections: server.connectionCount,
-            lastError: lastError, residentBytes: resident)
+            lastError: lastError, residentBytes: resident, httpQueueDepth: httpQueueStatus?.depth,
+            httpQueueOldestMs: httpQueueStatus?.oldestMs)
     }
 
     /// A reload changed `metrics.*` (or not): a textfile no longer configured is removed (it

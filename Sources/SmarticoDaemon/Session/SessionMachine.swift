@@ -829,7 +829,8 @@ public struct SessionMachine: Sendable {
 
     mutating func sendIdentify(_ ext: String, hash: String?, now: Int64) {
         // Push data belongs to the device's current user: an earlier user's IDENTIFY carries none.
-        let p = ext == user?.extUserID ? push : nil
+        // With `user.push.register_via: "http"` the token goes over the public HTTP API instead.
+        let p = ext == user?.extUserID && config.config.user.push.registerVia == .socket ? push : nil
         let request = IdentifyUserRequest(
             extUserID: ext, hash: hash, ua: userAgent(now: now), page: page,
             pushNotificationUserStatus: p.flatMap { PushNotificationUserStatus(rawValue: Int64($0.status)) },

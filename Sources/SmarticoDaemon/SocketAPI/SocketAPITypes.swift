@@ -98,12 +98,13 @@ public struct PushReportRequest: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable { case delivered, impression, action, failed }
     public var kind: Kind
     public var engagementUID: String
-    public var messageID: String
+    /// The push's `message_id` (sent as a string, as Smartico's SDK does); nil: not sent.
+    public var messageID: String?
     public var action: String?
     /// nil: the identified user.
     public var userExtID: String?
 
-    public init(kind: Kind, engagementUID: String, messageID: String, action: String? = nil, userExtID: String? = nil) {
+    public init(kind: Kind, engagementUID: String, messageID: String? = nil, action: String? = nil, userExtID: String? = nil) {
         self.kind = kind
         self.engagementUID = engagementUID
         self.messageID = messageID

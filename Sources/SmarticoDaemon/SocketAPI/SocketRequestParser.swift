@@ -147,9 +147,19 @@ public enum SocketRequestParser {
                 throw .badRequest("field \"kind\" must be \"delivered\", \"impression\", \"action\" or \"failed\", got \"\(kindName.prefix(32))\"")
             }
             let uid = try args.requiredString("engagement_uid", nonEmpty: true)
-            let messageID = try args.requiredString("message_id", nonEmpty: true)
+            // 002 §5 shows message_id as a number, the SDK sends a string: both are accepted, sent as a string.
+            let messageID: String?
+            if let number = try? args.optionalInt("message_id", range: Int64.min...Int64.max) {
+                messageID = String(number)
+            } else {
+                messageID = try args.optionalString("message_id")
+            }
             let action = try args.optionalString("action")
             let user = try args.optionalString("user_ext_id")
+            if let user, let problem = ExtUserID.problem(user) { throw .badRequest("field \"user_ext_id\" \(problem)") }
+            if kind != .action, action != nil {
+                throw .badRequest("field \"action\" is only for kind \"action\", got kind \"\(kind.rawValue)\"")
+            }
             request = .pushReport(PushReportRequest(kind: kind, engagementUID: uid, messageID: messageID, action: action, userExtID: user))
         case .send:
             request = .session(.send(try args.message(integerField: "cid")))

@@ -414,6 +414,61 @@ public actor SmarticoStore {
         }
     }
 
+    // MARK: HTTP queue
+
+    /// Stores a public API call after those already waiting; on return it is on disk. Throws
+    /// `.queueFull` when `max` wait already.
+    public func enqueueHTTP(
+        uuid: String, kind: HTTPCallKind, request: [UInt8], user: String?, createdMs: Int64, max: Int
+    ) throws(StoreError) {
+        try inTransaction { db in
+            let depth = try db.queryFirst("SELECT count(*) FROM http_queue") { $0.int64(0) } ?? 0
+            guard depth < Int64(max) else { throw StoreError.queueFull(max: max) }
+            try db.run("INSERT INTO http_queue(uuid, kind, request, user, created_ms) VALUES (?, ?, ?, ?, ?)",
+                       [.text(uuid), .text(kind.rawValue), .blob(request), .optionalText(user), .integer(createdMs)])
+        }
+    }
+
+    /// The oldest waiting call, or nil.
+    public func firstHTTP() throws(StoreError) -> HTTPCall? {
+        try withDB { db in
+            try db.queryFirst("""
+                SELECT position, uuid, kind, request, user, created_ms, attempts, next_ms, last_error
+                FROM http_queue ORDER BY position LIMIT 1
+                """) { row in
+                HTTPCall(position: row.int64(0), uuid: row.text(1), kind: HTTPCallKind(rawValue: row.text(2)) ?? .pushReport,
+                         request: row.blob(3), user: row.optionalText(4), createdMs: row.int64(5),
+                         attempts: Int(row.int64(6)), nextMs: row.int64(7), lastError: row.optionalText(8))
+            }
+        }
+    }
+
+    /// Removes a call that was delivered (a 2xx) or dropped (another 4xx). Returns whether it was there.
+    @discardableResult
+    public func removeHTTP(uuid: String) throws(StoreError) -> Bool {
+        try inTransaction { db in
+            try db.run("DELETE FROM http_queue WHERE uuid = ?", [.text(uuid)])
+            return db.changes > 0
+        }
+    }
+
+    /// Records a failed attempt: one more attempt, not before `nextMs`, and why.
+    public func failedHTTP(uuid: String, nextMs: Int64, error: String) throws(StoreError) {
+        try inTransaction { db in
+            try db.run("UPDATE http_queue SET attempts = attempts + 1, next_ms = ?, last_error = ? WHERE uuid = ?",
+                       [.integer(nextMs), .text(error), .text(uuid)])
+        }
+    }
+
+    /// Depth and oldest time of the HTTP queue.
+    public func httpQueueStatus() throws(StoreError) -> HTTPQueueStatus {
+        try withDB { db in
+            try db.queryFirst("SELECT count(*), min(created_ms) FROM http_queue") {
+                HTTPQueueStatus(depth: Int($0.int64(0)), oldestMs: $0.optionalInt64(1))
+            } ?? HTTPQueueStatus(depth: 0, oldestMs: nil)
+        }
+    }
+
     // MARK: journal
 
     /// Journals `events` in one transaction and returns their seqs, in order, after the commit reached

@@ -1,4 +1,4 @@
-// The store's schema: one CREATE script, version 1. `PRAGMA application_id` marks a database as this
+// The store's schema: one CREATE script, version 3 (1 → 2 → 3 by `migrations`). `PRAGMA application_id` marks a database as this
 // format, so one written by a development build of smarticod (which used `user_version` 1 to 8 and
 // kept its events in segment files beside the database) is told apart from one of a newer release.
 // Each later version adds one step to `migrations`; a store of an older version is brought up to date
@@ -8,7 +8,7 @@ enum StoreSchema {
     /// `PRAGMA application_id` of a smarticod store ("SMCD").
     static let applicationID: Int32 = 0x534D_4344
     /// The schema version this code writes.
-    static let version = 2
+    static let version = 3
 
     static let createSQL = """
         CREATE TABLE meta(
@@ -72,6 +72,21 @@ enum StoreSchema {
             props BLOB,
             last_activity_ms INTEGER
         );
+        -- Calls to Smartico's public HTTP API (push_report, push tokens over HTTP), kept apart
+        -- from the WebSocket's outbox and sent in position order by their own loop. request: the
+        -- call's JSON (what to send; the event's user_ext_id is filled in at send time when user
+        -- is NULL, i.e. when it was made before any user was known). next_ms: not before then (backoff).
+        CREATE TABLE http_queue(
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            uuid TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL CHECK (kind IN ('push_report', 'push_token')),
+            request BLOB NOT NULL,
+            user TEXT,
+            created_ms INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_ms INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT
+        );
         -- Push data, kept even while no user is identified.
         CREATE TABLE push(
             id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -93,6 +108,21 @@ enum StoreSchema {
         ALTER TABLE cursors ADD COLUMN owner_uid INTEGER;
         UPDATE outbox SET user = (SELECT ext_user_id FROM user WHERE id = 1);
         UPDATE latest SET user = (SELECT ext_user_id FROM user WHERE id = 1);
+        """,
+        // 2 → 3: the public HTTP API's queue (push reports, push tokens over HTTP), separate from
+        // the outbox. Nothing to carry over: no release before 3 queued HTTP calls.
+        """
+        CREATE TABLE http_queue(
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            uuid TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL CHECK (kind IN ('push_report', 'push_token')),
+            request BLOB NOT NULL,
+            user TEXT,
+            created_ms INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_ms INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT
+        );
         """,
     ]
 

@@ -344,3 +344,37 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// What a row of the public HTTP API's queue asks for.
+public enum HTTPCallKind: String, Sendable, CaseIterable {
+    /// A `push_report` (002 §5, GET).
+    case pushReport = "push_report"
+    /// A push token registration (002 §4, POST).
+    case pushToken = "push_token"
+}
+
+/// A call to Smartico's public HTTP API waiting to be sent (the `http_queue` table).
+public struct HTTPCall: Sendable, Equatable {
+    /// Position in the queue: strictly increasing in enqueue order.
+    public var position: Int64
+    public var uuid: String
+    public var kind: HTTPCallKind
+    /// The call's JSON object bytes.
+    public var request: [UInt8]
+    /// The user it is for; nil: made before any user was known (waits for one).
+    public var user: String?
+    public var createdMs: Int64
+    /// Attempts made so far (network errors and 5xx).
+    public var attempts: Int
+    /// Not to be sent before this time (ms since the epoch; the backoff after a failed attempt).
+    public var nextMs: Int64
+    /// Why the last attempt failed, if one did.
+    public var lastError: String?
+}
+
+/// The HTTP queue's numbers for `status` and the metrics.
+public struct HTTPQueueStatus: Sendable, Equatable {
+    public var depth: Int
+    /// When the oldest waiting call was accepted, or nil when none waits.
+    public var oldestMs: Int64?
+}

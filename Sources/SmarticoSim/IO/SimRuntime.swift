@@ -1,3 +1,4 @@
+import SmarticoProtocol
 import Transport
 #if canImport(Glibc)
 import Glibc
@@ -172,10 +173,52 @@ public actor SimRuntime {
 
     /// One control request line → one response line; performs what it asks.
     public func control(line: [UInt8]) -> [UInt8] {
+        if let r = try? JSONValue(parsing: line), case .object(let o) = r, o["op"]?.stringValue == "http_fault" {
+            var response = httpFault(o).serialized()
+            response.append(0x0A)
+            return response
+        }
         let (response, actions) = SimControl.handle(line: line, server: &server, now: clock())
         perform(actions)
         reschedule()  // faults (half_open cleared) can bring deadlines forward
         return response
+    }
+
+    /// The HTTP port, for the `http_fault` op (set by `SimServices`).
+    private var http: SimHTTPServer?
+    public func attachHTTP(_ server: SimHTTPServer) { http = server }
+
+    /// `{"op":"http_fault","answer":…}`: see docs/simulator.md, "HTTP faults".
+    private func httpFault(_ o: JSONObject) -> JSONObject {
+        let answers = SimHTTPFault.Answer.allCases.map(\.rawValue).joined(separator: ", ") + ", clear"
+        func fail(_ why: String) -> JSONObject { ["ok": false, "error": .string(why)] }
+        guard let http else { return fail("the HTTP port is not running") }
+        guard let name = o["answer"]?.stringValue else { return fail("http_fault needs \"answer\": \(answers)") }
+        func int(_ key: String) -> Int64?? {
+            guard let v = o[key] else { return .some(nil) }
+            guard let n = v.numberValue?.int64, n >= 0 else { return nil }
+            return .some(n)
+        }
+        guard let status = int("status"), let count = int("count"), let delay = int("delay_ms"), let duration = int("duration_ms") else {
+            return fail("status, count, delay_ms and duration_ms must be non-negative integers")
+        }
+        let fault: SimHTTPFault?
+        if name == "clear" {
+            fault = nil
+        } else {
+            guard let answer = SimHTTPFault.Answer(rawValue: name) else {
+                return fail("unknown http_fault answer \"\(name.prefix(40))\"; answers: \(answers)")
+            }
+            if let status, !(100...599).contains(status) { return fail("status must be 100…599, got \(status)") }
+            fault = SimHTTPFault(answer: answer, status: Int(status ?? 503), delayMs: delay ?? 1000, remaining: count.map(Int.init),
+                                 durationMs: duration)
+        }
+        do {
+            try http.setFault(fault)
+        } catch {
+            return fail("cannot reopen the HTTP port \(http.port): \(error)")
+        }
+        return ["ok": true, "answer": .string(name)]
     }
 
     /// Sends `count` generated pushes of `kind` to `target` now, as the control socket's `emit`

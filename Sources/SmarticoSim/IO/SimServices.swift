@@ -16,20 +16,21 @@ public struct SimServices: Sendable {
     public let httpBaseURL: String
 
     /// Starts HTTP, the runtime and the control socket for `command`'s options.
-    public static func start(_ command: SimCommand, on loop: EventLoop,
+    public static func start(_ command: SimCommand, on loop: EventLoop, httpTLS: TLSContext? = nil,
                              clock: @escaping @Sendable () -> Int64 = SimRuntime.wallClockMilliseconds) async throws -> SimServices {
         // The runtime exists only once the HTTP port is known; public API calls that arrive in
         // between (none can: nobody knows the port yet) would be dropped.
         let runtimeBox = RuntimeBox()
-        let http = try await SimHTTPServer.start(host: command.host, port: command.httpPort, on: loop) { record in
+        let http = try await SimHTTPServer.start(host: command.host, port: command.httpPort, tls: httpTLS, on: loop) { record in
             runtimeBox.runtime?.assumeIsolated { $0.recordHTTP(record) }
         }
         let hostPart = command.host.contains(":") ? "[\(command.host)]" : command.host
-        let base = "http://\(hostPart):\(http.port)"
+        let base = "\(httpTLS == nil ? "http" : "https")://\(hostPart):\(http.port)"
         do {
             let config = try command.makeConfig(httpBaseURL: base)
             let runtime = try SimRuntime(config: config, loop: loop, recordPath: command.record, clock: clock)
             await runtime.start()
+            await runtime.attachHTTP(http)
             runtimeBox.set(runtime)
             var control: SimControlServer?
             if let path = command.control {

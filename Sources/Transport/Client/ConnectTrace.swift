@@ -121,6 +121,8 @@ public struct ConnectError: Error, Sendable, CustomStringConvertible {
             text = s
         case .upgrade(let e): text = "\(peer): \(e)"
         case .http(let e): text = "\(peer): \(e)"
+        case .timeout(let d) where step == .http:
+            text = "\(peer): no complete HTTP response within the response timeout of \(d.ioText)"
         case .timeout(let d):
             text = "\(peer): no answer within the connect timeout of \(d.ioText) (it covers DNS, TCP, proxy, TLS and upgrade)"
         }

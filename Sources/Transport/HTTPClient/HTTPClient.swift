@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Why an HTTP response could not be read.
 public enum HTTPClientError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The URL is not `http://` or `https://host[:port][/path]`.
@@ -8,6 +10,10 @@ public enum HTTPClientError: Error, Sendable, Hashable, CustomStringConvertible 
     case responseTooLarge(limit: Int)
     /// The server closed the connection before the response was complete.
     case connectionClosed(bytesReceived: Int)
+    /// The server answered with a redirect; this client never follows one.
+    case redirectRefused(status: Int, location: String?)
+    /// More bytes arrived after the end of the body than the response announced.
+    case bodyLongerThanAnnounced(framing: String, extraBytes: Int)
 
     public var description: String {
         switch self {
@@ -15,6 +21,11 @@ public enum HTTPClientError: Error, Sendable, Hashable, CustomStringConvertible 
         case let .malformedResponse(e): return "invalid HTTP response: \(e)"
         case let .responseTooLarge(limit): return "response body larger than the limit of \(limit) bytes"
         case let .connectionClosed(n): return "connection closed after \(n) bytes, before the response was complete"
+        case let .redirectRefused(status, location):
+            return "the server answered \(status) redirecting to \(location.map { "\"\($0.prefix(200))\"" } ?? "(no Location)"); "
+                + "redirects are not followed: configure the final URL"
+        case let .bodyLongerThanAnnounced(framing, extra):
+            return "\(extra) byte(s) arrived after the end of the body (\(framing)): the response is longer than it announced"
         }
     }
 }
@@ -58,6 +69,12 @@ public struct HTTPClientOptions: Sendable {
     public var proxy: HTTPProxy?
     /// One deadline for DNS + TCP + proxy + TLS + request + the whole response.
     public var timeout: Duration
+    /// DNS + TCP + proxy + TLS at most this long (within `timeout`); nil: `timeout` alone.
+    public var connectTimeout: Duration?
+    /// From writing the request to the end of the response at most this long (within `timeout`); nil: `timeout` alone.
+    public var responseTimeout: Duration?
+    /// A 3xx answer (other than 304) is an error, ``HTTPClientError/redirectRefused(status:location:)``.
+    public var refuseRedirects: Bool = true
     /// Largest response body accepted.
     public var maxResponseSize: Int
     public var tcp: TCPOptions
@@ -83,9 +100,15 @@ public struct HTTPClientOptions: Sendable {
 /// connection's end.
 public enum HTTPClient {
     /// Sends `request` and reads the whole response. Any context. Errors name the step (``ConnectError``;
-    /// the `http` step for the exchange itself). A non-2xx status is a response, not an error.
+    /// the `http` step for the exchange itself). A non-2xx status is a response, not an error (a
+    /// redirect is one unless ``HTTPClientOptions/refuseRedirects`` is off).
+    ///
+    /// With `connections`, the request says `Connection: keep-alive` and a connection the response
+    /// left reusable is kept there for the next request to the same host, port, scheme and proxy
+    /// (one idle connection); without, every request has its own connection (`Connection: close`).
     public static func send(
-        _ request: HTTPClientRequest, options: HTTPClientOptions = HTTPClientOptions(), on loop: EventLoop
+        _ request: HTTPClientRequest, options: HTTPClientOptions = HTTPClientOptions(),
+        connections: HTTPConnectionCache? = nil, on loop: EventLoop
     ) async throws(ConnectError) -> HTTPClientResponse {
         var trace = ConnectTrace(target: request.url)
         let url: WebSocketURL
@@ -96,7 +119,88 @@ public enum HTTPClient {
         }
         let peer = HTTPProxy.authority(host: url.host, port: url.port)
         trace.target = peer
-        let deadline = LoopInstant.now + options.timeout
+        let start = LoopInstant.now
+        let deadline = start + options.timeout
+        let key = "\(url.secure ? "https" : "http")://\(peer) via \(options.proxy?.description ?? "direct")"
+        var headers = HTTPHeaders()
+        let defaultPort = url.secure ? 443 : 80
+        let hostHeader = (url.host.contains(":") ? "[\(url.host)]" : url.host) + (url.port == defaultPort ? "" : ":\(url.port)")
+        headers.add(name: "Host", value: hostHeader)
+        for f in request.headers where !HTTPSyntax.equalsIgnoringCase(f.name, "Host") { headers.add(name: f.name, value: f.value) }
+        if headers["Content-Length"] == nil && (!request.body.isEmpty || request.method == "POST" || request.method == "PUT") {
+            headers.add(name: "Content-Length", value: String(request.body.count))
+        }
+        headers.replaceOrAdd(name: "Connection", value: connections == nil ? "close" : "keep-alive")
+        let head = HTTPRequestHead(method: request.method, target: url.target, headers: headers)
+        let wire = head.serialized() + request.body
+
+        // A kept connection first; if the server had closed it meanwhile (nothing at all came
+        // back), once more on a new one.
+        var reused = await connections?.take(key: key, on: loop)
+        while true {
+            let stream: StreamConnection
+            if let kept = reused {
+                stream = kept
+                trace.finish(.tcp, "reused a kept-alive connection")
+            } else {
+                stream = try await dial(url, options: options, userAgent: request.headers["User-Agent"], trace: &trace, start: start,
+                                        deadline: deadline, on: loop)
+            }
+            let exchange = ResponseExchange(request: wire, method: request.method, limits: options.headLimits,
+                                            maxBodySize: options.maxResponseSize)
+            let responseDeadline = options.responseTimeout.map { min(deadline, LoopInstant.now + $0) } ?? deadline
+            let response: ResponseExchange.Output
+            do {
+                response = try await Dialer.run(exchange, on: stream, deadline: responseDeadline)
+            } catch {
+                // A kept connection the server closed while idle: nothing came back.
+                let stale: Bool
+                switch error {
+                case HTTPClientError.connectionClosed(0): stale = true
+                case is SocketError: stale = !(exchange.bytesReceived > 0)
+                default: stale = false
+                }
+                if reused != nil, stale {
+                    reused = nil
+                    _ = try? await loop.submit { stream.close() }
+                    continue
+                }
+                let reason: ConnectError.Reason
+                switch error {
+                case is DialTimeout: reason = .timeout(options.responseTimeout.map { min($0, options.timeout) } ?? options.timeout)
+                case let e as HTTPClientError: reason = .http(e)
+                case let e as SocketError:
+                    if case .tls(let t) = e { reason = .tls(t) } else { reason = .socket(e) }
+                default: reason = .configuration("\(error)")
+                }
+                _ = try? await loop.submit { stream.close() }
+                throw ConnectError(step: .http, peer: peer, reason: reason, trace: trace)
+            }
+            let (responseHead, body) = (response.head, response.body)
+            if let connections, response.reusable {
+                await connections.keep(stream, key: key, on: loop)
+            } else {
+                _ = try? await loop.submit { stream.close() }
+            }
+            // The path only: a query may carry keys (the public API's api_key).
+            let path = url.target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url.target
+            trace.finish(.http, "\(request.method) \(path)\(path == url.target ? "" : "?…") → \(responseHead.statusLine), \(body.count) body bytes")
+            if options.refuseRedirects, (300..<400).contains(responseHead.status), responseHead.status != 304 {
+                throw ConnectError(step: .http, peer: peer,
+                                   reason: .http(.redirectRefused(status: responseHead.status, location: responseHead.headers["Location"])),
+                                   trace: trace)
+            }
+            return HTTPClientResponse(status: responseHead.status, reason: responseHead.reason, headers: responseHead.headers,
+                                      body: body, trace: trace)
+        }
+    }
+
+    /// DNS, TCP, proxy, TLS within the connect timeout.
+    private static func dial(
+        _ url: WebSocketURL, options: HTTPClientOptions, userAgent: String?, trace: inout ConnectTrace, start: LoopInstant,
+        deadline: LoopInstant, on loop: EventLoop
+    ) async throws(ConnectError) -> StreamConnection {
+        let peer = HTTPProxy.authority(host: url.host, port: url.port)
         var context: TLSContext? = nil
         if url.secure {
             if let given = options.tlsContext {
@@ -109,41 +213,11 @@ public enum HTTPClient {
                 }
             }
         }
+        let connectTimeout = options.connectTimeout.map { min($0, options.timeout) } ?? options.timeout
         let target = Dialer.Target(
-            host: url.host, port: url.port, tls: context, proxy: options.proxy, tcp: options.tcp, timeout: options.timeout,
-            userAgent: request.headers["User-Agent"])
-        let stream = try await Dialer.dial(target, trace: &trace, deadline: deadline, on: loop)
-        var headers = HTTPHeaders()
-        let defaultPort = url.secure ? 443 : 80
-        let hostHeader = (url.host.contains(":") ? "[\(url.host)]" : url.host) + (url.port == defaultPort ? "" : ":\(url.port)")
-        headers.add(name: "Host", value: hostHeader)
-        for f in request.headers where !HTTPSyntax.equalsIgnoringCase(f.name, "Host") { headers.add(name: f.name, value: f.value) }
-        if headers["Content-Length"] == nil && (!request.body.isEmpty || request.method == "POST" || request.method == "PUT") {
-            headers.add(name: "Content-Length", value: String(request.body.count))
-        }
-        headers.replaceOrAdd(name: "Connection", value: "close")
-        let head = HTTPRequestHead(method: request.method, target: url.target, headers: headers)
-        let exchange = ResponseExchange(
-            request: head.serialized() + request.body, method: request.method, limits: options.headLimits,
-            maxBodySize: options.maxResponseSize)
-        let response: (HTTPResponseHead, [UInt8])
-        do {
-            response = try await Dialer.run(exchange, on: stream, deadline: deadline)
-        } catch {
-            let reason: ConnectError.Reason
-            switch error {
-            case is DialTimeout: reason = .timeout(options.timeout)
-            case let e as HTTPClientError: reason = .http(e)
-            case let e as SocketError:
-                if case .tls(let t) = e { reason = .tls(t) } else { reason = .socket(e) }
-            default: reason = .configuration("\(error)")
-            }
-            throw ConnectError(step: .http, peer: peer, reason: reason, trace: trace)
-        }
-        _ = try? await loop.submit { stream.close() }
-        trace.finish(.http, "\(request.method) \(url.target) → \(response.0.statusLine), \(response.1.count) body bytes")
-        return HTTPClientResponse(
-            status: response.0.status, reason: response.0.reason, headers: response.0.headers, body: response.1, trace: trace)
+            host: url.host, port: url.port, tls: context, proxy: options.proxy, tcp: options.tcp, timeout: connectTimeout,
+            userAgent: userAgent)
+        return try await Dialer.dial(target, trace: &trace, deadline: min(deadline, start + connectTimeout), on: loop)
     }
 
     /// `http(s)://…` parsed with the WebSocket URL rules (same authority syntax; no user info or fragment).
@@ -165,11 +239,63 @@ public enum HTTPClient {
     }
 }
 
+/// One idle kept-alive connection for ``HTTPClient/send(_:options:connections:on:)`` (the next request
+/// to the same scheme, host, port and proxy reuses it). A connection idle longer than `maxIdle` is
+/// closed instead of reused.
+public final class HTTPConnectionCache: Sendable {
+    private let idle = Mutex<(key: String, stream: StreamConnection, since: LoopInstant)?>(nil)
+    public let maxIdle: Duration
+
+    public init(maxIdle: Duration = .seconds(30)) { self.maxIdle = maxIdle }
+
+    /// The kept connection for `key`, if it is still open and fresh (otherwise it is closed).
+    func take(key: String, on loop: EventLoop) async -> StreamConnection? {
+        guard let entry = idle.withLock({ e -> (key: String, stream: StreamConnection, since: LoopInstant)? in
+            defer { e = nil }
+            return e
+        }) else { return nil }
+        let fresh = entry.key == key && entry.since.duration(to: LoopInstant.now) < maxIdle
+        let stream = entry.stream
+        let open = (try? await loop.submit { () -> Bool in
+            guard fresh, stream.isActive else {
+                stream.close()
+                return false
+            }
+            return true
+        }) ?? false
+        return open ? stream : nil
+    }
+
+    func keep(_ stream: StreamConnection, key: String, on loop: EventLoop) async {
+        let previous = idle.withLock { e -> StreamConnection? in
+            defer { e = (key, stream, LoopInstant.now) }
+            return e?.stream
+        }
+        if let previous { _ = try? await loop.submit { previous.close() } }
+    }
+
+    /// Closes the kept connection, if any.
+    public func close(on loop: EventLoop) async {
+        let previous = idle.withLock { e -> StreamConnection? in
+            defer { e = nil }
+            return e?.stream
+        }
+        if let previous { _ = try? await loop.submit { previous.close() } }
+    }
+}
+
 /// Writes the request, reads head and body.
 final class ResponseExchange: StreamExchange,
     // Confined to the loop thread once handed over (see StreamExchange).
     @unchecked Sendable
 {
+    struct Output: Sendable {
+        var head: HTTPResponseHead
+        var body: [UInt8]
+        /// The connection can carry another request (a delimited body, no `Connection: close`).
+        var reusable: Bool
+    }
+
     let request: [UInt8]
     private let method: String
     private var parser: HTTPHeadParser
@@ -178,6 +304,8 @@ final class ResponseExchange: StreamExchange,
     private var decoder: HTTPBodyDecoder?
     private var body: [UInt8] = []
     private var received = 0
+    /// Bytes of the response received so far.
+    var bytesReceived: Int { received }
 
     init(request: [UInt8], method: String, limits: HTTPHeadLimits, maxBodySize: Int) {
         self.request = request
@@ -186,7 +314,7 @@ final class ResponseExchange: StreamExchange,
         self.maxBodySize = maxBodySize
     }
 
-    func feed(_ bytes: UnsafeRawBufferPointer) throws -> (HTTPResponseHead, [UInt8])? {
+    func feed(_ bytes: UnsafeRawBufferPointer) throws -> Output? {
         received += bytes.count
         if head == nil {
             let parsed: HTTPResponseHead?
@@ -208,20 +336,37 @@ final class ResponseExchange: StreamExchange,
         return try decode(bytes)
     }
 
-    private func decode(_ bytes: UnsafeRawBufferPointer) throws -> (HTTPResponseHead, [UInt8])? {
+    private func decode(_ bytes: UnsafeRawBufferPointer) throws -> Output? {
         guard let head, var d = decoder else { return nil }
         do { try d.decode(bytes, into: &body) } catch {
             if case .bodyTooLarge = error { throw HTTPClientError.responseTooLarge(limit: maxBodySize) }
             throw HTTPClientError.malformedResponse(error)
         }
         decoder = d
-        return d.isComplete ? (head, body) : nil
+        guard d.isComplete else { return nil }
+        // Requests are never pipelined: anything after the body is the server's error.
+        if !d.remainder.isEmpty {
+            let framing: String
+            switch d.framing {
+            case .contentLength(let n): framing = "Content-Length: \(n)"
+            case .chunked: framing = "chunked"
+            default: framing = "no body"
+            }
+            throw HTTPClientError.bodyLongerThanAnnounced(framing: framing, extraBytes: d.remainder.count)
+        }
+        return Output(head: head, body: body, reusable: Self.reusable(head, d.framing))
     }
 
-    func closed(_ reason: StreamCloseReason) -> Result<(HTTPResponseHead, [UInt8]), any Error> {
+    static func reusable(_ head: HTTPResponseHead, _ framing: HTTPBodyFraming) -> Bool {
+        if case .closeDelimited = framing { return false }
+        guard head.version == .http11 else { return false }
+        return !head.headers.listElements(for: "Connection").contains { HTTPSyntax.equalsIgnoringCase($0, "close") }
+    }
+
+    func closed(_ reason: StreamCloseReason) -> Result<Output, any Error> {
         if case .failed(let e) = reason { return .failure(e) }
         guard let head, var d = decoder else { return .failure(HTTPClientError.connectionClosed(bytesReceived: received)) }
         do { try d.finish() } catch { return .failure(HTTPClientError.connectionClosed(bytesReceived: received)) }
-        return .success((head, body))
+        return .success(Output(head: head, body: body, reusable: false))
     }
 }

@@ -7,6 +7,10 @@ Prints its port on the first line. Paths:
   /close     200 without length, body "hello, close" ended by closing the connection
   /big       200 with Content-Length 1 MiB of "x"
   /echo      200 echoing the request method, the X-Test header and the request body
+  /redirect  302 to /length
+  /slow      200 after 10 s
+A request with "Connection: keep-alive" to /length, /echo or /redirect leaves the connection open
+for the next one; /length says which connection served it (X-Connection: N, from 1).
 """
 import argparse
 import asyncio
@@ -14,8 +18,26 @@ import ssl
 import sys
 
 
+CONNECTIONS = 0
+
+
 async def handle(reader, writer):
-    head = await reader.readuntil(b"\r\n\r\n")
+    global CONNECTIONS
+    CONNECTIONS += 1
+    number = CONNECTIONS
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            break
+        keep = await answer(reader, writer, head, number)
+        await writer.drain()
+        if not keep:
+            break
+    writer.close()
+
+
+async def answer(reader, writer, head, number):
     lines = head.decode("latin-1").split("\r\n")
     method, target, _ = lines[0].split(" ", 2)
     headers = {}
@@ -26,9 +48,10 @@ async def handle(reader, writer):
     body = b""
     if "content-length" in headers:
         body = await reader.readexactly(int(headers["content-length"]))
+    keep = headers.get("connection", "").lower() == "keep-alive" and target in ("/length", "/echo", "/redirect")
     if target == "/length":
         payload = b"hello, length"
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Connection: %d\r\n\r\n" % (len(payload), number) + payload)
     elif target == "/chunked":
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         for part in [b"hel", b"lo, ", b"chunked"]:
@@ -47,10 +70,14 @@ async def handle(reader, writer):
     elif target == "/echo":
         payload = method.encode() + b" " + headers.get("x-test", "").encode() + b" " + body
         writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: %d\r\nX-Echo: yes\r\n\r\n" % len(payload) + payload)
+    elif target == "/redirect":
+        writer.write(b"HTTP/1.1 302 Found\r\nLocation: /length\r\nContent-Length: 0\r\n\r\n")
+    elif target == "/slow":
+        await asyncio.sleep(10)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nslow")
     else:
         writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
-    await writer.drain()
-    writer.close()
+    return keep
 
 
 async def main():

@@ -308,8 +308,9 @@ class Client:
     def minigame_ack(self, saw_template_id: int, pending_message_id: Optional[int] = None) -> Dict[str, Any]:
         return self.call("minigame_ack", saw_template_id=saw_template_id, pending_message_id=pending_message_id)
 
-    def push_report(self, kind: str, engagement_uid: str, message_id: str, action: Optional[str] = None,
+    def push_report(self, kind: str, engagement_uid: str, message_id: Optional[str] = None, action: Optional[str] = None,
                     user_ext_id: Optional[str] = None) -> Dict[str, Any]:
+        """Queues a push report for Smartico's public HTTP API: ``{"queued": true, "uuid", "waiting_for_user"}``."""
         return self.call("push_report", kind=kind, engagement_uid=engagement_uid, message_id=message_id,
                          action=action, user_ext_id=user_ext_id)
 

@@ -94,7 +94,8 @@ class Internal(SmarticoError):
 
 
 class OpNotImplemented(SmarticoError):
-    """``not_implemented``: the op exists but the daemon does not serve it yet (``push_report``)."""
+    """``not_implemented``: the op exists but the daemon does not serve it (daemons before the HTTP
+    queue answered it to ``push_report``)."""
     code = "not_implemented"
 
 
