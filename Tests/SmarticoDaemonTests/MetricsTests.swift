@@ -190,8 +190,21 @@ struct MetricsTests {
         #expect(try await eventually {
             try await Self.metrics(client).value("smarticod_reconnects_total") ?? 0 >= 2
         }, "log:\n\(setup.log.suffix(3000))")
-        // The metrics and status show the same last error (it changes with every failed attempt,
-        // every 50–300 ms here: read both until no attempt fell between them).
+        // The metrics and status show the same last error. It changes with every failed attempt,
+        // every 50–300 ms so far; a reload with a 60 s backoff makes it hold still after the next
+        // attempt, so that no attempt falls between the two reads (on a loaded machine one did,
+        // however often they were read).
+        try setup.writeConfig(url: sim.serverURL, session: [
+            "reconnect": ["initial_ms": 60_000, "max_ms": 60_000, "multiplier": 2.0],
+        ], logLevel: "info")
+        setup.daemon?.signal(SIGHUP)
+        var previous: Double?
+        #expect(try await eventually {
+            let at = try await Self.metrics(client).value("smarticod_last_error_timestamp_seconds")
+            defer { previous = at }
+            try await Task.sleep(for: .milliseconds(400))
+            return at != nil && at == previous
+        }, "the last error kept changing; log:\n\(setup.log.suffix(3000))")
         var shown = ""
         #expect(try await eventually {
             let failing = try await Self.metrics(client)
