@@ -185,12 +185,11 @@ public final class FaultProxy: Sendable {
             if n < 0 && (errno == EAGAIN || errno == EINTR) { return [] }
             return n > 0 ? chunk[..<n] : nil
         }
-        /// Writes up to `count` bytes of `buffer`; the number written, nil on error.
-        func writeSome(_ fd: Int32, _ buffer: inout [UInt8], _ count: Int) -> Int? {
+        /// Writes up to `count` bytes from the start of `buffer`; the number written, nil on error.
+        func writeSome(_ fd: Int32, _ buffer: [UInt8], _ count: Int) -> Int? {
             guard count > 0 else { return 0 }
             let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }
             if n < 0 { return errno == EAGAIN || errno == EINTR ? 0 : nil }
-            buffer.removeFirst(n)
             return n
         }
 
@@ -238,7 +237,10 @@ public final class FaultProxy: Sendable {
                 guard let bytes = readSome(server) else {
                     // The server closed: pass on what it sent first (bounded), then close.
                     let end = ContinuousClock.now + .milliseconds(200)
-                    while !toClient.isEmpty, ContinuousClock.now < end, writeSome(client, &toClient, toClient.count) != nil { usleep(1_000) }
+                    while !toClient.isEmpty, ContinuousClock.now < end, let n = writeSome(client, toClient, toClient.count) {
+                        toClient.removeFirst(n)
+                        if !toClient.isEmpty { usleep(1_000) }
+                    }
                     return
                 }
                 toClient += bytes
@@ -250,7 +252,7 @@ public final class FaultProxy: Sendable {
             let mode = now.0
             if mode == .freeze || mode == .halfOpen { continue }
 
-            for direction in [Direction.toServer, .toClient] {
+            directions: for direction in [Direction.toServer, .toClient] {
                 var buffer = direction == .toServer ? toServer : toClient
                 defer { if direction == .toServer { toServer = buffer } else { toClient = buffer } }
                 guard !buffer.isEmpty else { continue }
@@ -269,13 +271,13 @@ public final class FaultProxy: Sendable {
                     allowed = frames.bytesBefore(frame: k, in: buffer)
                     if allowed == 0 {
                         freezeNow(from: mode)
-                        continue
+                        break directions
                     }
                 default: break
                 }
-                let before = buffer
-                guard let n = writeSome(fd, &buffer, allowed) else { return }
-                if direction == .toServer { frames.consume(before.prefix(n)) }
+                guard let n = writeSome(fd, buffer, allowed) else { return }
+                if direction == .toServer { frames.consume(buffer.prefix(n)) }
+                buffer.removeFirst(n)
                 if budgeted {
                     let left = state.withLock { s in
                         s.budget -= n
@@ -291,6 +293,7 @@ public final class FaultProxy: Sendable {
                             return
                         }
                         freezeNow(from: mode)
+                        break directions
                     }
                 }
                 if gap > 0 && n > 0 { usleep(UInt32(gap)) }
