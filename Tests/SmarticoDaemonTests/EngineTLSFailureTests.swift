@@ -16,13 +16,13 @@ struct EngineTLSFailureTests {
         defer { setup.remove() }
         // Two self-signed certificates for 127.0.0.1: the simulator serves `served`; the daemon
         // trusts `other` first (a wrong CA file), then `served`.
-        let served = try await selfSigned(dir: setup.dir, name: "served")
-        let other = try await selfSigned(dir: setup.dir, name: "other")
+        let served = try await Self.selfSigned(dir: setup.dir, name: "served")
+        let other = try await Self.selfSigned(dir: setup.dir, name: "other")
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--tls-cert", served.cert, "--tls-key", served.key])
         #expect(sim.serverURL.hasPrefix("wss://"), "\(sim.serverURL)")
 
         try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
-        try setCAFile(setup.configPath, other.cert)
+        try Self.setCAFile(setup.configPath, other.cert)
         let client = try await setup.start()
         defer { client.close() }
 
@@ -46,7 +46,7 @@ struct EngineTLSFailureTests {
         #expect(shown.status == 0 && shown.stdout.contains("last error") && shown.stdout.contains("tls_error"), "\(shown)")
 
         // Fixed: the right CA and a reload; the session comes up and the error stays on record.
-        try setCAFile(setup.configPath, served.cert)
+        try Self.setCAFile(setup.configPath, served.cert)
         setup.daemon?.signal(SIGHUP)
         let ready = try await eventually(timeout: .seconds(20)) { try await client.ok("status")["state"] == .string("ready") }
         #expect(ready, "log:\n\(setup.log)")
@@ -57,7 +57,7 @@ struct EngineTLSFailureTests {
     }
 
     /// Sets `server.tls.ca_file` in the configuration file at `path`.
-    private func setCAFile(_ path: String, _ ca: String) throws {
+    static func setCAFile(_ path: String, _ ca: String) throws {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         guard var config = try JSONValue(parsing: text).objectValue, var server = config["server"]?.objectValue else {
             throw EngineTestError("configuration \(path) is not an object with `server`")
@@ -68,7 +68,7 @@ struct EngineTLSFailureTests {
     }
 
     /// A self-signed EC certificate for 127.0.0.1 made by the `openssl` command.
-    private func selfSigned(dir: String, name: String) async throws -> (cert: String, key: String) {
+    static func selfSigned(dir: String, name: String) async throws -> (cert: String, key: String) {
         let cert = "\(dir)/\(name).pem", key = "\(dir)/\(name).key"
         let run = try await BuiltExecutable.run(
             URL(fileURLWithPath: "/usr/bin/openssl"),

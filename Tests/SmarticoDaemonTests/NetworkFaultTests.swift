@@ -221,7 +221,15 @@ struct NetworkFaultTests {
 
         // After: more events; every one reaches the subscriber exactly once.
         for _ in 0..<2 { emitted.append(try await Self.emit(sim)) }
-        var engagements = sessionsBefore.filter { $0["event"]?.stringValue == "engagement" }
+        try await Self.expectExactlyOnce(app: app, sim: sim, emitted: emitted, markers: markers, buffered: sessionsBefore)
+    }
+
+    /// Every emit reached the subscriber `app` exactly once (an emit counts as delivered when one of
+    /// its uids arrived; nothing unknown, seqs increasing), and every queued message (a `marker` in
+    /// its payload) is in the sim's `received` log exactly once. `buffered`: events already read.
+    static func expectExactlyOnce(app: DaemonClient, sim: SimProcess, emitted: [Set<String>], markers: [String],
+                                  buffered: [JSONObject]) async throws {
+        var engagements = buffered.filter { $0["event"]?.stringValue == "engagement" }
         let deadline = ContinuousClock.now + .seconds(10)
         func uids() -> [String] { engagements.compactMap { $0["data"]?["message"]?["engagement_uid"]?.stringValue } }
         while !emitted.allSatisfy({ !$0.isDisjoint(with: uids()) }), ContinuousClock.now < deadline {
