@@ -63,7 +63,7 @@ public enum Daemon {
     }
 
     /// The daemon's event loop, or nil (logged) when the kernel refuses its epoll/eventfd.
-    static func makeLoop() -> EventLoop? {
+    private static func makeLoop() -> EventLoop? {
         do {
             return try EventLoop(name: "smarticod")
         } catch {
