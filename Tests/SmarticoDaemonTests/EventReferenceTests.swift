@@ -313,12 +313,14 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         let gap = await late.event { $0["event"]?.stringValue == "gap" }
         #expect(gap != nil)
 
-        // The journal cannot be written (a file-size limit of 1 byte on the daemon): journal_write_failed.
+        // The journal cannot be written (a file-size limit of 1 byte on the daemon): journal_write_failed,
+        // and once for the state directory, storage_unavailable.
         let pid = try #require(setup.daemon?.pid)
         let limit = try await BuiltExecutable.run(URL(fileURLWithPath: "/usr/bin/prlimit"), ["--pid", String(pid), "--fsize=1"])
         #expect(limit.status == 0, "\(limit)")
         _ = try await sim.emitEngagement(to: "bob")
         #expect(await app.event(where: Self.isData("code", "journal_write_failed")) != nil, "log:\n\(setup.log)")
+        #expect(await app.event(where: Self.isData("code", "storage_unavailable")) != nil, "log:\n\(setup.log)")
 
         // A damaged database at start: garbage over it and its WAL (killed, the daemon left one
         // whose pages SQLite would read instead) with the daemon stopped, started again;

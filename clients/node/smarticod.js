@@ -37,6 +37,7 @@ const NotPermitted = codeError('NotPermitted', 'not_permitted');
 const NotReady = codeError('NotReady', 'not_ready');
 const Timeout = codeError('Timeout', 'timeout');
 const QueueFull = codeError('QueueFull', 'queue_full');
+const StorageUnavailable = codeError('StorageUnavailable', 'storage_unavailable');
 const TooManyConnections = codeError('TooManyConnections', 'too_many_connections');
 const Internal = codeError('Internal', 'internal');
 const OpNotImplemented = codeError('OpNotImplemented', 'not_implemented');
@@ -545,5 +546,5 @@ class Subscription {
 module.exports = {
   Client, Subscription, Event, DEFAULT_SOCKET, EVENT_NAMES, JOURNALED_EVENTS, ERRORS_BY_CODE, errorFromAnswer,
   SmarticoError, BadJSON, BadRequest, UnknownOp, LineTooLong, NotPermitted, NotReady, ServerError, Timeout,
-  QueueFull, TooManyConnections, Internal, OpNotImplemented, DaemonUnavailable, ClientTimeout, ProtocolError,
+  QueueFull, StorageUnavailable, TooManyConnections, Internal, OpNotImplemented, DaemonUnavailable, ClientTimeout, ProtocolError,
 };

@@ -82,6 +82,13 @@ actor SessionDriver {
     private var networkMonitor: LoopNetworkMonitor?
     private var stopped = false
     private var terminating = false
+    /// Why the state directory takes no writes (``StoreError/storageProblem``: full, read-only,
+    /// failing) since the first failed write; nil once a write succeeds again. Reported once per
+    /// change (docs/reliability.md, "A full or read-only state directory").
+    private var storageProblem: String?
+    /// Outbox uuids the server proved it read whose removal from the outbox failed; retried with
+    /// the next `.markSent`.
+    private var unmarkedSent: [String] = []
 
     /// - Parameters:
     ///   - configPath: the file SIGHUP re-reads (nil: SIGHUP keeps the configuration).
@@ -579,10 +586,10 @@ actor SessionDriver {
                 try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes,
                                         createdMs: entry.createdMs, user: entry.user)
                 failure = nil
+                storeWritable()
             } catch {
                 if case .queueFull(let max) = error { failure = .queueFull(max: max) } else {
-                    logger.error("outbox write failed: \(error)")
-                    failure = .failed(error.description)
+                    failure = outboxFailure("outbox write", error)
                 }
             }
             results.append(.outboxStored(uuid: entry.uuid, failure: failure))
@@ -592,9 +599,9 @@ actor SessionDriver {
                 try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes,
                                           createdMs: entry.createdMs, user: entry.user)
                 failure = nil
+                storeWritable()
             } catch {
-                logger.error("outbox write failed: \(error)")
-                failure = .failed(error.description)
+                failure = outboxFailure("outbox write", error)
             }
             results.append(.outboxStored(uuid: entry.uuid, failure: failure))
         case .loadOutbox(let limit):
@@ -615,7 +622,11 @@ actor SessionDriver {
             }
             results.append(.outboxLoaded(entries))
         case .markSent(let uuids):
-            await storeWork("markSent") { _ = try await $0.markSent(uuids) }
+            // A failed markSent (a full state directory) is retried with the next one: until then
+            // a reconnect would send those messages again.
+            let all = unmarkedSent + uuids
+            unmarkedSent = []
+            if await !storeWork("markSent", { _ = try await $0.markSent(all) }) { unmarkedSent = all }
         case .dropOutbox(let user):
             var count = 0
             do throws(StoreError) {
@@ -733,8 +744,10 @@ actor SessionDriver {
         if !writes.isEmpty {
             do throws(StoreError) {
                 results = try await store.journal(writes)
+                storeWritable()
             } catch {
                 failure = error
+                storageFailed("journal write", error)
             }
         }
         var next = results.makeIterator()
@@ -760,7 +773,13 @@ actor SessionDriver {
     /// An event that could not be journaled is not shown to anyone (it would not be replayable);
     /// subscribers get an `error` event saying so.
     private func journalFailed(_ name: String, _ error: StoreError, now: Int64) {
-        logger.error("journal write failed, \(name) event dropped: \(error)")
+        // A full or read-only state directory is logged once (storageFailed); each dropped event
+        // still has its journal_write_failed event.
+        if error.storageProblem == nil {
+            logger.error("journal write failed, \(name) event dropped: \(error)")
+        } else {
+            logger.debug("journal write failed, \(name) event dropped: \(error)")
+        }
         var data: [UInt8] = []
         JSONValue.object([
             "code": "journal_write_failed",
@@ -769,10 +788,62 @@ actor SessionDriver {
         publish([PreparedEvent(name: "error", seq: nil, tsMs: now, data: data)])
     }
 
-    private func storeWork(_ what: String, _ body: (SmarticoStore) async throws -> Void) async {
-        do { try await body(store) } catch {
-            logger.error("store \(what) failed: \(error)")
+    /// Runs a store write whose failure only needs reporting; false when it failed.
+    @discardableResult
+    private func storeWork(_ what: String, _ body: (SmarticoStore) async throws -> Void) async -> Bool {
+        do {
+            try await body(store)
+            storeWritable()
+            return true
+        } catch {
+            if let storeError = error as? StoreError, storeError.storageProblem != nil {
+                storageFailed("store \(what)", storeError)
+            } else {
+                logger.error("store \(what) failed: \(error)")
+            }
+            return false
         }
+    }
+
+    /// An outbox write that failed: `storageUnavailable` (reported once) when the state directory
+    /// is full, read-only or failing, else `failed` (logged).
+    private func outboxFailure(_ what: String, _ error: StoreError) -> OutboxStoreFailure {
+        guard let problem = error.storageProblem else {
+            logger.error("\(what) failed: \(error)")
+            return .failed(error.description)
+        }
+        storageFailed(what, error)
+        return .storageUnavailable("state_dir \(config.config.stateDir) is \(problem): \(error)")
+    }
+
+    /// A write failed. When the state directory is full, read-only or failing, the first such
+    /// failure (and a change of cause) is reported: an `error` log line, a `storage_unavailable`
+    /// event and `status.last_error`; the following ones only at debug. The session stays up;
+    /// durable ops answer `storage_unavailable` until a write succeeds again (``storeWritable()``).
+    private func storageFailed(_ what: String, _ error: StoreError) {
+        guard let problem = error.storageProblem else { return }
+        guard storageProblem != problem else {
+            logger.debug("\(what) failed: \(error)")
+            return
+        }
+        storageProblem = problem
+        let message = "state_dir \(config.config.stateDir) is \(problem): \(what) failed: \(error). "
+            + "Durable work is refused (ops that store a message answer storage_unavailable; events that "
+            + "cannot be journaled are dropped, each with a journal_write_failed event); the session stays up. "
+            + "Free space in, or remount read-write, the state directory: the daemon resumes by itself"
+        logger.error("\(message)")
+        let now = Self.wallClockMs()
+        machine.lastError = ("storage_unavailable", message, now)
+        var data: [UInt8] = []
+        JSONValue.object(["code": "storage_unavailable", "message": .string(message)]).serialize(into: &data)
+        publish([PreparedEvent(name: "error", seq: nil, tsMs: now, data: data)])
+    }
+
+    /// A write succeeded: a storage problem reported before is over.
+    private func storeWritable() {
+        guard let problem = storageProblem else { return }
+        storageProblem = nil
+        logger.notice("state_dir \(config.config.stateDir) is writable again (it was \(problem)): durable work is accepted again")
     }
 
     private func connect(_ conn: ConnectionID, url: String) {

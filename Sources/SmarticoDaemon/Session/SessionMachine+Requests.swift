@@ -111,6 +111,8 @@ extension SessionMachine {
             case .queueFull(let max):
                 error = SessionReplyError(.queueFull, "the outbox already holds \(max) messages waiting for the session (outbox.max_messages)")
                 emitError("outbox_full", error.message)
+            case .storageUnavailable(let why):
+                error = SessionReplyError(.storageUnavailable, "the message was not stored, so not accepted: \(why); retry once the state directory has space and is writable again")
             case .failed(let why):
                 error = SessionReplyError(.internal, "could not store the message: \(why)")
             }

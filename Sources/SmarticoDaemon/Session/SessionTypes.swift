@@ -133,6 +133,8 @@ public struct OutgoingMessage: Sendable, Equatable, CustomStringConvertible {
 public enum OutboxStoreFailure: Error, Sendable, Equatable {
     /// `StoreError.queueFull(max:)`.
     case queueFull(max: Int)
+    /// The state directory is full, read-only or failing (``StoreError/storageProblem``), described.
+    case storageUnavailable(String)
     /// Any other store error, described.
     case failed(String)
 }
@@ -173,6 +175,7 @@ public enum SessionErrorCode: String, Sendable, Equatable {
     case serverError = "server_error"
     case timeout
     case queueFull = "queue_full"
+    case storageUnavailable = "storage_unavailable"
     case `internal`
 }
 

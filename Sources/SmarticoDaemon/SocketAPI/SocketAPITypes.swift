@@ -13,6 +13,8 @@ public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
     case serverError = "server_error"
     case timeout
     case queueFull = "queue_full"
+    /// The state directory is full, read-only or failing: a durable op's message was not stored.
+    case storageUnavailable = "storage_unavailable"
     case `internal`
     case notImplemented = "not_implemented"
     /// The connection was refused at accept: its uid holds `socket.max_peers_per_uid` connections,

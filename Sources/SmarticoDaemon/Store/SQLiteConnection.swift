@@ -23,10 +23,14 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
     public var sql: String?
     /// The database file.
     public var path: String
+    /// The operating system's errno behind the failure (`sqlite3_system_errno`, or for a full,
+    /// read-only or failing file system what `statvfs` says of it), 0 when none.
+    public var systemErrno: Int32 = 0
 
     public var description: String {
         var text = "SQLite error \(code) (extended \(extendedCode), \(String(cString: sqlite3_errstr(extendedCode))))"
         text += " on \(path): \(message)"
+        if systemErrno != 0 { text += " (\(String(cString: strerror(systemErrno))), errno \(systemErrno))" }
         if let sql { text += " [SQL: \(sql)]" }
         return text
     }
@@ -116,9 +120,15 @@ final class SQLiteConnection {
     private func error(_ rc: Int32, sql: String?) -> SQLiteError {
         let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "the connection is closed"
         let extended = handle.map { sqlite3_extended_errcode($0) } ?? rc
-        return SQLiteError(code: rc & 0xff, extendedCode: rc == SQLITE_MISUSE ? rc : extended,
-                           message: message, sql: sql, path: path)
+        var systemErrno = handle.map { sqlite3_system_errno($0) } ?? 0
+        let primary = rc & 0xff
+        if systemErrno == 0, [SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_CANTOPEN].contains(primary) {
+            systemErrno = fileSystemErrno(path)
+        }
+        return SQLiteError(code: primary, extendedCode: rc == SQLITE_MISUSE ? rc : extended,
+                           message: message, sql: sql, path: path, systemErrno: systemErrno)
     }
+
 
     private func requireHandle(_ sql: String?) throws(SQLiteError) -> OpaquePointer {
         guard let handle else {
@@ -251,4 +261,44 @@ final class SQLiteConnection {
         }
         return value
     }
+}
+
+extension StoreError {
+    /// Why the state directory takes no writes, when that is the failure: `"full"` (SQLITE_FULL,
+    /// or an I/O error with ENOSPC/EDQUOT), `"read-only"` (SQLITE_READONLY, or EROFS), `"failing"`
+    /// (another I/O error, a file that cannot be opened); nil for every other error. Such a
+    /// failure passes when the operator frees space or makes the directory writable again.
+    public var storageProblem: String? {
+        guard case .sqlite(let e) = self else { return nil }
+        switch e.code {
+        case SQLITE_FULL: return "full"
+        case SQLITE_READONLY: return "read-only"
+        case SQLITE_IOERR, SQLITE_CANTOPEN:
+            switch e.systemErrno {
+            case ENOSPC, EDQUOT: return "full"
+            case EROFS: return "read-only"
+            default: return "failing"
+            }
+        default: return nil
+        }
+    }
+}
+
+/// SQLite keeps no errno for SQLITE_FULL, and the one of an I/O error is often gone by the
+/// time it reports it: the file system holding `path` tells instead — EROFS when it is
+/// mounted read-only, ENOSPC when it has no block or inode left for us, else the errno of
+/// creating an empty file beside `path` (ext4's emergency read-only state after disk errors
+/// does not show in `statvfs`); 0 when that works. Only after a failed write, on the store's
+/// own thread like every call on this connection.
+private func fileSystemErrno(_ path: String) -> Int32 {
+    var fs = statvfs()
+    guard statvfs(path, &fs) == 0 else { return 0 }
+    if fs.f_flag & UInt(ST_RDONLY) != 0 { return EROFS }
+    if fs.f_bavail == 0 || fs.f_favail == 0 { return ENOSPC }
+    let probe = path + ".write-probe"
+    let fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { return errno == EEXIST ? 0 : errno }
+    close(fd)
+    unlink(probe)
+    return 0
 }

@@ -83,6 +83,12 @@ class QueueFull(SmarticoError):
     code = "queue_full"
 
 
+class StorageUnavailable(SmarticoError):
+    """``storage_unavailable``: the daemon's state directory is full, read-only or failing; the
+    message was not stored, so not accepted. Retry later."""
+    code = "storage_unavailable"
+
+
 class TooManyConnections(SmarticoError):
     """``too_many_connections``: the connection was refused at accept."""
     code = "too_many_connections"
@@ -123,7 +129,7 @@ class ProtocolError(SmarticoError):
 ERRORS_BY_CODE: Dict[str, Type[SmarticoError]] = {
     cls.code: cls  # type: ignore[misc]
     for cls in (BadJSON, BadRequest, UnknownOp, LineTooLong, NotPermitted, NotReady, ServerError,
-                Timeout, QueueFull, TooManyConnections, Internal, OpNotImplemented)
+                Timeout, QueueFull, StorageUnavailable, TooManyConnections, Internal, OpNotImplemented)
 }
 
 
