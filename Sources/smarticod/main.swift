@@ -93,10 +93,10 @@ enum CommandLineParser {
 
         Exit codes: 0 success (stopped by SIGTERM/SIGINT), 1 cannot start (the reason is
         logged), 2 usage error, 73 the state directory or the socket's directory cannot be
-        created or written, or the store in it is one only an operator can fix (a newer
-        smarticod's, another program's database), 78 invalid configuration (one line per problem on stderr:
-        <path>: <key>: <problem>; warnings, which fail nothing, read <path>: <key>:
-        warning: <problem>). SIGHUP reloads the configuration file.
+        created or written, or its store is one only an operator can fix (a newer
+        smarticod's, another program's database), 78 invalid configuration (one line per
+        problem on stderr: <path>: <key>: <problem>; warnings, which fail nothing, read
+        <path>: <key>: warning: <problem>). SIGHUP reloads the configuration file.
 
         Environment: https_proxy / http_proxy / no_proxy (either case) when
         server.proxy is not set; SMARTICOD_LOG_LEVEL overrides log.level.

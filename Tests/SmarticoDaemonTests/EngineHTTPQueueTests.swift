@@ -247,7 +247,7 @@ struct EngineHTTPQueueTests {
     @Test func httpsWithTheTestsCA() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }
-        let ca = try await selfSignedCA(dir: setup.dir)
+        let ca = try await EngineTLSFailureTests.selfSigned(dir: setup.dir, name: "ca")
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--tls-cert", ca.cert, "--tls-key", ca.key, "--http-tls"])
         #expect(sim.httpURL.hasPrefix("https://"), "\(sim.httpURL)")
         try setup.writeConfig(url: sim.serverURL, server: ["tls": ["ca_file": .string(ca.cert)]],
@@ -336,19 +336,6 @@ struct EngineHTTPQueueTests {
     /// The public API calls the simulator recorded, oldest first.
     private func httpEntries(_ sim: SimProcess) async throws -> [JSONObject] {
         try await sim.receivedEntries().filter { $0["client"] == "http" }
-    }
-
-    /// A CA certificate for 127.0.0.1 (self-signed, `CA:TRUE`) made by the `openssl` command.
-    private func selfSignedCA(dir: String) async throws -> (cert: String, key: String) {
-        let cert = "\(dir)/ca.pem", key = "\(dir)/ca.key"
-        let run = try await BuiltExecutable.run(
-            URL(fileURLWithPath: "/usr/bin/openssl"),
-            ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1", "-addext", "basicConstraints=critical,CA:TRUE"],
-            timeout: .seconds(30))
-        guard run.status == 0 else { throw EngineTestError("openssl req failed: \(run)") }
-        return (cert, key)
     }
 }
 
