@@ -21,6 +21,28 @@ private func rawSQL(_ path: String, _ sql: String) async throws {
     }
 }
 
+/// The rows of a query on a database file, each column as text ("NULL" for null), outside the
+/// store, on a dedicated thread.
+private func rawRows(_ path: String, _ sql: String) async throws -> [[String]] {
+    try await onDedicatedThread {
+        var db: OpaquePointer?
+        guard sqlite3_open(path, &db) == SQLITE_OK else { throw StoreTestFailure("cannot open \(path)") }
+        defer { sqlite3_close(db) }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v2(db, sql, -1, &statement, nil) == SQLITE_OK else {
+            throw StoreTestFailure("SQL failed: \(String(cString: sqlite3_errmsg(db)))")
+        }
+        defer { sqlite3_finalize(statement) }
+        var rows: [[String]] = []
+        while sqlite3_step(statement) == SQLITE_ROW {
+            rows.append((0..<sqlite3_column_count(statement)).map { i in
+                sqlite3_column_text(statement, i).map { String(cString: $0) } ?? "NULL"
+            })
+        }
+        return rows
+    }
+}
+
 /// Opening `directory` fails; returns the error.
 private func openFails(_ directory: String) async throws -> StoreError {
     do {
@@ -108,6 +130,32 @@ private func openFails(_ directory: String) async throws -> StoreError {
         #expect(try await store.cursor("app") == 0)
         #expect(try await store.integrityCheck().isEmpty)
         await store.close()
+    }
+
+    @Test func aStoreMigratedFromVersion1HasTheSchemaOfACreatedOne() async throws {
+        let created = try StoreTempDir(), migrated = try StoreTempDir()
+        defer { created.remove(); migrated.remove() }
+        await (try await SmarticoStore.open(directory: created.path)).close()
+        await (try await SmarticoStore.open(directory: migrated.path)).close()
+        // Version 1's tables, as the first release wrote them; opening migrates 1 → 2 → 3.
+        try await rawSQL(migrated.sub(SmarticoStore.fileName), """
+            ALTER TABLE outbox DROP COLUMN user; ALTER TABLE latest DROP COLUMN user;
+            ALTER TABLE cursors DROP COLUMN owner_uid; DROP TABLE http_queue; PRAGMA user_version = 1;
+            """)
+        await (try await SmarticoStore.open(directory: migrated.path)).close()
+        // Columns (name, type, not null, default, primary key) of every table, in any order (an
+        // added column comes last), and every index.
+        let columns = """
+            SELECT m.name, p.name, p.type, p."notnull", p.dflt_value, p.pk
+            FROM sqlite_master m JOIN pragma_table_info(m.name) p
+            WHERE m.type = 'table' ORDER BY m.name, p.name
+            """
+        let indexes = "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+        for query in [columns, indexes, "PRAGMA user_version"] {
+            let a = try await rawRows(created.sub(SmarticoStore.fileName), query)
+            let b = try await rawRows(migrated.sub(SmarticoStore.fileName), query)
+            #expect(!a.isEmpty && a == b, "created \(a)\nmigrated \(b)")
+        }
     }
 
     @Test func aVersion2StoreGetsTheHTTPQueueAndKeepsItsRows() async throws {
