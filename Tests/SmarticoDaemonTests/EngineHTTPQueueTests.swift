@@ -16,6 +16,11 @@ struct EngineHTTPQueueTests {
     /// Short backoff: the retries of a test take milliseconds.
     static let fastHTTP: JSONObject = ["retry_initial_ms": 20, "retry_max_ms": 200, "connect_timeout_s": 2, "response_timeout_s": 2]
 
+    /// `http` settings: quick retries and timeouts, the public API at the simulator's HTTP port.
+    static func fastHTTP(at sim: SimProcess) -> JSONObject {
+        fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")])
+    }
+
     // MARK: The exact requests
 
     @Test func eachKindsQueryAndThePushTokenPostAsSentAfterTheUserIsKnown() async throws {
@@ -24,7 +29,7 @@ struct EngineHTTPQueueTests {
         let sim = try await SimProcess.start(dir: setup.dir)
         // Anonymous at start: the reports and the token wait for a user.
         try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, server: ["brand_key": "brand-7"],
-                              http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]),
+                              http: Self.fastHTTP(at: sim),
                               push: ["register_via": "http", "token": "cfg-token", "platform": 6, "status": 0])
         let client = try await setup.start()
         defer { client.close() }
@@ -109,7 +114,7 @@ struct EngineHTTPQueueTests {
         let setup = try DaemonSetup()
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]))
+        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
         let client = try await setup.start()
         defer { client.close() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
@@ -198,7 +203,7 @@ struct EngineHTTPQueueTests {
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir)
         try setup.writeConfig(url: sim.serverURL, logLevel: "info",
-                              http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]))
+                              http: Self.fastHTTP(at: sim))
         var client = try await setup.start()
         // The backlog builds up while the API refuses connections.
         _ = try await sim.control(["op": "http_fault", "answer": "refuse"])
@@ -251,7 +256,7 @@ struct EngineHTTPQueueTests {
         let sim = try await SimProcess.start(dir: setup.dir, extra: ["--tls-cert", ca.cert, "--tls-key", ca.key, "--http-tls"])
         #expect(sim.httpURL.hasPrefix("https://"), "\(sim.httpURL)")
         try setup.writeConfig(url: sim.serverURL, server: ["tls": ["ca_file": .string(ca.cert)]],
-                              http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]))
+                              http: Self.fastHTTP(at: sim))
         let client = try await setup.start()
         defer { client.close() }
         let uuid = try #require(try await client.ok("push_report", ["kind": "impression", "engagement_uid": "e-tls", "message_id": "5"])["uuid"]?.stringValue)
@@ -293,7 +298,7 @@ struct EngineHTTPQueueTests {
         let setup = try DaemonSetup()
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP.merging(["public_url": .string(sim.httpURL + "/services/public")]))
+        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
         let client = try await setup.start()
         defer { client.close() }
         _ = try await sim.control(["op": "http_fault", "answer": .string(answer), "count": 1])
