@@ -50,7 +50,7 @@ public enum SimControl {
     }
 
     static func handle(_ r: JSONObject, server: inout SimServer, now: Int64) throws(SimControlError) -> (JSONObject, [SimAction]) {
-        guard let op = r["op"]?.stringValue else { throw .invalid("missing \"op\" (a string): emit, fault, received, clients, pending") }
+        guard let op = r["op"]?.stringValue else { throw .invalid("missing \"op\" (a string): emit, fault, received, clients, pending, data_fault") }
         switch op {
         case "emit": return try emit(r, server: &server, now: now)
         case "fault": return try fault(r, server: &server, now: now)
@@ -58,6 +58,8 @@ public enum SimControl {
         case "clients":
             let list = server.order.compactMap { server.sessions[$0]?.summary(server.context) }.map(JSONValue.object)
             return (["ok": true, "clients": .array(list)], [])
+        case "data_fault":
+            return (try dataFault(r, server: &server), [])
         case "pending":
             let user = try string(r, "user", required: true)!
             let list = server.context.pending.pending(for: user).map(JSONValue.object)
@@ -65,6 +67,38 @@ public enum SimControl {
         default:
             throw .unknownOp(op)
         }
+    }
+
+    // MARK: - data_fault
+
+    /// `{"op":"data_fault","cid":N,"answer":"error"|"silent"|"replace", …}`: the next data API
+    /// request with class id N (from any client) is answered with `errCode`/`errMsg`, not at all,
+    /// or with `body` (the wire answer as given; `cid` is set) instead of the simulated data.
+    /// `{"op":"data_fault","clear":true}` removes all.
+    static func dataFault(_ r: JSONObject, server: inout SimServer) throws(SimControlError) -> JSONObject {
+        if r["clear"]?.boolValue == true {
+            server.context.dataFaults.removeAll()
+            return ["ok": true]
+        }
+        guard let cid = r["cid"]?.int64Value else { throw .invalid("data_fault needs \"cid\" (an integer: the request's class id)") }
+        guard SimData.routes[cid] != nil else {
+            throw .invalid("data_fault: cid \(cid) is not a data API request the simulator answers; those are \(SimData.routes.keys.sorted().map(String.init).joined(separator: ", "))")
+        }
+        let fault: SimDataFault
+        switch r["answer"]?.stringValue {
+        case "error":
+            guard let code = r["errCode"]?.int64Value, code != 0 else { throw .invalid("data_fault answer \"error\" needs a non-zero integer \"errCode\"") }
+            fault = .error(code: code, message: r["errMsg"]?.stringValue)
+        case "silent":
+            fault = .silent
+        case "replace":
+            guard let body = r["body"]?.objectValue else { throw .invalid("data_fault answer \"replace\" needs \"body\" (a JSON object: the answer's fields)") }
+            fault = .replace(body)
+        default:
+            throw .invalid("data_fault needs \"answer\": error (with errCode, errMsg), silent, or replace (with body)")
+        }
+        server.context.dataFaults[cid] = fault
+        return ["ok": true]
     }
 
     // MARK: - emit

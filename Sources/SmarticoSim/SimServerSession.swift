@@ -10,6 +10,10 @@ public struct SimContext: Sendable {
     public var random: SimRandom
     /// Fault actions armed for "the next message with this cid from any client" (fire once).
     public var armed: [SimArmedFault] = []
+    /// The simulated data API's state of each user (SimData), made on first use.
+    public var userData: [String: SimUserData] = [:]
+    /// One-shot replacements of the next data API answer, by request cid (`data_fault` control op).
+    public var dataFaults: [Int64: SimDataFault] = [:]
 
     public init(config: SimConfig, random: SimRandom = SimRandom()) {
         self.config = config
@@ -170,7 +174,9 @@ public struct SimServerSession: Sendable {
         case 8: 12
         case 9: 10
         case 1003: 2003
-        default: samples[cid] != nil ? cid + 1 : 99999
+        default:
+            if let route = SimData.routes[cid] { route.response }
+            else { samples[cid] != nil ? cid + 1 : 99999 }
         }
     }
 
@@ -304,6 +310,7 @@ public struct SimServerSession: Sendable {
     ]
 
     private mutating func handleOther(_ cid: Int64, _ request: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
+        if let route = SimData.routes[cid] { return handleData(route, request, now: now, context: &context) }
         guard let responseCID = Self.answerCID(forRequest: cid) else { return [] }
         if let (needsUser, body) = Self.samples[cid] {
             if needsUser, user == nil {
@@ -321,6 +328,35 @@ public struct SimServerSession: Sendable {
                              "errMsg": .string("unsupported command: cid \(cid)\(name)"),
                              "request_cid": .number(cid), "cid": 99999]
         return [answer(o, to: request, now: now, context: &context)]
+    }
+
+    /// A data API request (SimData): needs an identified user; the route's answer gets `cid`,
+    /// `errCode` 0 and `errMsg` null unless it sets them.
+    private mutating func handleData(_ route: SimDataRoute, _ request: JSONObject, now: Int64, context: inout SimContext) -> [SimAction] {
+        guard let user else {
+            guard let responseCID = route.response else { return [] }
+            return [error(responseCID, SimErrorCode.notIdentified,
+                          "cid \(route.request) needs an identified user: send IDENTIFY_USER_REQUEST (cid 5) first", to: request, now: now, context: &context)]
+        }
+        var body: JSONObject
+        switch context.dataFaults.removeValue(forKey: route.request) {
+        case .silent?:
+            return []
+        case .error(let code, let message)?:
+            body = ["errCode": .number(code), "errMsg": message.map(JSONValue.string) ?? .null]
+        case .replace(let replacement)?:
+            body = replacement
+        case nil:
+            let env = SimDataEnvironment(user: user, now: now, httpBaseURL: context.config.httpBaseURL)
+            var data = context.userData[user] ?? SimUserData()
+            body = route.handle(request, &data, env)
+            context.userData[user] = data
+        }
+        guard let responseCID = route.response else { return [] }
+        if body["errCode"] == nil { body["errCode"] = 0 }
+        if body["errMsg"] == nil { body["errMsg"] = .null }
+        body["cid"] = .number(responseCID)
+        return [answer(body, to: request, now: now, context: &context)]
     }
 
     // MARK: - Output helpers

@@ -107,7 +107,7 @@ func runOp(_ op: String, _ arguments: JSONObject = JSONObject(), options: Global
             Output.text(text)
             return
         }
-        let lines = op == "status" ? Format.status(result, now: nowMs()) : Format.result(op: op, result)
+        let lines = op == "status" ? Format.status(result, now: nowMs()) : op == "api" ? Format.apiResult(result) : Format.result(op: op, result)
         for line in lines { Output.line(line) }
     }
 }

@@ -26,7 +26,7 @@ struct Smarticoctl: ParsableCommand {
         version: SmarticoVersion.string,
         subcommands: [
             Status.self, Metrics.self, Hello.self, Tail.self, Forget.self, Identify.self, Logout.self, Login.self, PushToken.self, Language.self, LogLevel.self,
-            Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self,
+            Event.self, Report.self, MinigameAck.self, PushReport.self, Send.self, Request.self, Bridge.self, Api.self,
         ]
     )
 

@@ -151,7 +151,7 @@ final class DriverSocketHandler: SocketAPIHandler {
         switch call {
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: state.withLock { $0 }))
-        case .status, .session, .logLevel, .metrics, .pushReport:
+        case .status, .session, .logLevel, .metrics, .pushReport, .api:
             if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }

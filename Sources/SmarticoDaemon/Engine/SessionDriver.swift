@@ -73,6 +73,8 @@ actor SessionDriver {
     private let metricsWriter: MetricsTextfileWriter
     /// Smartico's public HTTP API: `push_report` and push tokens over HTTP, on its own task.
     let httpQueue: HTTPReportQueue
+    /// Results the data API calls keep (inbox bodies by guid).
+    nonisolated let dataAPICache = DataAPICache()
     /// The user last handed to ``httpQueue``.
     private var userToldHTTPQueue: String?
     /// Fires every `metrics.interval_s` while `metrics.textfile` is set.
@@ -351,6 +353,17 @@ actor SessionDriver {
             } catch {
                 reply.fail(Self.httpQueueError(error, what: "push_report"))
             }
+        case .api(let request):
+            guard let spec = request.spec else {
+                return reply.fail(SocketAPIError(.badRequest, "unknown call \"\(request.call)\""))
+            }
+            // Reads made while offline wait for the session (as `request` does); without any user
+            // there is nothing to wait for.
+            if spec.needsUser && machine.user == nil {
+                return reply.fail(SocketAPIError(.notReady, "call \"\(spec.name)\" needs an identified user, and none is: identify one first (the identify op)"))
+            }
+            let host = DriverDataAPIHost(driver: self, inbox: inbox, loop: loop, cache: dataAPICache)
+            Task(executorPreference: loop) { reply.answer(await DataAPIImplementations.run(request, host: host, peer: peer)) }
         case .logLevel(let level):
             // The daemon's loggers share one level (Daemon.bootstrapLogging): this sets it for all,
             // until the next restart or reload.
@@ -966,4 +979,41 @@ extension SessionAction {
             false
         }
     }
+}
+
+// MARK: - The data API's access to the session
+
+extension SessionDriver {
+    /// INIT's `settings` of the current (or last) connection.
+    func labelSettings() -> JSONObject? { machine.lastConnection?.initResponse?.settings }
+
+    /// The HTTP client's options for the data API's fetches: the public API's (CA file, proxy, timeouts).
+    func dataAPIHTTPOptions() -> HTTPClientOptions { HTTPReportQueue.clientOptions(config) }
+}
+
+/// The session driver as the data API calls see it: their session requests go through the driver's
+/// FIFO like a peer's, answered through a reply of their own.
+struct DriverDataAPIHost: DataAPIHost {
+    let driver: SessionDriver
+    let inbox: DriverInbox
+    let loop: EventLoop
+    let cache: DataAPICache
+
+    func session(_ request: SessionRequest, peer: UInt64) async -> Result<JSONValue, SocketAPIError> {
+        await withCheckedContinuation { continuation in
+            let reply = SocketAPIReply { continuation.resume(returning: $0) }
+            if !inbox.yield(.call(.session(request), reply, peer: peer)) {
+                reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
+            }
+        }
+    }
+
+    func labelSettings() async -> JSONObject? { await driver.labelSettings() }
+
+    func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse {
+        let options = await driver.dataAPIHTTPOptions()
+        return try await HTTPClient.send(HTTPClientRequest(url: url), options: options, on: loop)
+    }
+
+    func nowMs() -> Int64 { SessionDriver.wallClockMs() }
 }

@@ -520,8 +520,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         case .success(let r):
             request = r
         }
-        if !request.op.isReadOnly && !peer.info.mayControl {
-            respond(peer, id: parsed.id, .failure(Self.controlRefusal(request.op, peer.info)))
+        if !request.isReadOnly && !peer.info.mayControl {
+            respond(peer, id: parsed.id, .failure(Self.controlRefusal(request, peer.info)))
             return
         }
         let id = parsed.id
@@ -537,21 +537,19 @@ public final class SocketAPIServer: CustomStringConvertible,
         case .metrics: dispatch(.metrics, peer: peer, id: id)
         case .session(let r):
             if case .request = r {
-                guard peer.pendingRequests < configuration.maxPendingRequestsPerPeer else {
-                    respond(peer, id: id, .failure(SocketAPIError(.queueFull, "this connection already has \(peer.pendingRequests) request ops waiting for the server's answer, the most one connection may (\(configuration.maxPendingRequestsPerPeer)); wait for answers, or open another connection")))
-                    return
-                }
-                dispatch(.session(r), peer: peer, id: id, pendingRequest: true)
+                dispatchPendingRequest(.session(r), peer: peer, id: id)
             } else {
                 dispatch(.session(r), peer: peer, id: id)
             }
+        case .api(let r): dispatchPendingRequest(.api(r), peer: peer, id: id)
         case .pushReport(let r): dispatch(.pushReport(r), peer: peer, id: id)
         case .logLevel(let level): dispatch(.logLevel(level), peer: peer, id: id)
         }
     }
 
     /// The `not_permitted` answer to a control op from a peer of the read role.
-    static func controlRefusal(_ op: SocketOp, _ peer: SocketPeer) -> SocketAPIError {
+    static func controlRefusal(_ request: SocketRequest, _ peer: SocketPeer) -> SocketAPIError {
+        let op = request.op
         let how: String
         if let uid = peer.uid {
             let gid = peer.gid.map { " (gid \($0))" } ?? ""
@@ -559,7 +557,18 @@ public final class SocketAPIServer: CustomStringConvertible,
         } else {
             how = "this peer's credentials could not be read (SO_PEERCRED)"
         }
-        return SocketAPIError(.notPermitted, "op \"\(op.rawValue)\" needs the control role (root, the daemon's uid, socket.control_uids or socket.control_gids); \(how). Allowed without it: \(SocketOp.allCases.filter(\.isReadOnly).map(\.rawValue).joined(separator: ", "))")
+        var what = "op \"\(op.rawValue)\""
+        if case .api(let r) = request { what = "call \"\(r.call)\" (it changes something)" }
+        return SocketAPIError(.notPermitted, "\(what) needs the control role (root, the daemon's uid, socket.control_uids or socket.control_gids); \(how). Allowed without it: \(SocketOp.allCases.filter(\.isReadOnly).map(\.rawValue).joined(separator: ", ")), and api calls of the read role")
+    }
+
+    /// A `request` or `api` op: it waits for the server, so one connection may have only so many.
+    private func dispatchPendingRequest(_ call: SocketAPICall, peer: Peer, id: JSONValue?) {
+        guard peer.pendingRequests < configuration.maxPendingRequestsPerPeer else {
+            respond(peer, id: id, .failure(SocketAPIError(.queueFull, "this connection already has \(peer.pendingRequests) request or api ops waiting for the server's answer, the most one connection may (\(configuration.maxPendingRequestsPerPeer)); wait for answers, or open another connection")))
+            return
+        }
+        dispatch(call, peer: peer, id: id, pendingRequest: true)
     }
 
     private func dispatch(_ call: SocketAPICall, peer: Peer, id: JSONValue?, pendingRequest: Bool = false) {

@@ -68,6 +68,8 @@ public enum SocketOp: String, Sendable, Equatable, CaseIterable {
     case logLevel = "log_level"
     /// The daemon's metrics in the Prometheus text format (read role).
     case metrics
+    /// A call of Smartico's data API by name (docs/api.md); its role is the call's.
+    case api
 
     /// Ops of the read role, which any peer may use; the others (the control role) need root, the
     /// daemon's uid, or a peer listed in `socket.control_uids`/`control_gids`.
@@ -128,6 +130,8 @@ public enum SocketRequest: Sendable, Equatable {
     /// `log_level`: the daemon's new level.
     case logLevel(Logger.Level)
     case metrics
+    /// `api`: a data API call, its arguments checked against the catalog.
+    case api(DataAPIRequest)
     /// `identify`, `logout`, `login`, `push_token`, `language`, `event`, `report`, `minigame_ack`,
     /// `send`, `request`, `bridge`: handed to the session as they are.
     case session(SessionRequest)
@@ -143,6 +147,7 @@ public enum SocketRequest: Sendable, Equatable {
         case .pushReport: .pushReport
         case .logLevel: .logLevel
         case .metrics: .metrics
+        case .api: .api
         case .session(let request):
             switch request {
             case .identify: .identify
@@ -159,6 +164,12 @@ public enum SocketRequest: Sendable, Equatable {
             }
         }
     }
+
+    /// Whether a peer of the read role may make it: the op's role, or for `api` the call's.
+    public var isReadOnly: Bool {
+        if case .api(let r) = self { return r.spec?.role == .read }
+        return op.isReadOnly
+    }
 }
 
 /// What the server hands to its ``SocketAPIHandler``: every op except `subscribe`, `unsubscribe`,
@@ -174,6 +185,8 @@ public enum SocketAPICall: Sendable, Equatable {
     case logLevel(Logger.Level)
     /// Answer `{"content_type", "text"}`: the metrics in the Prometheus text format (``DaemonMetrics``).
     case metrics
+    /// Run a data API call (docs/api.md) and answer its result.
+    case api(DataAPIRequest)
 }
 
 /// Who sent a request.

@@ -1,5 +1,6 @@
 import Logging
 import SmarticoProtocol
+import SmarticoSocketAPI
 
 /// A request line, parsed: the `id` to echo (nil when absent or unusable) and the request or the
 /// error to answer with.
@@ -170,6 +171,15 @@ public enum SocketRequestParser {
             request = .session(.request(message: message, expectCid: expect, timeoutMs: timeout))
         case .bridge:
             request = .session(.bridge(try args.message(integerField: "bcid")))
+        case .api:
+            let name = try args.requiredString("call", nonEmpty: true)
+            guard let spec = DataAPICatalog.call(named: name) else {
+                throw .badRequest("unknown call \"\(name.prefix(64))\"; known: \(DataAPICatalog.suggestions(for: name).joined(separator: ", ")) (smarticoctl api list shows them all)")
+            }
+            let callArgs = try DataAPIArgs.checked(try args.optionalObject("args") ?? [:], for: spec)
+            let raw = try args.optionalBool("raw") ?? false
+            let timeout = try args.optionalInt("timeout_ms", range: 1...300_000)
+            request = .api(DataAPIRequest(call: name, args: callArgs, raw: raw, timeoutMs: timeout))
         case .logLevel:
             let name = try args.requiredString("level")
             guard let level = Logger.Level(rawValue: name) else {
@@ -231,6 +241,12 @@ public enum SocketRequestParser {
         mutating func requiredInt(_ name: String, range: ClosedRange<Int64>) throws(SocketAPIError) -> Int64 {
             guard let i = try optionalInt(name, range: range) else { throw missing(name, "an integer") }
             return i
+        }
+
+        mutating func optionalBool(_ name: String) throws(SocketAPIError) -> Bool? {
+            guard let v = value(name) else { return nil }
+            guard case .bool(let b) = v else { throw wrongType(name, "true or false", v) }
+            return b
         }
 
         mutating func optionalArray(_ name: String) throws(SocketAPIError) -> [JSONValue]? {

@@ -1,0 +1,231 @@
+import Synchronization
+import SmarticoProtocol
+import SmarticoSocketAPI
+import Transport
+
+/// A parsed `api` op (docs/api.md): the call, its checked arguments, and the op's options.
+public struct DataAPIRequest: Sendable, Equatable {
+    public var call: String
+    public var args: DataAPIArgs
+    /// Answer with the server's message(s) unchanged instead of the public shape.
+    public var raw: Bool
+    /// Overrides the call's wait for each server answer.
+    public var timeoutMs: Int64?
+
+    public init(call: String, args: DataAPIArgs = DataAPIArgs(), raw: Bool = false, timeoutMs: Int64? = nil) {
+        self.call = call
+        self.args = args
+        self.raw = raw
+        self.timeoutMs = timeoutMs
+    }
+
+    public var spec: DataAPICallSpec? { DataAPICatalog.call(named: call) }
+}
+
+/// The arguments of a call, checked against its ``DataAPICallSpec`` by the request parser: every
+/// member is an argument of the call, of its type and range, and every required one is there.
+public struct DataAPIArgs: Sendable, Equatable {
+    public var object: JSONObject
+
+    public init(_ object: JSONObject = [:]) { self.object = object }
+
+    public func string(_ name: String) -> String? { object[name]?.stringValue }
+    public func int(_ name: String) -> Int64? { object[name]?.int64Value }
+    public func bool(_ name: String) -> Bool? { object[name]?.boolValue }
+    public func double(_ name: String) -> Double? { object[name]?.doubleValue }
+
+    /// Checks `object` against `spec`; errors name the field (`args.from`).
+    public static func checked(_ object: JSONObject, for spec: DataAPICallSpec) throws(SocketAPIError) -> DataAPIArgs {
+        let known = Dictionary(spec.args.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for (key, value) in object {
+            guard let arg = known[key] else {
+                let names = spec.args.map(\.name)
+                throw .badRequest("field \"args.\(key.prefix(64))\" is not an argument of call \"\(spec.name)\"; "
+                    + (names.isEmpty ? "it takes none" : "it takes: \(names.joined(separator: ", "))"))
+            }
+            if value.isNull { continue }
+            switch arg.type {
+            case .string:
+                guard value.stringValue != nil else { throw wrongType(spec, arg, "a string", value) }
+            case .boolean:
+                guard value.boolValue != nil else { throw wrongType(spec, arg, "true or false", value) }
+            case .number:
+                guard value.doubleValue != nil else { throw wrongType(spec, arg, "a number", value) }
+            case .integer:
+                guard let i = value.int64Value else { throw wrongType(spec, arg, "an integer", value) }
+                if let range = arg.range, !range.contains(i) {
+                    throw .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be in \(range.lowerBound)...\(range.upperBound), got \(i)")
+                }
+            }
+        }
+        for arg in spec.args where arg.required {
+            guard let v = object[arg.name], !v.isNull else {
+                throw .badRequest("field \"args.\(arg.name)\" is required by call \"\(spec.name)\" (\(arg.type.rawValue): \(arg.help))")
+            }
+        }
+        return DataAPIArgs(object)
+    }
+
+    private static func wrongType(_ spec: DataAPICallSpec, _ arg: DataAPIArg, _ expected: String, _ got: JSONValue) -> SocketAPIError {
+        let shown = got.numberValue.map { "the number \($0.literal.prefix(40))" } ?? got.type.description
+        return .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be \(expected), got \(shown)")
+    }
+}
+
+/// What a call's implementation may do: send requests on the session (as the `request` op does:
+/// they wait for the session while offline, time out, and an answer with `errCode` ≠ 0 fails with
+/// `server_error`), read INIT's label settings, fetch over HTTP, queue a client event, and keep
+/// results in the daemon's small cache. One per call; any context.
+public final class DataAPIContext: Sendable {
+    public let spec: DataAPICallSpec
+    public let args: DataAPIArgs
+    public let raw: Bool
+    /// The wait for each server answer.
+    public let timeoutMs: Int64
+    private let host: any DataAPIHost
+    private let peer: UInt64
+    private let answers = Mutex<[JSONValue]>([])
+
+    init(request: DataAPIRequest, spec: DataAPICallSpec, host: any DataAPIHost, peer: UInt64) {
+        self.spec = spec
+        args = request.args
+        raw = request.raw
+        timeoutMs = request.timeoutMs ?? Int64(spec.timeoutMs)
+        self.host = host
+        self.peer = peer
+    }
+
+    /// Sends `{"cid": cid, …payload}` and returns the server's answer (the message with `expect`,
+    /// or the request cid's usual answer when nil). Recorded for `raw`.
+    public func request(cid: Int, _ payload: JSONObject = [:], expect: Int? = nil) async throws(SocketAPIError) -> JSONObject {
+        var message = payload
+        message["cid"] = .number(Int64(cid))
+        let result = await host.session(.request(message: message, expectCid: expect.map(Int64.init), timeoutMs: timeoutMs), peer: peer)
+        switch result {
+        case .failure(let error): throw error
+        case .success(let answer):
+            guard let m = answer["message"]?.objectValue else {
+                throw SocketAPIError(.internal, "the answer to cid \(cid) carried no message")
+            }
+            answers.withLock { $0.append(.object(m)) }
+            return m
+        }
+    }
+
+    /// A label setting from the session's INIT answer (`INBOX_PUBLIC_CDN`), nil when the session has
+    /// not had one or it is absent.
+    public func labelSetting(_ name: String) async -> JSONValue? {
+        await host.labelSettings()?[name]
+    }
+
+    /// GET `url` through the Transport's HTTP client (the daemon's CA, proxy and timeouts); the
+    /// body parsed as JSON. Errors: `timeout`, or `server_error` naming the status or the problem.
+    public func httpGetJSON(_ url: String) async throws(SocketAPIError) -> JSONValue {
+        let response: HTTPClientResponse
+        do {
+            response = try await host.httpGet(url)
+        } catch {
+            if case .timeout = error.reason {
+                throw SocketAPIError(.timeout, "GET \(url): \(error)")
+            }
+            throw SocketAPIError(.serverError, "GET \(url): \(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            throw SocketAPIError(.serverError, "GET \(url): HTTP \(response.status) \(response.reason)")
+        }
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: response.body)
+        } catch {
+            throw SocketAPIError(.serverError, "GET \(url): the body is not JSON: \(error)")
+        }
+        answers.withLock { $0.append(value) }
+        return value
+    }
+
+    /// Queues a client event (`{"eventType", "payload"}`, as the `event` op), like the SDK's side
+    /// effects (`gf_nickname_changed`, `minigame_attempt`).
+    public func event(_ type: String, payload: JSONObject) async throws(SocketAPIError) {
+        let result = await host.session(.event(eventType: type, payload: payload), peer: peer)
+        if case .failure(let error) = result { throw error }
+    }
+
+    /// The daemon's cache of call results (bounded; per key, e.g. an inbox body by guid).
+    public var cache: DataAPICache { host.cache }
+
+    /// Wall-clock milliseconds (what derived fields compare with).
+    public func nowMs() -> Int64 { host.nowMs() }
+
+    /// What `raw: true` answers: the server's message unchanged when the call made one request,
+    /// else all of them (and the HTTP bodies fetched) in order.
+    public var rawAnswer: JSONValue {
+        let all = answers.withLock { $0 }
+        return all.count == 1 ? all[0] : .array(all)
+    }
+}
+
+/// What the daemon gives the calls (the session driver).
+protocol DataAPIHost: Sendable {
+    func session(_ request: SessionRequest, peer: UInt64) async -> Result<JSONValue, SocketAPIError>
+    func labelSettings() async -> JSONObject?
+    func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse
+    var cache: DataAPICache { get }
+    func nowMs() -> Int64
+}
+
+/// A small bounded map of call results; the oldest entry goes when it is full. Any thread.
+public final class DataAPICache: Sendable {
+    private struct State {
+        var values: [String: JSONValue] = [:]
+        var order: [String] = []
+    }
+    private let state = Mutex(State())
+    public let capacity: Int
+
+    public init(capacity: Int = 512) { self.capacity = capacity }
+
+    public subscript(key: String) -> JSONValue? {
+        get { state.withLock { $0.values[key] } }
+        set {
+            state.withLock { s in
+                if let newValue {
+                    if s.values.updateValue(newValue, forKey: key) == nil { s.order.append(key) }
+                    while s.order.count > capacity { s.values[s.order.removeFirst()] = nil }
+                } else if s.values.removeValue(forKey: key) != nil {
+                    s.order.removeAll { $0 == key }
+                }
+            }
+        }
+    }
+
+    public func removeAll() { state.withLock { $0 = State() } }
+}
+
+/// One call's implementation: the public shape (``DataAPIContext/rawAnswer`` is used instead when
+/// the op says `raw`).
+typealias DataAPIRun = @Sendable (DataAPIContext) async throws(SocketAPIError) -> JSONValue
+
+/// Every call's implementation, by name (a test checks it matches ``DataAPICatalog``).
+enum DataAPIImplementations {
+    static let all: [String: DataAPIRun] = {
+        var all: [String: DataAPIRun] = [:]
+        for area in [AchievementAPI.implementations, InboxStoreAPI.implementations, CompetitionAPI.implementations, GameAPI.implementations] {
+            all.merge(area) { a, _ in a }
+        }
+        return all
+    }()
+
+    /// Runs `request` (its spec exists: the parser checked) and answers `reply`.
+    static func run(_ request: DataAPIRequest, host: any DataAPIHost, peer: UInt64) async -> Result<JSONValue, SocketAPIError> {
+        guard let spec = request.spec, let run = all[request.call] else {
+            return .failure(SocketAPIError(.notImplemented, "call \"\(request.call)\" has no implementation in this daemon"))
+        }
+        let context = DataAPIContext(request: request, spec: spec, host: host, peer: peer)
+        do {
+            let shaped = try await run(context)
+            return .success(request.raw ? context.rawAnswer : shaped)
+        } catch {
+            return .failure(error)
+        }
+    }
+}
