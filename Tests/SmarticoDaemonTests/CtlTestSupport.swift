@@ -52,6 +52,9 @@ final class CtlCannedDaemon: Sendable {
             return .success(["level": .string(level.rawValue), "previous": "info"])
         case .metrics:
             return .success(["content_type": .string(DaemonMetrics.contentType), "text": .string(ctlCannedMetrics)])
+        case .api(let r):
+            // The call and its arguments as the daemon parsed them, for the conversion tests.
+            return .success(["call": .string(r.call), "args": .object(r.args.object), "raw": .bool(r.raw)])
         case .session(let request):
             switch request {
             case .identify(let user, _) where user == "bad-hash":

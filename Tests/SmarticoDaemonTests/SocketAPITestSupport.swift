@@ -211,6 +211,8 @@ final class FakeSocketHandler: SocketAPIHandler {
             reply.succeed(["level": .string(level.rawValue), "previous": "info"])
         case .metrics:
             reply.succeed(["content_type": "text/plain; version=0.0.4; charset=utf-8", "text": "smarticod_subscribers 0\n"])
+        case .api(let r):
+            reply.succeed(["call": .string(r.call), "args": .object(r.args.object)])
         case .session(let request):
             switch request {
             case .event(let type, _) where type == "fail_server":
