@@ -44,18 +44,16 @@ public struct DataAPIArgs: Sendable, Equatable {
                     + (names.isEmpty ? "it takes none" : "it takes: \(names.joined(separator: ", "))"))
             }
             if value.isNull { continue }
+            let fits: Bool
             switch arg.type {
-            case .string:
-                guard value.stringValue != nil else { throw wrongType(spec, arg, "a string", value) }
-            case .boolean:
-                guard value.boolValue != nil else { throw wrongType(spec, arg, "true or false", value) }
-            case .number:
-                guard value.doubleValue != nil else { throw wrongType(spec, arg, "a number", value) }
-            case .integer:
-                guard let i = value.int64Value else { throw wrongType(spec, arg, "an integer", value) }
-                if let range = arg.range, !range.contains(i) {
-                    throw .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be in \(range.lowerBound)...\(range.upperBound), got \(i)")
-                }
+            case .string: fits = value.stringValue != nil
+            case .boolean: fits = value.boolValue != nil
+            case .number: fits = value.doubleValue != nil
+            case .integer: fits = value.int64Value != nil
+            }
+            guard fits else { throw wrongType(spec, arg, value) }
+            if let range = arg.range, let i = value.int64Value, !range.contains(i) {
+                throw .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be in \(range.lowerBound)...\(range.upperBound), got \(i)")
             }
         }
         for arg in spec.args where arg.required {
@@ -66,9 +64,9 @@ public struct DataAPIArgs: Sendable, Equatable {
         return DataAPIArgs(object)
     }
 
-    private static func wrongType(_ spec: DataAPICallSpec, _ arg: DataAPIArg, _ expected: String, _ got: JSONValue) -> SocketAPIError {
+    private static func wrongType(_ spec: DataAPICallSpec, _ arg: DataAPIArg, _ got: JSONValue) -> SocketAPIError {
         let shown = got.numberValue.map { "the number \($0.literal.prefix(40))" } ?? got.type.description
-        return .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be \(expected), got \(shown)")
+        return .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be \(arg.type.phrase), got \(shown)")
     }
 }
 
