@@ -116,6 +116,33 @@ struct DataAPIFrameworkTests {
         #expect(try await sim.received(cids: [Int64(spec.cids[0])]).count == 1)
     }
 
+    /// A call made for alice that is still waiting when the daemon switches to bob answers
+    /// `not_ready` naming alice, and nothing of it is sent on bob's session.
+    @Test func aCallNeverAnswersForAnotherUserThanItWasMadeFor() async throws {
+        let f = try await DataAPIFixture.start()
+        defer { Task { await f.stop() } }
+        let spec = try #require(Self.simpleReads.first)
+        let port = f.sim.port
+        _ = await f.sim.stop()
+        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
+        try #require(offline)
+        let other = try await DaemonClient.connect(path: f.setup.socketPath)
+        defer { other.close() }
+        async let answer = other.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 20_000), timeoutMs: 30_000)
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await f.client.request("identify", ["ext_user_id": "bob", "hash": "h"], timeoutMs: 1_000)
+        let sim = try await SimProcess.start(dir: f.setup.dir, port: port)
+        defer { Task { _ = await sim.stop() } }
+        let response = try await answer
+        #expect(response["error"]?["code"] == "not_ready", "\(response)")
+        #expect((response["error"]?["message"]?.stringValue ?? "").contains("alice"), "\(response)")
+        let bobReady = try await eventually(timeout: .seconds(10)) {
+            try await f.client.ok("status")["user"]?["ext_user_id"] == "bob"
+        }
+        #expect(bobReady)
+        #expect(try await sim.received(cids: [Int64(spec.cids[0])]).isEmpty)
+    }
+
     /// Every simple read: `raw` is the server's message; extra fields change nothing in the public
     /// shape; with the items reduced to their ids every field is still there (null when unknown).
     @Test func answersWithExtraAndMissingFieldsAreStillDecoded() async throws {
