@@ -97,15 +97,17 @@ enum InboxStoreAPI {
     /// no `INBOX_PUBLIC_CDN` or the body is missing (HTTP error, not JSON); a timeout is an error.
     static let inboxBody: DataAPIRun = { ctx async throws(SocketAPIError) in
         let guid = try guid(ctx)
-        let key = "inbox.body:" + guid
+        guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
+        // By guid under its CDN: a reload onto another label does not serve the old label's bodies.
+        let url = cdn + guid + ".json"
+        let key = "inbox.body:" + url
         let raw: JSONObject
         if let cached = ctx.cache[key]?.objectValue {
             raw = cached
         } else {
-            guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
             let fetched: JSONValue
             do throws(SocketAPIError) {
-                fetched = try await ctx.httpGetJSON(cdn + guid + ".json")
+                fetched = try await ctx.httpGetJSON(url)
             } catch {
                 if error.code == .timeout { throw error }
                 return .null
