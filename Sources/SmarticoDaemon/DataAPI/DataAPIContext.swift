@@ -148,6 +148,10 @@ public final class DataAPIContext: Sendable {
         if case .failure(let error) = result { throw error }
     }
 
+    /// The identified user's public props as the daemon keeps them (IDENTIFY's, merged with the
+    /// 108 pushes), nil while none is identified: what `getUserProfile` reads.
+    public func publicProps() async -> JSONObject? { await host.publicProps() }
+
     /// The daemon's cache of call results (bounded; per key, e.g. an inbox body by guid).
     public var cache: DataAPICache { host.cache }
 
@@ -169,6 +173,11 @@ protocol DataAPIHost: Sendable {
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse
     var cache: DataAPICache { get }
     func nowMs() -> Int64
+    func publicProps() async -> JSONObject?
+}
+
+extension DataAPIHost {
+    func publicProps() async -> JSONObject? { nil }
 }
 
 /// A small bounded map of call results; the oldest entry goes when it is full. Any thread.

@@ -997,6 +997,9 @@ extension SessionDriver {
     /// INIT's `settings` of the current (or last) connection.
     func labelSettings() -> JSONObject? { machine.lastConnection?.initResponse?.settings }
 
+    /// The identified user's public props (nil while anonymous), for the data API's user calls.
+    func publicProps() -> JSONObject? { machine.user == nil ? nil : machine.props }
+
     /// The HTTP client's options for the data API's fetches: the public API's (CA file, proxy, timeouts).
     func dataAPIHTTPOptions() -> HTTPClientOptions { HTTPReportQueue.clientOptions(config) }
 }
@@ -1021,6 +1024,8 @@ struct DriverDataAPIHost: DataAPIHost {
     }
 
     func labelSettings() async -> JSONObject? { await driver.labelSettings() }
+
+    func publicProps() async -> JSONObject? { await driver.publicProps() }
 
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse {
         let options = await driver.dataAPIHTTPOptions()

@@ -47,6 +47,10 @@ public enum DataAPIInboxStoreCalls {
         DataAPICallSpec("user.set_username", sdk: "changeUsername", role: .control, args: [
             DataAPIArg("public_username", .string, required: true, "the new public name"),
         ], cids: [159, 9], result: "String?", "changes the public username (and sends the `gf_nickname_changed` event)"),
+        DataAPICallSpec("user.profile", sdk: "getUserProfile", cids: [], result: "TUserProfile",
+                        "the user's public props (kept from IDENTIFY and the 108 pushes; no request), with avatar_url"),
+        DataAPICallSpec("user.level_counters", sdk: "getUserLevelExtraCounters", cids: [], result: "UserLevelExtraCountersT",
+                        "the sliding-window level counters from the public props (no request)"),
         DataAPICallSpec("user.ach_categories", sdk: "getAchCategories", cids: [537], result: "[TAchCategory]",
                         "the mission/badge categories"),
         DataAPICallSpec("user.segment_match", sdk: "checkSegmentMatch", args: [

@@ -209,6 +209,21 @@ struct InboxStoreAPITests {
         let tooLong = try await f.failure("user.set_username", ["public_username": .string(String(repeating: "n", count: 40))])
         #expect(tooLong["code"] == "server_error" && tooLong["errCode"] == 1)
 
+        // The profile: the props the daemon keeps (IDENTIFY's, then merged with a 108 push), avatar_url derived.
+        let profile = try await f.call("user.profile")
+        #expect(profile.objectValue?.keys.count == 31)
+        #expect(profile["public_username"] == "alice" && profile["ach_points_balance"] == 3570 && profile["ach_points_ever"] == 3605)
+        #expect(profile["ach_level_current"] == "Level E" && profile["core_is_test_account"] == false && profile["user_id"] == .null)
+        let avatarID = try #require(profile["avatar_id"]?.stringValue)
+        #expect(profile["avatar_url"] == .string(f.sim.httpURL + "/avatar/" + avatarID))
+        let pushed = try await f.sim.control(["op": "emit", "kind": "props", "user": "alice"])
+        #expect(pushed["ok"] == true, "\(pushed)")
+        #expect(try await eventually(timeout: .seconds(10)) {
+            try await f.call("user.profile")["ach_points_ever"] == 3615
+        })
+        let counters = try await f.call("user.level_counters")
+        #expect(canonical(counters) == canonical(["level_counter_1": .null, "level_counter_2": .null]))
+
         let categories = try await f.call("user.ach_categories")
         #expect(canonical(categories) == canonical([["id": 1, "name": "Daily", "order": 1], ["id": 2, "name": "Weekly", "order": 2]]))
         #expect(try await f.call("user.segment_match", ["segment_id": 4]) == true)

@@ -28,6 +28,11 @@ enum InboxStoreAPI {
         "avatars.prompts": avatarsPrompts,
         "avatars.set": avatarsSet,
         "user.set_username": userSetUsername,
+        "user.profile": userProfile,
+        "user.level_counters": { ctx async throws(SocketAPIError) in
+            let props = try await props(ctx)
+            return .object(["level_counter_1": .of(props.int("ach_level_counter_1")), "level_counter_2": .of(props.int("ach_level_counter_2"))])
+        },
         "user.ach_categories": userAchCategories,
         "user.segment_match": { ctx async throws(SocketAPIError) in
             guard let id = ctx.args.int("segment_id") else { throw .badRequest("field \"args.segment_id\" is required") }
@@ -92,15 +97,17 @@ enum InboxStoreAPI {
     /// no `INBOX_PUBLIC_CDN` or the body is missing (HTTP error, not JSON); a timeout is an error.
     static let inboxBody: DataAPIRun = { ctx async throws(SocketAPIError) in
         let guid = try guid(ctx)
-        let key = "inbox.body:" + guid
+        guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
+        // By guid under its CDN: a reload onto another label does not serve the old label's bodies.
+        let url = cdn + guid + ".json"
+        let key = "inbox.body:" + url
         let raw: JSONObject
         if let cached = ctx.cache[key]?.objectValue {
             raw = cached
         } else {
-            guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
             let fetched: JSONValue
             do throws(SocketAPIError) {
-                fetched = try await ctx.httpGetJSON(cdn + guid + ".json")
+                fetched = try await ctx.httpGetJSON(url)
             } catch {
                 if error.code == .timeout { throw error }
                 return .null
@@ -317,6 +324,49 @@ enum InboxStoreAPI {
         // The request only stores the name; "changed the nickname" missions listen for this event.
         try await ctx.event("gf_nickname_changed", payload: [:])
         return .string(stored)
+    }
+
+    static func props(_ ctx: DataAPIContext) async throws(SocketAPIError) -> JSONObject {
+        guard let props = await ctx.publicProps() else { throw SocketAPIError(.notReady, "no user is identified") }
+        return props
+    }
+
+    /// `TUserProfile`'s fields and how each is read from the props.
+    private enum PropType { case string, int, double, bool, strings }
+    private static let profileFields: [(String, PropType)] = [
+        ("core_user_language", .string), ("ach_points_balance", .int), ("ach_points_ever", .int),
+        ("ach_gems_balance", .double), ("ach_diamonds_balance", .double), ("core_public_tags", .strings),
+        ("ach_level_current_id", .int), ("core_is_test_account", .bool), ("avatar_url", .string),
+        ("public_username", .string), ("core_inbox_unread_count", .int), ("core_recommended_deposit_amount", .double),
+        ("core_recommended_casino_bet_amount", .double), ("core_recommended_sport_bet_amount", .double),
+        ("ach_level_current", .string), ("ach_gamification_in_control_group", .bool), ("user_id", .int),
+        ("user_country", .string), ("core_wallet_currency", .string), ("core_registration_date", .int),
+        ("user_last_session_push_state", .string), ("acc_bonus_abuser", .bool), ("avatar_id", .string),
+        ("avatar_real_id", .int), ("core_avatar_real_id", .int), ("core_clan_id", .string),
+        ("core_clan_is_kicked", .bool), ("core_clan_kicked_out_id", .int),
+        ("aff_referred_by_friend_ext_user_id", .string), ("aff_refer_friend_url", .string), ("aff_refered_friends_count", .int),
+    ]
+
+    /// The public props as `TUserProfile`; `avatar_url` from `avatar_id`: as it is when it starts with
+    /// `http`, else the image domain (trailing slashes trimmed) + `/avatar/` + id.
+    static let userProfile: DataAPIRun = { ctx async throws(SocketAPIError) in
+        var props = try await props(ctx)
+        if let id = props.string("avatar_id") {
+            var domain = Substring(await avatarDomain(ctx))
+            while domain.last == "/" { domain = domain.dropLast() }
+            props["avatar_url"] = .string(id.hasPrefix("http") ? id : domain + "/avatar/" + id)
+        }
+        var out: JSONObject = [:]
+        for (name, type) in profileFields {
+            switch type {
+            case .string: out[name] = .of(props.string(name))
+            case .int: out[name] = .of(props.int(name))
+            case .double: out[name] = .of(props.double(name))
+            case .bool: out[name] = .of(props.bool(name))
+            case .strings: out[name] = props[name]?.arrayValue.map { .array($0.compactMap { $0.stringValue.map(JSONValue.string) }) } ?? .null
+            }
+        }
+        return .object(out)
     }
 
     static let userAchCategories: DataAPIRun = { ctx async throws(SocketAPIError) in
