@@ -214,7 +214,9 @@ public struct SimServerSession: Sendable {
             "payload": ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP),
                         "sessionId": .string(String(sid.prefix(4)))],
             "settings": ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
-                         "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/")],
+                         "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/"),
+                         // The leaderboard privacy flags (api leaderboards.settings): a JSON string, as the label stores it.
+                         "GAMIFICATION_UI_SETTINGS_V2": #"{"hide_avatars_leaderboards":true,"leaderboard_hide_levels":false}"#],
         ]
         return [answer(response, to: json, now: now, context: &context)]
     }
