@@ -33,7 +33,7 @@ public struct SimCompetitionData: Sendable {
         SimDataRoute(574, 575) { request, data, env in joinClan(request, &data, env) },
         SimDataRoute(576, 577) { request, data, env in clanTournamentPlayers(request, data, env) },
         SimDataRoute(545, 546) { request, data, env in activityLog(request, data, env) },
-    ]
+    ] + historyRoutes
 
     // MARK: - Tournaments
 
@@ -390,5 +390,75 @@ public struct SimCompetitionData: Sendable {
             return types.map { $0.contains(row["type"]?.lenientInt64 ?? -1) } ?? true
         }
         return ["logHistory": .array(selected.dropFirst(offset).prefix(limit).map(JSONValue.object))]
+    }
+}
+
+// MARK: - Histories and catalogs (the SDK's HistoryApi)
+
+extension SimCompetitionData {
+    static let historyRoutes: [SimDataRoute] = [
+        SimDataRoute(716, 717) { request, _, env in
+            let all: [JSONObject] = [
+                ["template": ["saw_template_id": 5, "saw_template_ui_definition": ["name": "Simulated wheel"]],
+                 "saw_template_id": 5, "saw_prize_id": 51, "prize_amount": 10, "client_request_id": "req-2",
+                 "is_claimed": false, "create_date_ts": .number(env.now - 60_000)],
+                ["saw_template_id": 6, "saw_prize_id": 61, "prize_amount": 2.5, "client_request_id": "req-1",
+                 "is_claimed": true, "create_date_ts": .number(env.now - 86_400_000), "acknowledge_date_ts": .number(env.now - 86_000_000)],
+            ]
+            let template = request["saw_template_id"]?.lenientInt64
+            return ["prizes": .array(page(all.filter { template == nil || $0["saw_template_id"]?.lenientInt64 == template }, request).map(JSONValue.object))]
+        },
+        SimDataRoute(515, 516) { _, _, _ in
+            ["categories": [["id": 1, "publicMeta": ["name": "Bonuses", "order": 2]],
+                            ["id": 2, "publicMeta": ["name": "Merchandise", "order": 1]]]]
+        },
+        SimDataRoute(809, 810) { request, _, env in
+            let all: [JSONObject] = [
+                ["jp_pot_id": 8101, "win_date_ts": .number(env.now - 3_600_000),
+                 "winner": ["public_username": "LuckyLuke", "win_amount": 1250.5, "avatar_url": "https://img.smr.vc/avatar/av-1"]],
+                ["jp_pot_id": 8100, "win_date_ts": .number(env.now - 7 * 86_400_000),
+                 "winner": ["public_username": "SpinQueen", "win_amount": 980]],
+            ]
+            return ["winners": .array(page(all, request).map(JSONValue.object)),
+                    "win_stats": ["total_wins": 2, "highest_win": ["amount": 1250.5, "date_ts": .number(env.now - 3_600_000)],
+                                  "last_win": ["amount": 1250.5, "date_ts": .number(env.now - 3_600_000)]]]
+        },
+        SimDataRoute(811, 812) { _, _, _ in
+            ["eligible_games": [
+                ["ach_game_id": 901, "ext_game_id": "book-of-sim",
+                 "game_public_meta": ["name": "Book of Sim", "link": "https://casino.example/book", "image": "https://img.smr.vc/g/901.png",
+                                      "enabled": "true", "game_provider": "SimSoft", "mobile_spec_link": "https://m.casino.example/book"]],
+                ["ach_game_id": 902, "ext_game_id": "sim-roulette", "game_public_meta": ["name": "Sim Roulette", "enabled": true]],
+            ]]
+        },
+        SimDataRoute(920, 921) { request, _, env in
+            let raffle = request["raffle_id"]?.lenientInt64 ?? 0
+            guard raffle == 70 else { return ["won_prizes": [], "total": 0, "offset": 0, "limit": 20] }
+            let all: [JSONObject] = [
+                ["raf_won_id": 7002, "prize_id": 71, "name": "Weekend trip", "draw_id": 701, "is_claimed": false,
+                 "won_date": .number(env.now - 86_400_000)],
+                ["raf_won_id": 7001, "prize_id": 72, "name": "100 points", "draw_id": 700, "is_claimed": true,
+                 "won_date": .number(env.now - 8 * 86_400_000)],
+            ]
+            let offset = request["offset"]?.lenientInt64 ?? 0, limit = request["limit"]?.lenientInt64 ?? 20
+            return ["user": ["public_username": .string(env.user), "avatar_url": "https://img.smr.vc/avatar/av-me"],
+                    "won_prizes": .array(page(all, request).map(JSONValue.object)), "total": 2,
+                    "offset": .number(offset), "limit": .number(limit)]
+        },
+        SimDataRoute(523, 524) { _, _, _ in
+            ["customSections": [
+                "12": ["menu_name": "Weekly race", "menu_img": "https://img.smr.vc/s/12.png", "section_type_id": 3,
+                       "ach_tournament_id": 305, "liquid_entity_data": [2]],
+                "4": ["menu_name": "Rules", "section_type_id": 1, "body": "<h1>Rules</h1>"],
+                "7": ["menu_name": "Draft", "section_type_id": 0],
+            ]]
+        },
+    ]
+
+    /// `offset`/`limit` of a request applied to rows.
+    static func page(_ rows: [JSONObject], _ request: JSONObject) -> [JSONObject] {
+        let offset = Int(max(0, request["offset"]?.lenientInt64 ?? 0))
+        let limit = Int(max(0, request["limit"]?.lenientInt64 ?? 20))
+        return Array(rows.dropFirst(offset).prefix(limit))
     }
 }

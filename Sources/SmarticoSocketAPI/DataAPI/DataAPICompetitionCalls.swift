@@ -57,5 +57,44 @@ public enum DataAPICompetitionCalls {
                    DataAPIArg("src_types", .string, "source type ids, comma-separated")],
             cids: [545], result: "[TActivityLog]",
             "the user's points/gems/diamonds and activity history within a time window"),
+        DataAPICallSpec(
+            "history.mini_games", sdk: "getMiniGamesHistory",
+            args: [DataAPIArg("limit", .integer, default: "20", range: 1...1_000, "rows per page"),
+                   DataAPIArg("offset", .integer, default: "0", range: 0...1_000_000, "the first row"),
+                   DataAPIArg("saw_template_id", .integer, "only this mini-game template")],
+            cids: [716], result: "[TSawHistory]",
+            "the user's mini-game prize history, newest first"),
+        DataAPICallSpec(
+            "history.store_categories", sdk: "getStoreCategories", cids: [515], result: "[TStoreCategory]",
+            "the store's categories"),
+        DataAPICallSpec(
+            "history.jackpot_winners", sdk: "getJackpotWinners",
+            args: [DataAPIArg("limit", .integer, default: "20", range: 1...1_000, "rows per page"),
+                   DataAPIArg("offset", .integer, default: "0", range: 0...1_000_000, "the first row"),
+                   DataAPIArg("jp_template_id", .integer, "the jackpot template")],
+            cids: [809], result: "[JackpotWinnerHistory]",
+            "recent winners of a jackpot"),
+        DataAPICallSpec(
+            "history.jackpot_win_stats", sdk: "getJackpotWinStats",
+            args: [DataAPIArg("limit", .integer, default: "20", range: 1...1_000, "rows per page"),
+                   DataAPIArg("offset", .integer, default: "0", range: 0...1_000_000, "the first row"),
+                   DataAPIArg("jp_template_id", .integer, "the jackpot template")],
+            cids: [809], result: "TGetJackpotWinStatsResponse",
+            "a winners page and the jackpot's win statistics"),
+        DataAPICallSpec(
+            "history.jackpot_eligible_games", sdk: "getJackpotEligibleGames",
+            args: [DataAPIArg("jp_template_id", .integer, required: true, "the jackpot template")],
+            cids: [811], result: "TGetJackpotEligibleGamesResponse",
+            "the casino games that contribute to a jackpot"),
+        DataAPICallSpec(
+            "history.raffle_won_prizes", sdk: "getRaffleWonPrizes",
+            args: [DataAPIArg("raffle_id", .integer, required: true, "the raffle; not 0"),
+                   DataAPIArg("offset", .integer, default: "0", range: 0...1_000_000, "the first row"),
+                   DataAPIArg("limit", .integer, default: "20", range: 1...1_000, "rows per page")],
+            cids: [920], result: "GetRaffleWonPrizesResponse",
+            "the prizes the user won in a raffle"),
+        DataAPICallSpec(
+            "history.custom_sections", sdk: "getCustomSections", cids: [523], result: "[TUICustomSection]",
+            "the operator's custom sections, by id"),
     ]
 }

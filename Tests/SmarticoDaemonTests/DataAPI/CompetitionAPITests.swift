@@ -262,4 +262,54 @@ struct CompetitionAPITests {
             #expect(bad["code"]?.stringValue == "bad_request")
         }
     }
+
+    @Test("history: mini-game prizes, store categories, jackpot winners and stats, eligible games, raffle prizes, custom sections")
+    func histories() async throws {
+        try await Self.withFixture { f in
+            let spins = try await f.call("history.mini_games", ["limit": 1])
+            #expect(spins.objects.count == 1)
+            #expect(spins.objects.first?["saw_prize_id"]?.int64Value == 51 && spins.objects.first?["is_claimed"]?.boolValue == false)
+            #expect(spins.objects.first?["template"]?["saw_template_id"]?.int64Value == 5)
+            #expect(spins.objects.first?["acknowledge_date_ts"] == .null)
+            let sent = try #require(try await f.received(cids: [716]).last)
+            #expect(sent["limit"]?.int64Value == 1 && sent["offset"]?.int64Value == 0 && sent["saw_template_id"] == nil)
+            let six = try await f.call("history.mini_games", ["saw_template_id": 6])
+            #expect(six.objects.map { $0["prize_amount"]?.doubleValue } == [2.5])
+            #expect(try await f.received(cids: [716]).last?["limit"]?.int64Value == 20)
+
+            let categories = try await f.call("history.store_categories")
+            #expect(categories.objects.map { $0["name"]?.stringValue } == ["Bonuses", "Merchandise"])
+            #expect(categories.objects.first?["order"]?.int64Value == 2)
+
+            let winners = try await f.call("history.jackpot_winners", ["jp_template_id": 81])
+            #expect(winners.objects.map { $0["jp_pot_id"]?.int64Value } == [8101, 8100])
+            #expect(winners.objects.first?["winner"]?["public_username"]?.stringValue == "LuckyLuke")
+            #expect(try await f.received(cids: [809]).last?["jp_template_id"]?.int64Value == 81)
+            let stats = try await f.call("history.jackpot_win_stats", ["limit": 1])
+            #expect(stats["winners"]?.objects.count == 1)
+            #expect(stats["win_stats"]?["total_wins"]?.int64Value == 2)
+            #expect(stats["win_stats"]?["highest_win"]?["amount"]?.doubleValue == 1250.5)
+
+            let games = try await f.call("history.jackpot_eligible_games", ["jp_template_id": 81])
+            let list = games["eligible_games"]?.objects ?? []
+            #expect(list.map { $0["game_id"]?.int64Value } == [901, 902])
+            #expect(list.map { $0["priority"]?.int64Value } == [1, 2])
+            #expect(list[0]["name"]?.stringValue == "Book of Sim" && list[0]["enabled"]?.boolValue == true)
+            // `enabled` counts only as the text "true"/"false".
+            #expect(list[1]["enabled"] == .null && list[1]["link"] == .null)
+
+            let won = try await f.call("history.raffle_won_prizes", ["raffle_id": 70, "limit": 1])
+            #expect(won["total"]?.doubleValue == 2 && won["limit"]?.doubleValue == 1)
+            #expect(won["won_prizes"]?.objects.first?["raf_won_id"]?.int64Value == 7002)
+            #expect(won["user"]?["public_username"]?.stringValue == "alice" && won["errCode"]?.int64Value == 0)
+            let zero = try await f.failure("history.raffle_won_prizes", ["raffle_id": 0])
+            #expect(zero["code"]?.stringValue == "bad_request")
+
+            // By id; a section without a type (≥ 1) is left out; the id comes from the key.
+            let sections = try await f.call("history.custom_sections")
+            #expect(sections.objects.map { $0["id"]?.int64Value } == [4, 12])
+            #expect(sections.objects.last?["liquid_entity_data"]?.arrayValue?.compactMap(\.int64Value) == [2])
+            #expect(sections.objects.first?["body"]?.stringValue == "<h1>Rules</h1>" && sections.objects.first?["theme"] == .null)
+        }
+    }
 }

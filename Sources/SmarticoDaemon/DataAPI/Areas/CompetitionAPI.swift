@@ -6,7 +6,9 @@ import SmarticoSocketAPI
 /// TTournamentDetailed, LeaderBoardDetailsT, TClans, TClanInfo, TActivityLog, …); docs/api.md says how
 /// each derived field is computed.
 enum CompetitionAPI {
-    static let implementations: [String: DataAPIRun] = [
+    static let implementations: [String: DataAPIRun] = own.merging(CompetitionHistoryAPI.implementations) { a, _ in a }
+
+    private static let own: [String: DataAPIRun] = [
         "tournaments.list": { ctx throws(SocketAPIError) in try await tournamentsList(ctx) },
         "tournaments.info": { ctx throws(SocketAPIError) in try await tournamentInfo(ctx) },
         "tournaments.register": { ctx throws(SocketAPIError) in try await tournamentRegister(ctx) },
