@@ -216,7 +216,9 @@ public struct SimServerSession: Sendable {
             "settings": ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
                          "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/"),
                          // The inbox bodies' CDN: the SDK fetches INBOX_PUBLIC_CDN + guid + ".json".
-                         "INBOX_PUBLIC_CDN": .string(context.config.httpBaseURL + "/inbox/")],
+                         "INBOX_PUBLIC_CDN": .string(context.config.httpBaseURL + "/inbox/"),
+                         // The leaderboard privacy flags (api leaderboards.settings): a JSON string, as the label stores it.
+                         "GAMIFICATION_UI_SETTINGS_V2": #"{"hide_avatars_leaderboards":true,"leaderboard_hide_levels":false}"#],
         ]
         return [answer(response, to: json, now: now, context: &context)]
     }
