@@ -156,6 +156,8 @@ public struct SimGameData: Sendable {
         if prize.type == 6, let amount = JSONNumber(jackpotOf14(data)) { out["jackpot_amount"] = .number(amount) }
         data.games.plays[id] = n + 1
         if let requestID { data.games.pendingWins[requestID] = PendingWin(template: id, prize: prize.id) }
+        out["errCode"] = 0  // each batch result carries its own (the SDK looks for any 0)
+        out["errMsg"] = .null
         out["saw_prize_id"] = .number(prize.id)
         out["spin_id"] = .number(data.games.nextSpinID)
         data.games.nextSpinID += 1

@@ -132,8 +132,9 @@ struct GameAPITests {
             #expect(broke.map { $0["errCode"]?.int64Value } == [40012])
             #expect(try await eventually(timeout: .seconds(5)) { try await Self.attempts(f).last?["payload"]?["status"]?.stringValue == "BATCH FAIL" })
         }
+    }
 
-        @Test func jackpotsAndRaffles() async throws {
+    @Test func jackpotsAndRaffles() async throws {
         try await DataAPIFixture.with { f in
 
             // Jackpots, with the filters and the opt-in state.
