@@ -212,6 +212,65 @@ struct GameAPITests {
             #expect(try await f.received(cids: [908]).count == 2, "won_id 0 is refused before anything is sent")
         }
     }
+
+    static let templateFields = [
+        "id", "name", "description", "thumbnail", "visibile_when_can_spin", "saw_game_type", "saw_buyin_type", "buyin_cost_points",
+        "buyin_cost_gems", "buyin_cost_diamonds", "spin_count", "next_available_spin_ts", "earliest_expiration_dt", "latest_expiration_dt",
+        "over_limit_message", "no_attempts_message", "jackpot_current", "jackpot_add_on_attempt", "jackpot_symbol", "promo_image",
+        "promo_text", "custom_data", "prizes", "expose_game_stat_on_api", "relative_period_timezone", "activeFromDate", "activeTillDate",
+        "steps_to_finish_game", "min_steps_to_finish_game", "custom_section_id", "saw_template_ui_definition", "game_layout",
+        "show_prize_history", "max_number_of_attempts", "max_spins_period_ms", "expose_user_spin_id",
+    ]
+    static let prizeFields = [
+        "id", "name", "prize_type", "prize_value", "font_size", "font_size_mobile", "icon", "position", "sectors", "acknowledge_type",
+        "aknowledge_message", "aknowledge_message_lose", "acknowledge_dp", "acknowledge_action_title", "acknowledge_dp_additional",
+        "acknowledge_action_title_additional", "second_btn", "second_btn_action_title", "out_of_stock_message", "pool", "pool_initial",
+        "wins_count", "weekdays", "active_from_ts", "active_till_ts", "relative_period_timezone", "is_surcharge", "is_deleted",
+        "custom_data", "prize_modifiers", "allow_split_decimal", "hide_prize_from_history", "requirements_to_get_prize",
+        "max_give_period_type_id",
+    ]
+    static let drawFields = [
+        "id", "name", "description", "image_url", "image_url_mobile", "icon_url", "background_image_url", "background_image_url_mobile",
+        "is_grand", "prizes", "current_state", "run_id", "execution_type", "execution_ts", "previous_run_ts", "previous_run_id",
+        "ticket_start_ts", "allow_multi_prize_per_ticket", "total_tickets_count", "my_tickets_count", "my_last_tickets",
+        "user_opted_in", "requires_optin", "is_active", "winners_limit", "winners_offset", "winners_total",
+    ]
+
+    /// Answers with loose types, extra and missing fields (data_fault replace): every field of the
+    /// public shapes is still there, `null` where the server sent nothing, derived ones by the SDK's rules.
+    @Test func shapesAreCompleteForSparseAndLooseAnswers() async throws {
+        try await DataAPIFixture.with { f in
+            try await f.dataFault(cid: 700, "replace", ["body": ["templates": [
+                ["saw_template_id": "17", "saw_buyin_type_id": "4", "buyin_cost_points": 7.9, "added_by_server": true,
+                 "prizes": [["saw_prize_id": 5, "prize_type_id": 42]]],
+            ]]])
+            let template = try #require(try await f.call("minigames.list").objects.first)
+            #expect(Set(template.keys) == Set(Self.templateFields) && template.count == Self.templateFields.count, "\(template.keys)")
+            #expect(template["id"]?.int64Value == 17 && template["saw_buyin_type"]?.stringValue == "gems")
+            #expect(template["buyin_cost_gems"]?.doubleValue == 7, "the SDK reads the cost as an integer first")
+            #expect(template["thumbnail"]?.stringValue == "\(GameShapes.iconCDN)/null/ico.png" && template["custom_data"] == .object([:]))
+            #expect(template["name"]?.isNull == true && template["saw_template_ui_definition"]?.isNull == true && template["saw_game_type"]?.isNull == true)
+            let prize = try #require(template["prizes"].objects.first)
+            #expect(Set(prize.keys) == Set(Self.prizeFields) && prize.count == Self.prizeFields.count, "\(prize.keys)")
+            #expect(prize["prize_type"]?.stringValue == "unknown" && prize["acknowledge_type"]?.isNull == true && prize["sectors"]?.isNull == true)
+
+            try await f.dataFault(cid: 902, "replace", ["body": ["items": [["raffle_id": 1, "draws": [["draw_id": "2", "is_active": "true", "prizes": [["prize_id": 9, "winners": [["user_id": 3]]]]]]]]]])
+            let raffle = try #require(try await f.call("raffles.list").objects.first)
+            #expect(raffle.count == 14 && raffle["name"]?.isNull == true && raffle["custom_data"]?.isNull == true)
+            let draw = try #require(raffle["draws"].objects.first)
+            #expect(Set(draw.keys) == Set(Self.drawFields) && draw.count == Self.drawFields.count, "\(draw.keys)")
+            #expect(draw["id"]?.int64Value == 2 && draw["is_active"] == true && draw["user_opted_in"] == false && draw["my_last_tickets"] == .array([]))
+            let winner = try #require(draw["prizes"]?[0]?["winners"]?[0])
+            #expect(winner == .object(["id": 3, "username": nil, "avatar_url": nil, "ticket": ["ticekt_id": nil, "ticket_id_string": nil],
+                                       "raf_won_id": nil, "claimed_date": nil]))
+            #expect(draw["prizes"]?[0]?["id"]?.stringValue == "9" && draw["prizes"]?[0]?.objectValue?.count == 18)
+
+            try await f.dataFault(cid: 800, "replace", ["body": ["items": [["jp_template_id": 5, "pot": "soon"]]]])
+            let jackpot = try #require(try await f.call("jackpots.list").objects.first)
+            #expect(jackpot.count == 15 && jackpot["jp_template_id"]?.int64Value == 5 && jackpot["pot"]?.isNull == true)
+            #expect(jackpot["contribution_rules"]?.isNull == true && jackpot["jp_public_meta"]?.isNull == true)
+        }
+    }
 }
 
 extension Optional where Wrapped == JSONValue {
