@@ -279,8 +279,8 @@ public struct SimServerSession: Sendable {
 
     // MARK: - Request/response samples
 
-    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels,
-    /// 700 → 701 mini-game templates (answered with a fresh uuid, as the real server does).
+    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels. (513 inbox and
+    /// 700 → 701 mini-game templates are data routes, SimData; 701 still gets a fresh uuid.)
     static let samples: [Int64: (needsUser: Bool, body: JSONObject)] = [
         13: (false, [
             "lang_code": "EN",
@@ -291,13 +291,6 @@ public struct SimServerSession: Sendable {
                 ["level_id": 1, "level_public_meta": ["name": "Level A", "description": "Welcome"], "required_points": 0],
                 ["level_id": 2, "level_public_meta": ["name": "Level B", "description": "Regular"], "required_points": 1000],
                 ["level_id": 3, "level_public_meta": ["name": "Level E", "description": "Expert"], "required_points": 3000],
-            ],
-        ]),
-        700: (true, [
-            "templates": [
-                ["saw_template_id": 5, "saw_game_type_id": 1, "spin_count": 3, "saw_buyin_type_id": 1,
-                 "saw_template_ui_definition": ["name": "Simulated wheel", "description": "Sample data"],
-                 "prizes": [["saw_prize_id": 51, "prize_type_id": 1, "saw_prize_ui_definition": ["name": "10 points"]]]],
             ],
         ]),
     ]
