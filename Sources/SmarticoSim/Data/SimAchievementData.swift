@@ -10,6 +10,9 @@ public struct SimAchievementData: Sendable {
     public var optedIn: [Int64: Int64] = [:]
     /// Prizes claimed: mission id → claim time.
     public var claimed: [Int64: Int64] = [:]
+    /// How many "mark all read" / "delete all" inbox requests (529/535 with `all_read`/`all_deleted`) came.
+    public var inboxAllRead = 0
+    public var inboxAllDeleted = 0
 
     public init() {}
 
@@ -22,7 +25,7 @@ public struct SimAchievementData: Sendable {
             if body["errCode"] == nil { data.points += prizePoints }
             return body
         },
-    ]
+    ] + detailRoutes
 
     /// Points a claimed mission prize adds to the shared balance.
     static let prizePoints: Int64 = 100

@@ -173,4 +173,90 @@ struct AchievementAPITests {
         }
         await f.stop()
     }
+
+    /// Every field of the SDK's TActivityLog and its ActivityLogMeta.
+    static let activityFields: Set<String> = [
+        "create_date", "user_ext_id", "crm_brand_id", "type", "amount", "balance", "total_ever", "source_type_id",
+        "activity_type_id", "context_value_1", "meta", "source_entity_name", "source_entity_id", "source_reference_id",
+        "source_root_id", "is_wallet_entry",
+    ]
+    static let activityMetaFields: Set<String> = [
+        "name", "image_url", "position", "user_points_balance_before", "points_requested", "user_points_ever", "amount_requested",
+        "balance_before", "affects_level", "affects_leaderboard", "affects_current_balance", "user_initialization", "is_recurring",
+        "from_level_id", "to_level_id", "from_level_public_meta", "to_level_public_meta",
+    ]
+
+    @Test func detailsCalls() async throws {
+        let f = try await DataAPIFixture.start()
+        do {
+            // activity.log: a page of at most 50, the wire type mapped to the balance type, amounts
+            // from points_collected/user_points_balance when absent.
+            let nowS = Int64(Date().timeIntervalSince1970)
+            let window: JSONObject = ["start_time_seconds": .number(nowS - 7 * 86_400), "end_time_seconds": .number(nowS), "from": 0, "to": 100]
+            let log = try await f.call("activity.log", window).objects
+            let sent = try #require(try await f.received(cids: [545]).last)
+            #expect(sent["limit"]?.int64Value == 50 && sent["offset"]?.int64Value == 0 && sent["startTimeSeconds"]?.int64Value == nowS - 7 * 86_400)
+            #expect(log.count == 5, "\(log)")
+            for row in log { #expect(Set(row.keys) == Self.activityFields, "\(Set(row.keys).symmetricDifference(Self.activityFields))") }
+            #expect(log.map { $0["type"]?.int64Value ?? -1 } == [0, 1, 2, 0, 0], "points, gems, diamonds, mission, level")
+            #expect(log.map { $0["activity_type_id"]?.int64Value ?? -1 } == [3, 1, 2, 11, 4])
+            let points = log[0]
+            #expect(abs((points["create_date"]?.int64Value ?? 0) - (nowS - 60)) < 120, "create_date from {seconds}")
+            #expect(points["crm_brand_id"]?.int64Value == 12 && points["user_ext_id"]?.stringValue == "alice")
+            #expect(points["amount"]?.doubleValue == 100 && points["balance"]?.doubleValue == 5000 && points["total_ever"]?.doubleValue == 3605)
+            #expect(points["source_reference_id"]?.int64Value == 115 && points["source_entity_name"] == .null && points["is_wallet_entry"] == .null)
+            let meta = points["meta"]?.objectValue ?? [:]
+            #expect(Set(meta.keys) == Self.activityMetaFields, "the server's extra meta field is not kept")
+            #expect(meta["name"]?.stringValue == "Claim your prize" && meta["points_requested"]?.int64Value == 100 && meta["affects_level"] == true)
+            #expect(log[1]["amount"]?.doubleValue == -5 && log[1]["balance"]?.doubleValue == 40 && log[1]["meta"]?["balance_before"]?.doubleValue == 45)
+            #expect(log[2]["meta"] == .null)
+            #expect(log[3]["amount"]?.doubleValue == 50 && log[3]["balance"]?.doubleValue == 3520, "from points_collected / user_points_balance")
+            #expect(log[4]["meta"]?["to_level_public_meta"] == ["name": "Level E"])
+            var filtered = window
+            filtered["types"] = "1, 2"
+            filtered["to"] = 10
+            let gemsAndDiamonds = try await f.call("activity.log", filtered).objects
+            #expect(gemsAndDiamonds.map { $0["type"]?.int64Value ?? -1 } == [1, 2])
+            let sentFiltered = try #require(try await f.received(cids: [545]).last)
+            #expect(sentFiltered["types"] == [1, 2] && sentFiltered["limit"]?.int64Value == 10)
+            filtered["types"] = "gems"
+            let badTypes = try await f.failure("activity.log", filtered)
+            #expect(badTypes["code"]?.stringValue == "bad_request" && badTypes["message"]?.stringValue?.contains("args.types") == true)
+            let rawLog = try await f.call("activity.log", window, raw: true)
+            #expect(rawLog["cid"]?.int64Value == 546 && rawLog["logHistory"]?[1]?["type"]?.int64Value == 1)
+
+            // raffles.draw_history: meta flattened, draw_id filters.
+            let runs = try await f.call("raffles.draw_history", ["raffle_id": 31]).objects
+            #expect(runs.map { $0["run_id"]?.int64Value ?? -1 } == [1002, 1001, 2001])
+            #expect(runs[1]["id"]?.int64Value == 1 && runs[1]["is_winner"] == true && runs[1]["has_unclaimed_prize"] == true)
+            #expect(runs[0]["name"]?.stringValue == "Daily draw" && runs[0]["icon_url"]?.stringValue?.hasSuffix("1i.png") == true)
+            #expect(runs[2]["is_grand"] == true && runs[2]["background_image_url"] != .null && runs[2]["actual_execution_ts"] == .null)
+            #expect(runs.allSatisfy { $0.keys.count == 15 })
+            let grand = try await f.call("raffles.draw_history", ["raffle_id": 31, "draw_id": 2]).objects
+            #expect(grand.count == 1 && grand.first?["name"]?.stringValue == "Grand draw")
+            #expect(try await f.received(cids: [906]).last?["draw_id"]?.int64Value == 2)
+            let noRaffle = try await f.failure("raffles.draw_history", ["raffle_id": 0])
+            #expect(noRaffle["code"]?.stringValue == "bad_request")
+
+            // The inbox's mark-all actions.
+            #expect(try await f.call("inbox.mark_all_read") == ["err_code": 0, "err_message": nil])
+            #expect(try await f.received(cids: [529]).last?["all_read"] == true)
+            #expect(try await f.call("inbox.delete_all") == ["err_code": 0, "err_message": nil])
+            #expect(try await f.received(cids: [535]).last?["all_deleted"] == true)
+
+            // Engagement reports: sent, nothing awaited.
+            #expect(try await f.call("engagement.impression", ["engagement_uid": "eng-1", "activity_type": 31]) == .null)
+            #expect(try await f.call("engagement.click", ["engagement_uid": "eng-1", "activity_type": 31, "action": "dp:gf_missions"]) == .null)
+            let reported = try await eventually(timeout: .seconds(10)) { try await f.received(cids: [103, 104]).count >= 2 }
+            let reports = try await f.received(cids: [103, 104])
+            #expect(reported, "\(reports)")
+            #expect(reports.first?["cid"]?.int64Value == 103 && reports.first?["engagement_uid"]?.stringValue == "eng-1"
+                    && reports.first?["activityType"]?.int64Value == 31)
+            #expect(reports.last?["cid"]?.int64Value == 104 && reports.last?["action"]?.stringValue == "dp:gf_missions")
+        } catch {
+            await f.stop()
+            throw error
+        }
+        await f.stop()
+    }
 }

@@ -9,7 +9,10 @@ import SmarticoSocketAPI
 /// The `api` calls of missions, badges, levels, mission details: their implementations (the specs are in
 /// SmarticoSocketAPI's DataAPICatalog).
 enum AchievementAPI {
-    static let implementations: [String: DataAPIRun] = [
+    /// These and the DetailsApi calls (AchievementDetailsAPI).
+    static let implementations: [String: DataAPIRun] = lists.merging(AchievementDetailsAPI.implementations) { a, _ in a }
+
+    private static let lists: [String: DataAPIRun] = [
         "missions.list": { ctx async throws(SocketAPIError) in
             let answer = try await ctx.request(cid: 502, expect: 503)
             let now = ctx.nowMs()

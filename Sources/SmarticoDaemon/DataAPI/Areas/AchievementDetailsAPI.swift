@@ -1,0 +1,138 @@
+import SmarticoProtocol
+import SmarticoSocketAPI
+
+/// The `api` calls of the SDK's DetailsApi: the activity log, a raffle's past draw runs, the inbox's
+/// mark-all actions and the engagement impression/click reports.
+enum AchievementDetailsAPI {
+    static let implementations: [String: DataAPIRun] = [
+        "activity.log": { ctx async throws(SocketAPIError) in
+            let from = ctx.args.int("from") ?? 0
+            let to = ctx.args.int("to") ?? 0
+            var payload: JSONObject = [
+                "startTimeSeconds": .number(ctx.args.int("start_time_seconds") ?? 0),
+                "endTimeSeconds": .number(ctx.args.int("end_time_seconds") ?? 0),
+                // The server pages at most 50 rows.
+                "limit": .number(min(to - from, 50)),
+                "offset": .number(from),
+            ]
+            if let types = try idList(ctx, "types") { payload["types"] = .array(types.map { .number($0) }) }
+            if let types = try idList(ctx, "src_types") { payload["src_types"] = .array(types.map { .number($0) }) }
+            let answer = try await ctx.request(cid: 545, payload, expect: 546)
+            return .array(answer.objects("logHistory").map(activityLogEntry))
+        },
+        "raffles.draw_history": { ctx async throws(SocketAPIError) in
+            let raffle = try AchievementShape.nonZero(ctx, "raffle_id")
+            var payload: JSONObject = ["raffle_id": .number(raffle)]
+            if let draw = ctx.args.int("draw_id") { payload["draw_id"] = .number(draw) }
+            let answer = try await ctx.request(cid: 906, payload, expect: 907)
+            return .array(answer.objects("draw_runs").map(drawRun))
+        },
+        "inbox.mark_all_read": { ctx async throws(SocketAPIError) in
+            AchievementShape.errResult(try await ctx.request(cid: 529, ["all_read": true], expect: 530))
+        },
+        "inbox.delete_all": { ctx async throws(SocketAPIError) in
+            AchievementShape.errResult(try await ctx.request(cid: 535, ["all_deleted": true], expect: 536))
+        },
+        "engagement.impression": { ctx async throws(SocketAPIError) in
+            try await ctx.send(cid: 103, ["engagement_uid": .string(ctx.args.string("engagement_uid") ?? ""),
+                                          "activityType": .number(ctx.args.int("activity_type") ?? 0)])
+            return .null
+        },
+        "engagement.click": { ctx async throws(SocketAPIError) in
+            var payload: JSONObject = ["engagement_uid": .string(ctx.args.string("engagement_uid") ?? ""),
+                                       "activityType": .number(ctx.args.int("activity_type") ?? 0)]
+            if let action = ctx.args.string("action") { payload["action"] = .string(action) }
+            try await ctx.send(cid: 104, payload)
+            return .null
+        },
+    ]
+
+    /// A comma-separated list of integers (`"1,3"`), nil when the argument is absent.
+    static func idList(_ ctx: DataAPIContext, _ name: String) throws(SocketAPIError) -> [Int64]? {
+        guard let text = ctx.args.string(name) else { return nil }
+        var ids: [Int64] = []
+        for part in text.split(separator: ",", omittingEmptySubsequences: true) {
+            let trimmed = part.filter { $0 != " " }
+            guard let id = Int64(trimmed) else {
+                throw SocketAPIError(.badRequest, "field \"args.\(name)\" of call \"\(ctx.spec.name)\" must be integers separated by commas, got \"\(text.prefix(64))\"")
+            }
+            ids.append(id)
+        }
+        return ids
+    }
+
+    // MARK: - Activity log
+
+    /// The wire `type` of gems and diamonds rows (ActivityLogActivities); the public `type` is the
+    /// balance (UserBalanceType: points 0, gems 1, diamonds 2), points for every other activity.
+    static func balanceType(_ activity: Int64?) -> Int64 {
+        switch activity {
+        case 1: 1
+        case 2: 2
+        default: 0
+        }
+    }
+
+    static let activityMetaInts = ["position", "user_points_balance_before", "points_requested", "user_points_ever",
+                                   "from_level_id", "to_level_id"]
+    static let activityMetaDoubles = ["amount_requested", "balance_before"]
+    static let activityMetaBools = ["affects_level", "affects_leaderboard", "affects_current_balance", "user_initialization", "is_recurring"]
+
+    /// `ActivityLogMeta`: its fields only, null when missing.
+    static func activityMeta(_ m: JSONObject) -> JSONValue {
+        var o: JSONObject = ["name": .of(m.string("name")), "image_url": .of(m.string("image_url"))]
+        for k in activityMetaInts { o[k] = .of(m.int(k)) }
+        for k in activityMetaDoubles { o[k] = .of(m.double(k)) }
+        for k in activityMetaBools { o[k] = .of(m.bool(k)) }
+        o["from_level_public_meta"] = m.value("from_level_public_meta")
+        o["to_level_public_meta"] = m.value("to_level_public_meta")
+        return .object(o)
+    }
+
+    /// `create_date`: `{seconds}` (an integer) or a plain number (truncated), in seconds.
+    static func createDate(_ v: JSONValue?) -> Int64? {
+        if let seconds = v?.objectValue?["seconds"] { return seconds.lenientString.flatMap { Int64($0) } }
+        guard let text = v?.lenientString, let d = Double(text), d.isFinite, abs(d) < 9.2e18 else { return nil }
+        return Int64(d)
+    }
+
+    /// `TActivityLog` of one wire row.
+    static func activityLogEntry(_ r: JSONObject) -> JSONValue {
+        let activity = r.int("type")
+        return [
+            "create_date": .of(createDate(r["create_date"])),
+            "user_ext_id": .of(r.string("user_ext_id")),
+            "crm_brand_id": .of(r.string("crm_brand_id").flatMap { Int64($0) }),
+            "type": .number(balanceType(activity)),
+            "amount": .of(r.double("amount") ?? r.int("points_collected").map(Double.init)),
+            "balance": .of(r.double("balance") ?? r.int("user_points_balance").map(Double.init)),
+            "total_ever": .of(r.int("user_points_ever").map(Double.init)),
+            "source_type_id": .of(r.int("source_type_id")),
+            "activity_type_id": .of(activity),
+            "context_value_1": .of(r.double("ctx_1")),
+            "meta": r.object("ctx_meta").map(activityMeta) ?? .null,
+            "source_entity_name": .null,
+            "source_entity_id": .null,
+            "source_reference_id": .of(r.int("source_ref_id")),
+            "source_root_id": .of(r.int("source_root_id")),
+            "is_wallet_entry": .null,
+        ]
+    }
+
+    // MARK: - Raffle draw runs
+
+    static let drawMetaStrings = ["name", "description", "image_url", "image_url_mobile", "icon_url", "background_image_url",
+                                  "background_image_url_mobile"]
+
+    /// `TRaffleDrawRun`: the run with its public meta flattened.
+    static func drawRun(_ r: JSONObject) -> JSONValue {
+        let meta = r.object("public_meta") ?? [:]
+        var o: JSONObject = ["id": .of(r.int("draw_id")), "run_id": .of(r.int("run_id"))]
+        for k in drawMetaStrings { o[k] = .of(meta.string(k)) }
+        o["is_grand"] = .of(meta.bool("is_grand"))
+        for k in ["execution_ts", "actual_execution_ts", "ticket_start_ts"] { o[k] = .of(r.int(k)) }
+        o["is_winner"] = .of(r.bool("is_winner"))
+        o["has_unclaimed_prize"] = .of(r.bool("has_unclaimed_prize"))
+        return .object(o)
+    }
+}

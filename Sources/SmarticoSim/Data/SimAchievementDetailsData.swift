@@ -1,0 +1,67 @@
+import SmarticoProtocol
+
+// The simulated answers of the SDK's DetailsApi requests (docs/simulator.md, "Data API: achievements"):
+// the activity log (545 → 546), a raffle's past draw runs (906 → 907) and the inbox's mark-all
+// requests (529 → 530, 535 → 536).
+extension SimAchievementData {
+    static let detailRoutes: [SimDataRoute] = [
+        SimDataRoute(545, 546) { request, data, env in ["logHistory": .array(activityLog(request, data: data, now: env.now, user: env.user))] },
+        SimDataRoute(906, 907) { request, _, env in drawHistory(request, now: env.now) },
+        SimDataRoute(529, 530) { request, data, _ in
+            if request["all_read"]?.boolValue == true { data.achievements.inboxAllRead += 1 }
+            return [:]
+        },
+        SimDataRoute(535, 536) { request, data, _ in
+            if request["all_deleted"]?.boolValue == true { data.achievements.inboxAllDeleted += 1 }
+            return [:]
+        },
+    ]
+
+    /// The log rows, newest first: a points credit, a gems spend, a diamonds credit, a mission and a
+    /// level change; `types`/`src_types` filter them, `offset`/`limit` page them.
+    static func activityLog(_ request: JSONObject, data: SimUserData, now: Int64, user: String) -> [JSONValue] {
+        let seconds = now / 1000
+        let rows: [JSONObject] = [
+            ["create_date": ["seconds": .string(String(seconds - 60)), "nanos": 0], "user_ext_id": .string(user), "crm_brand_id": "12",
+             "type": 3, "ctx_1": 1, "source_type_id": 11, "source_ref_id": 115, "source_root_id": 115,
+             "amount": 100, "points_collected": -1, "user_points_balance": .number(data.points), "user_points_ever": 3605,
+             "ctx_meta": ["name": "Claim your prize", "user_points_balance_before": .number(data.points - 100), "points_requested": 100,
+                          "affects_level": true, "server_only": "x"]],
+            ["create_date": .number(seconds - 3600), "type": 1, "ctx_1": 2, "source_type_id": 6, "amount": -5,
+             "balance": .number(data.gems), "ctx_meta": ["amount_requested": 5, "balance_before": .number(data.gems + 5)]],
+            ["create_date": .number(seconds - 7200), "type": 2, "source_type_id": 6, "amount": 1, "balance": .number(data.diamonds)],
+            ["create_date": .number(seconds - 86_400), "type": 11, "ctx_1": 2, "source_type_id": 11, "source_ref_id": 101,
+             "points_collected": 50, "user_points_balance": 3520, "ctx_meta": ["name": "Play 3 rounds", "is_recurring": false]],
+            ["create_date": .number(seconds - 2 * 86_400), "type": 4, "source_type_id": 4, "source_ref_id": 3,
+             "ctx_meta": ["from_level_id": 2, "to_level_id": 3, "to_level_public_meta": ["name": "Level E"]]],
+        ]
+        let types = request["types"]?.arrayValue?.compactMap(\.lenientInt64)
+        let sources = request["src_types"]?.arrayValue?.compactMap(\.lenientInt64)
+        let picked = rows.filter { row in
+            (types.map { $0.contains(row["type"]?.lenientInt64 ?? -1) } ?? true)
+                && (sources.map { $0.contains(row["source_type_id"]?.lenientInt64 ?? -1) } ?? true)
+        }
+        let offset = max(0, Int(request["offset"]?.lenientInt64 ?? 0))
+        let limit = max(0, Int(request["limit"]?.lenientInt64 ?? 50))
+        return picked.dropFirst(offset).prefix(limit).map(JSONValue.object)
+    }
+
+    /// Raffle 31's past runs: draw 1 (daily, two runs, the user won the older one and has not claimed
+    /// it) and draw 2 (the grand draw); other raffles have none.
+    static func drawHistory(_ request: JSONObject, now: Int64) -> JSONObject {
+        guard request["raffle_id"]?.lenientInt64 == 31 else { return ["draw_runs": []] }
+        let runs: [JSONObject] = [
+            ["draw_id": 1, "run_id": 1002, "execution_ts": .number(now - day), "actual_execution_ts": .number(now - day + 2000),
+             "ticket_start_ts": .number(now - 2 * day), "is_winner": false, "has_unclaimed_prize": false,
+             "public_meta": ["name": "Daily draw", "description": "Every day at noon", "image_url": "https://sim.smartico.invalid/raf/1.png",
+                             "icon_url": "https://sim.smartico.invalid/raf/1i.png", "is_grand": false]],
+            ["draw_id": 1, "run_id": 1001, "execution_ts": .number(now - 2 * day), "actual_execution_ts": .number(now - 2 * day + 1500),
+             "ticket_start_ts": .number(now - 3 * day), "is_winner": true, "has_unclaimed_prize": true,
+             "public_meta": ["name": "Daily draw", "is_grand": false]],
+            ["draw_id": 2, "run_id": 2001, "execution_ts": .number(now - 7 * day), "is_winner": false,
+             "public_meta": ["name": "Grand draw", "is_grand": true, "background_image_url": "https://sim.smartico.invalid/raf/2bg.png"]],
+        ]
+        let draw = request["draw_id"]?.lenientInt64
+        return ["draw_runs": .array(runs.filter { draw == nil || $0["draw_id"]?.lenientInt64 == draw }.map(JSONValue.object))]
+    }
+}
