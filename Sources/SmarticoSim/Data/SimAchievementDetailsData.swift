@@ -7,6 +7,7 @@ extension SimAchievementData {
     static let detailRoutes: [SimDataRoute] = [
         SimDataRoute(545, 546) { request, data, env in ["logHistory": .array(activityLog(request, data: data, now: env.now, user: env.user))] },
         SimDataRoute(906, 907) { request, _, env in drawHistory(request, now: env.now) },
+        SimDataRoute(505, 506) { _, data, env in leaderboards(user: env.user, points: data.points) },
         SimDataRoute(529, 530) { request, data, _ in
             if request["all_read"]?.boolValue == true { data.achievements.inboxAllRead += 1 }
             return [:]
@@ -63,5 +64,28 @@ extension SimAchievementData {
         ]
         let draw = request["draw_id"]?.lenientInt64
         return ["draw_runs": .array(runs.filter { draw == nil || $0["draw_id"]?.lenientInt64 == draw }.map(JSONValue.object))]
+    }
+
+    /// The label's boards keyed by period type (2 weekly before 1 daily on the wire), the user third
+    /// on the daily one.
+    static func leaderboards(user: String, points: Int64) -> JSONObject {
+        func row(_ name: String, _ place: Int64, _ pts: Int64, me: Bool = false, avatar: String? = nil) -> JSONValue {
+            var o: JSONObject = ["public_username": .string(name), "position_in_board": .number(place), "points_accumulated": .number(pts),
+                                 "is_me": .bool(me), "level_id": 3]
+            if let avatar { o["avatar_id"] = .string(avatar) }
+            return .object(o)
+        }
+        let daily: JSONObject = [
+            "board_id": 11, "period_type_id": 1, "versiod_id": 0, "create_date": 0, "reward_points": [500, 200, 100],
+            "board_public_meta": ["name": "Daily race", "description": "Points today", "rules": "Top 3 win"],
+            "positions": [row("ace", 1, 900, avatar: "a1.png"), row("bob", 2, 700), row(user, 3, 650, me: true)],
+            "userPosition": ["user_alt_name": .string(user), "position_in_board": 3, "points_accumulated": 650, "avatar_id": "https://cdn.example/u.png"],
+        ]
+        let weekly: JSONObject = [
+            "board_id": 12, "period_type_id": 2, "versiod_id": 0, "reward_points": [1000],
+            "board_public_meta": ["name": "Weekly race"], "positions": [],
+            "userPosition": ["position_in_board": -1, "points_accumulated": .number(points / 100)],
+        ]
+        return ["map": ["2": .object(weekly), "1": .object(daily)]]
     }
 }

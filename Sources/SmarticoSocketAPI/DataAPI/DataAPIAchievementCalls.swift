@@ -27,6 +27,8 @@ public enum DataAPIAchievementCalls {
                         args: [DataAPIArg("raffle_id", .integer, required: true, "the raffle's id (not 0)"),
                                DataAPIArg("draw_id", .integer, default: "all", "only this draw's runs")],
                         cids: [906], result: "[TRaffleDrawRun]", "a raffle's past draw runs"),
+        DataAPICallSpec("leaderboards.list", sdk: "getLeaderBoards", cids: [505], result: "[LeaderBoardDetailsT]",
+                        "every leaderboard of the label, by period type"),
         DataAPICallSpec("inbox.mark_all_read", sdk: "markAllInboxMessagesAsRead", role: .control, cids: [529],
                         result: "InboxMarkMessageAction", "mark every inbox message read"),
         DataAPICallSpec("inbox.delete_all", sdk: "deleteAllInboxMessages", role: .control, cids: [535],

@@ -238,6 +238,36 @@ struct AchievementAPITests {
             let noRaffle = try await f.failure("raffles.draw_history", ["raffle_id": 0])
             #expect(noRaffle["code"]?.stringValue == "bad_request")
 
+            // leaderboards.list: by period type, rewards by place, avatar ids against DYNAMIC_IMAGE_DOMAIN.
+            // The answer is injected (cid 505 is also the leaderboard area's), shaped as the simulator's.
+            let board505: JSONObject = ["map": [
+                "2": ["board_id": 12, "period_type_id": 2, "versiod_id": 0, "reward_points": [1000],
+                      "board_public_meta": ["name": "Weekly race"], "positions": [],
+                      "userPosition": ["position_in_board": -1, "points_accumulated": 50]],
+                "1": ["board_id": 11, "period_type_id": 1, "versiod_id": 0, "create_date": 0, "reward_points": [500, 200, 100],
+                      "board_public_meta": ["name": "Daily race", "description": "Points today", "rules": "Top 3 win"],
+                      "positions": [["public_username": "ace", "position_in_board": 1, "points_accumulated": 900, "is_me": false, "avatar_id": "a1.png"],
+                                    ["public_username": "bob", "position_in_board": 2, "points_accumulated": 700, "is_me": false],
+                                    ["public_username": "alice", "position_in_board": 3, "points_accumulated": 650, "is_me": true]],
+                      "userPosition": ["user_alt_name": "alice", "position_in_board": 3, "points_accumulated": 650,
+                                       "avatar_id": "https://cdn.example/u.png"]],
+            ]]
+            try await f.dataFault(cid: 505, "replace", ["body": .object(board505)])
+            let boards = try await f.call("leaderboards.list").objects
+            #expect(boards.map { $0["board_id"]?.int64Value ?? -1 } == [11, 12], "ordered by period type: \(boards)")
+            let daily = try #require(boards.first)
+            #expect(Set(daily.keys) == ["board_id", "name", "description", "rules", "period_type_id", "version_id", "create_date", "rewards", "users", "me"])
+            #expect(daily["name"]?.stringValue == "Daily race" && daily["rules"]?.stringValue == "Top 3 win" && daily["version_id"]?.int64Value == 0)
+            #expect(daily["rewards"] == [["place": 1, "points": 500], ["place": 2, "points": 200], ["place": 3, "points": 100]])
+            let users = daily["users"]?.objects ?? []
+            #expect(users.map { $0["position"]?.int64Value ?? -1 } == [1, 2, 3] && users[2]["is_me"] == true && users[0]["is_me"] == false)
+            let avatar = users.first?["avatar_url"]?.stringValue ?? ""
+            #expect(avatar.hasPrefix("http") && avatar.hasSuffix("/avatar/a1.png") && !avatar.contains("//avatar"), "DYNAMIC_IMAGE_DOMAIN + /avatar/: \(avatar)")
+            #expect(users[1]["avatar_url"] == .null)
+            #expect(daily["me"]?["is_me"] == true && daily["me"]?["public_username"]?.stringValue == "alice"
+                    && daily["me"]?["avatar_url"]?.stringValue == "https://cdn.example/u.png")
+            #expect(boards[1]["me"]?["position"]?.int64Value == -1 && boards[1]["users"] == [] && boards[1]["description"] == .null)
+
             // The inbox's mark-all actions.
             #expect(try await f.call("inbox.mark_all_read") == ["err_code": 0, "err_message": nil])
             #expect(try await f.received(cids: [529]).last?["all_read"] == true)

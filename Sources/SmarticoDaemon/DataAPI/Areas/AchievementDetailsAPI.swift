@@ -27,6 +27,12 @@ enum AchievementDetailsAPI {
             let answer = try await ctx.request(cid: 906, payload, expect: 907)
             return .array(answer.objects("draw_runs").map(drawRun))
         },
+        "leaderboards.list": { ctx async throws(SocketAPIError) in
+            let answer = try await ctx.request(cid: 505, expect: 506)
+            guard let map = answer.object("map") else { return [] }
+            let domain = await ctx.labelSetting("DYNAMIC_IMAGE_DOMAIN")?.stringValue
+            return .array(byNumericKey(map).compactMap { $0.objectValue.map { board($0, avatarDomain: domain) } })
+        },
         "inbox.mark_all_read": { ctx async throws(SocketAPIError) in
             AchievementShape.errResult(try await ctx.request(cid: 529, ["all_read": true], expect: 530))
         },
@@ -116,6 +122,62 @@ enum AchievementDetailsAPI {
             "source_reference_id": .of(r.int("source_ref_id")),
             "source_root_id": .of(r.int("source_root_id")),
             "is_wallet_entry": .null,
+        ]
+    }
+
+    // MARK: - Leaderboards
+
+    /// A map's values ordered by key: numeric keys ascending (they are ids), then the others by text.
+    static func byNumericKey(_ map: JSONObject) -> [JSONValue] {
+        map.sorted { a, b in
+            switch (Int64(a.key), Int64(b.key)) {
+            case let (x?, y?): x < y
+            case (.some, nil): true
+            case (nil, .some): false
+            case (nil, nil): a.key < b.key
+            }
+        }.map(\.value)
+    }
+
+    /// `LeaderBoardDetailsT`: `reward_points[i]` is place i + 1's reward; `me` is the user's row.
+    static func board(_ b: JSONObject, avatarDomain: String?) -> JSONValue {
+        let meta = b.object("board_public_meta") ?? [:]
+        let rewards: JSONValue = b.ints("reward_points").map { points in
+            .array(points.enumerated().map { i, p in ["place": .number(Int64(i + 1)), "points": .number(p)] })
+        } ?? .null
+        return [
+            "board_id": .of(b.int("board_id")),
+            "name": .of(meta.string("name")),
+            "description": .of(meta.string("description")),
+            "rules": .of(meta.string("rules")),
+            "period_type_id": .of(b.int("period_type_id")),
+            "version_id": .of(b.int("versiod_id")),
+            "create_date": .of(b.int("create_date")),
+            "rewards": rewards,
+            "users": .array(b.objects("positions").map { boardUser($0, avatarDomain: avatarDomain, isMe: false) }),
+            "me": b.object("userPosition").map { boardUser($0, avatarDomain: avatarDomain, isMe: true) } ?? .null,
+        ]
+    }
+
+    /// `LeaderBoardUserT`; an `avatar_id` becomes `<DYNAMIC_IMAGE_DOMAIN>/avatar/<id>` (an http URL is kept).
+    static func boardUser(_ p: JSONObject, avatarDomain: String?, isMe: Bool) -> JSONValue {
+        var avatar = p.string("avatar_url")
+        if avatar == nil, let id = p.string("avatar_id") {
+            if id.hasPrefix("http") {
+                avatar = id
+            } else if let domain = avatarDomain {
+                var base = Substring(domain)
+                while base.hasSuffix("/") { base = base.dropLast() }
+                avatar = String(base) + "/avatar/" + id
+            }
+        }
+        return [
+            "public_username": .of(p.string("public_username") ?? p.string("user_alt_name")),
+            "avatar_url": .of(avatar),
+            "level_id": .of(p.int("level_id")),
+            "position": .of(p.int("position_in_board")),
+            "points": .of(p.int("points_accumulated")),
+            "is_me": isMe ? true : .of(p.bool("is_me")),
         ]
     }
 
