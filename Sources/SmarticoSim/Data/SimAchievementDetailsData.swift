@@ -7,6 +7,7 @@ extension SimAchievementData {
     static let detailRoutes: [SimDataRoute] = [
         SimDataRoute(545, 546) { request, data, env in ["logHistory": .array(activityLog(request, data: data, now: env.now, user: env.user))] },
         SimDataRoute(906, 907) { request, _, env in drawHistory(request, now: env.now) },
+        SimDataRoute(904, 905) { request, _, env in drawRun(request, now: env.now) },
         SimDataRoute(505, 506) { _, data, env in leaderboards(user: env.user, points: data.points) },
         SimDataRoute(529, 530) { request, data, _ in
             if request["all_read"]?.boolValue == true { data.achievements.inboxAllRead += 1 }
@@ -87,5 +88,31 @@ extension SimAchievementData {
             "userPosition": ["position_in_board": -1, "points_accumulated": .number(points / 100)],
         ]
         return ["map": ["2": .object(weekly), "1": .object(daily)]]
+    }
+
+    /// Run 1001 of raffle 31 (the user won its first prize); no `draw` for any other run.
+    static func drawRun(_ request: JSONObject, now: Int64) -> JSONObject {
+        guard request["raffle_id"]?.lenientInt64 == 31, request["run_id"]?.lenientInt64 == 1001 else { return [:] }
+        let winners: [JSONValue] = [
+            ["user_id": 7, "public_username": "alice", "avatar_id": "a7.png", "ticket": ["id": 555, "s": "T-555"], "raf_won_id": 9001],
+            ["user_id": 8, "public_username": "bob", "ticket": ["id": 556, "s": "T-556"], "raf_won_id": 9002, "claimed_date": .number(now - day)],
+        ]
+        let limit = Int(request["winners_limit"]?.lenientInt64 ?? 20), offset = Int(request["winners_offset"]?.lenientInt64 ?? 0)
+        return ["draw": [
+            "draw_id": 1, "run_id": 1001, "current_state": 3, "execution_type": 2, "execution_ts": .number(now - 2 * day),
+            "previous_run_ts": .number(now - 3 * day), "previous_run_id": 1000, "ticket_start_ts": .number(now - 3 * day),
+            "allow_multi_prize_per_ticket": false, "total_tickets_count": 420, "my_tickets_count": 3,
+            "my_last_tickets": [["id": 555, "s": "T-555"], ["id": 554, "s": "T-554"]],
+            "user_opted_in": 1, "requires_optin": "yes", "is_active": false,
+            "winners_limit": .number(Int64(limit)), "winners_offset": .number(Int64(offset)), "winners_total": 2,
+            "public_meta": ["name": "Daily draw", "description": "Every day at noon", "is_grand": false],
+            "prizes": [
+                ["prize_id": "p-1", "prizes_per_run": 1, "prizes_per_run_actual": 1, "chances_to_win_perc": 0.7, "requires_claim": true,
+                 "add_one_prize_per_each_x_tickets": 1000, "priority": 1, "should_claim": true,
+                 "public_meta": ["name": "Phone", "custom_data": #"{"sku":"ph"}"#, "hide_chance_to_win": false],
+                 "winners": .array(Array(winners.dropFirst(offset).prefix(limit)))],
+                ["prize_id": "p-2", "prizes_per_run": 5, "priority": 2, "public_meta": ["name": "100 points"], "winners": []],
+            ],
+        ]]
     }
 }

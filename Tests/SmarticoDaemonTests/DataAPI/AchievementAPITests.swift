@@ -238,6 +238,23 @@ struct AchievementAPITests {
             let noRaffle = try await f.failure("raffles.draw_history", ["raffle_id": 0])
             #expect(noRaffle["code"]?.stringValue == "bad_request")
 
+            // raffles.draw_run: prizes with winners (ticket renamed), loose booleans made strict.
+            let draw = try #require(try await f.call("raffles.draw_run", ["raffle_id": 31, "run_id": 1001, "winners_from": 0, "winners_to": 1]).objectValue)
+            #expect(draw.keys.count == 27 && draw["id"]?.int64Value == 1 && draw["name"]?.stringValue == "Daily draw" && draw["icon_url"] == .null)
+            #expect(draw["user_opted_in"] == true && draw["requires_optin"] == false && draw["is_active"] == false, "1 reads true, \"yes\" not a boolean: false")
+            #expect(draw["my_last_tickets"] == [["ticekt_id": 555, "ticket_id_string": "T-555"], ["ticekt_id": 554, "ticket_id_string": "T-554"]])
+            let prizes = draw["prizes"]?.objects ?? []
+            #expect(prizes.count == 2 && prizes[0]["id"]?.stringValue == "p-1" && prizes[0]["custom_data"]?.stringValue == #"{"sku":"ph"}"#)
+            #expect(prizes[0]["add_one_prize_per_each_x_tickets"] == .null && prizes[0]["chances_to_win_perc"]?.doubleValue == 0.7 && prizes[0].keys.count == 18)
+            #expect(prizes[0]["winners"] == [["id": 7, "username": "alice", "avatar_url": "a7.png", "ticket": ["ticekt_id": 555, "ticket_id_string": "T-555"],
+                                              "raf_won_id": 9001, "claimed_date": nil]], "winners_to 1 → one winner: \(prizes[0]["winners"] ?? .null)")
+            let runRequest = try #require(try await f.received(cids: [904]).last)
+            #expect(runRequest["winners_offset"]?.int64Value == 0 && runRequest["winners_limit"]?.int64Value == 1)
+            let noRun = try await f.failure("raffles.draw_run", ["raffle_id": 31, "run_id": 999])
+            #expect(noRun["code"]?.stringValue == "server_error" && noRun["message"]?.stringValue?.contains("999") == true)
+            let zeroRun = try await f.failure("raffles.draw_run", ["raffle_id": 31, "run_id": 0])
+            #expect(zeroRun["code"]?.stringValue == "bad_request")
+
             // leaderboards.list: by period type, rewards by place, avatar ids against DYNAMIC_IMAGE_DOMAIN.
             // The answer is injected (cid 505 is also the leaderboard area's), shaped as the simulator's.
             let board505: JSONObject = ["map": [
