@@ -214,7 +214,9 @@ public struct SimServerSession: Sendable {
             "payload": ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP),
                         "sessionId": .string(String(sid.prefix(4)))],
             "settings": ["FCM_SENDER_ID": .string(context.config.fcmSenderID),
-                         "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/")],
+                         "DYNAMIC_IMAGE_DOMAIN": .string(context.config.httpBaseURL + "/"),
+                         // The inbox bodies' CDN: the SDK fetches INBOX_PUBLIC_CDN + guid + ".json".
+                         "INBOX_PUBLIC_CDN": .string(context.config.httpBaseURL + "/inbox/")],
         ]
         return [answer(response, to: json, now: now, context: &context)]
     }
@@ -275,23 +277,12 @@ public struct SimServerSession: Sendable {
 
     // MARK: - Request/response samples
 
-    /// Requests answered with sample data: 13 → 14 translations, 513 → 514 inbox,
+    /// Requests answered with sample data: 13 → 14 translations,
     /// 700 → 701 mini-game templates (answered with a fresh uuid, as the real server does).
     static let samples: [Int64: (needsUser: Bool, body: JSONObject)] = [
         13: (false, [
             "lang_code": "EN",
             "translations": ["gf_levels": "Levels", "gf_missions": "Missions", "gf_store": "Store", "gf_close": "Close"],
-        ]),
-        513: (true, [
-            "inboxMessages": [
-                ["msg_id": 1001, "read": false, "favorite": false,
-                 "message_public_meta": ["title": "Welcome to the simulator", "preview_body": "This inbox is sample data.",
-                                         "action": "dp:gf_levels"]],
-                ["msg_id": 1002, "read": true, "favorite": false,
-                 "message_public_meta": ["title": "Your weekly missions", "preview_body": "Three new missions.",
-                                         "action": "dp:gf_missions"]],
-            ],
-            "unread_count": 1,
         ]),
         700: (true, [
             "templates": [

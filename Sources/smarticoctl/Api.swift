@@ -74,7 +74,7 @@ struct Api: ParsableCommand {
             case .boolean: value = text == "true" ? .bool(true) : text == "false" ? .bool(false) : nil
             }
             guard let value else {
-                throw ValidationError("\(key)=\(text): \(spec.name)'s \(key) must be \(arg.type == .boolean ? "true or false" : "a \(arg.type.rawValue)")")
+                throw ValidationError("\(key)=\(text): \(spec.name)'s \(key) must be \(arg.type.phrase)")
             }
             args[key] = value
         }

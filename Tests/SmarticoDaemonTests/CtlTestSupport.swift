@@ -52,9 +52,13 @@ final class CtlCannedDaemon: Sendable {
             return .success(["level": .string(level.rawValue), "previous": "info"])
         case .metrics:
             return .success(["content_type": .string(DaemonMetrics.contentType), "text": .string(ctlCannedMetrics)])
+        case .api(let r) where r.raw:
+            // A list, for the table output.
+            return .success([["id": 1, "name": "Play 3 rounds", "is_completed": false, "tasks": []],
+                             ["id": 2, "name": "Deposit", "is_completed": true, "tasks": []]])
         case .api(let r):
             // The call and its arguments as the daemon parsed them, for the conversion tests.
-            return .success(["call": .string(r.call), "args": .object(r.args.object), "raw": .bool(r.raw)])
+            return .success(["call": .string(r.call), "args": .object(r.args.object)])
         case .session(let request):
             switch request {
             case .identify(let user, _) where user == "bad-hash":

@@ -4,6 +4,7 @@
 import Foundation
 import Testing
 import SmarticoProtocol
+import SmarticoSocketAPI
 import SmarticoTestSupport
 import Transport
 @testable import SmarticoDaemon
@@ -95,6 +96,10 @@ struct ForeignPeer {
 
     /// `calls`: one connection, one response per line.
     func calls(_ rig: SocketTestRig, _ lines: String...) async throws -> [JSONValue] {
+        try await calls(rig, lines)
+    }
+
+    func calls(_ rig: SocketTestRig, _ lines: [String]) async throws -> [JSONValue] {
         try await run(dir: rig.dir, ["calls", rig.path] + lines)
     }
 }
@@ -112,6 +117,34 @@ private func openRig(
 private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"}"#
 
 @Suite struct SocketAPIPermissionTests {
+    /// Every data API call from a peer of the read role: the calls that change something are refused
+    /// with `not_permitted` naming the call and never reach the session; the reads go through.
+    @Test func dataAPICallsTakeTheirCallsRole() async throws {
+        let rig = try await openRig()
+        defer { Task { await rig.stop() } }
+        let calls = DataAPICatalog.calls
+        try #require(calls.contains { $0.role == .control } && calls.contains { $0.role == .read })
+        let lines = calls.enumerated().map { i, spec in
+            let o: JSONObject = ["id": .number(i), "op": "api", "call": .string(spec.name), "args": .object(spec.placeholderArgs)]
+            return String(decoding: o.serialized(), as: UTF8.self)
+        }
+        let answers = try await ForeignPeer(uid: 65534, gid: 65534).calls(rig, lines)
+        try #require(answers.count == calls.count, "\(answers)")
+        for (spec, answer) in zip(calls, answers) {
+            if spec.role == .control {
+                #expect(answer["error"]?["code"] == "not_permitted", "\(spec.name): \(answer)")
+                let message = answer["error"]?["message"]?.stringValue ?? ""
+                #expect(message.contains("call \"\(spec.name)\"") && message.contains("uid 65534"), "\(message)")
+            } else {
+                #expect(answer["ok"] == true && answer["result"]?["call"] == .string(spec.name), "\(spec.name): \(answer)")
+            }
+        }
+        let reached = rig.handler.calls.withLock { $0 }.compactMap { call -> String? in
+            if case .api(let r) = call { r.call } else { nil }
+        }
+        #expect(reached == calls.filter { $0.role == .read }.map(\.name))
+    }
+
     @Test func controlIsDeniedByDefaultToOtherUIDs() async throws {
         let rig = try await openRig()
         defer { Task { await rig.stop() } }

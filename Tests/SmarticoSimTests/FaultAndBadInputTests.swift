@@ -113,7 +113,7 @@ import SmarticoProtocol
         let m = try #require(h.send(c, Msg.identify("alice")).first?.json)
         #expect(m.int("cid") == 6 && m.int("errCode") == SimErrorCode.notInitialized)
         #expect(h.send(c, Msg.simple(500)).first?.json?.int("errCode") == SimErrorCode.notInitialized)
-        #expect(h.send(c, Msg.simple(600)).cids == [99999])
+        #expect(h.send(c, Msg.simple(4242)).cids == [99999])
         #expect(h.send(c, Msg.simple(103, ["engagement_uid": "e", "activityType": 30])).isEmpty)
         // The connection still works afterwards.
         #expect(h.send(c, Msg.initSession()).first?.json?.int("errCode") == 0)

@@ -44,18 +44,16 @@ public struct DataAPIArgs: Sendable, Equatable {
                     + (names.isEmpty ? "it takes none" : "it takes: \(names.joined(separator: ", "))"))
             }
             if value.isNull { continue }
+            let fits: Bool
             switch arg.type {
-            case .string:
-                guard value.stringValue != nil else { throw wrongType(spec, arg, "a string", value) }
-            case .boolean:
-                guard value.boolValue != nil else { throw wrongType(spec, arg, "true or false", value) }
-            case .number:
-                guard value.doubleValue != nil else { throw wrongType(spec, arg, "a number", value) }
-            case .integer:
-                guard let i = value.int64Value else { throw wrongType(spec, arg, "an integer", value) }
-                if let range = arg.range, !range.contains(i) {
-                    throw .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be in \(range.lowerBound)...\(range.upperBound), got \(i)")
-                }
+            case .string: fits = value.stringValue != nil
+            case .boolean: fits = value.boolValue != nil
+            case .number: fits = value.doubleValue != nil
+            case .integer: fits = value.int64Value != nil
+            }
+            guard fits else { throw wrongType(spec, arg, value) }
+            if let range = arg.range, let i = value.int64Value, !range.contains(i) {
+                throw .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be in \(range.lowerBound)...\(range.upperBound), got \(i)")
             }
         }
         for arg in spec.args where arg.required {
@@ -66,9 +64,9 @@ public struct DataAPIArgs: Sendable, Equatable {
         return DataAPIArgs(object)
     }
 
-    private static func wrongType(_ spec: DataAPICallSpec, _ arg: DataAPIArg, _ expected: String, _ got: JSONValue) -> SocketAPIError {
+    private static func wrongType(_ spec: DataAPICallSpec, _ arg: DataAPIArg, _ got: JSONValue) -> SocketAPIError {
         let shown = got.numberValue.map { "the number \($0.literal.prefix(40))" } ?? got.type.description
-        return .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be \(expected), got \(shown)")
+        return .badRequest("field \"args.\(arg.name)\" of call \"\(spec.name)\" must be \(arg.type.phrase), got \(shown)")
     }
 }
 
@@ -158,6 +156,10 @@ public final class DataAPIContext: Sendable {
         if case .failure(let error) = result { throw error }
     }
 
+    /// The identified user's public props as the daemon keeps them (IDENTIFY's, merged with the
+    /// 108 pushes), nil while none is identified: what `getUserProfile` reads.
+    public func publicProps() async -> JSONObject? { await host.publicProps() }
+
     /// The daemon's cache of call results (bounded; per key, e.g. an inbox body by guid).
     public var cache: DataAPICache { host.cache }
 
@@ -179,6 +181,11 @@ protocol DataAPIHost: Sendable {
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse
     var cache: DataAPICache { get }
     func nowMs() -> Int64
+    func publicProps() async -> JSONObject?
+}
+
+extension DataAPIHost {
+    func publicProps() async -> JSONObject? { nil }
 }
 
 /// A small bounded map of call results; the oldest entry goes when it is full. Any thread.

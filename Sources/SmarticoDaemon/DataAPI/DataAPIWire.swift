@@ -1,37 +1,54 @@
 import SmarticoProtocol
 
-// Reading the server's answers for the public shapes as the official SDK does: leniently. A field
-// of another type than expected reads as absent (nil → `null` in the public shape); fields the
-// server adds are ignored by the shapes (and kept by `raw: true`); nothing here throws.
+// Reading the server's answers for the public shapes by the official SDK's rules (its
+// Serialization/Lenient.swift): a missing key or `null` is nil (→ `null` in the public shape);
+// an integer field takes `5`, `5.0`, `1.37861765E8` and `"5"`, a fraction is truncated toward zero,
+// and any other value present reads as 0; a number field takes numbers and numeric text, else 0;
+// a boolean is true for `true`, `1`, `"true"`, `"1"`, `"1.0"` (any case) and false for any other
+// value present; a number or boolean in a text field is its text. Fields the server adds are
+// ignored by the shapes (and kept by `raw: true`). Nothing here throws.
 
 extension JSONObject {
-    /// An integer: a number or a string holding one (``JSONValue/lenientInt64``); a fractional number
-    /// is truncated, as the SDK's `Lenient.truncate`.
-    func int(_ key: String) -> Int64? {
-        guard let v = self[key] else { return nil }
-        if let i = v.lenientInt64 { return i }
-        if let d = v.doubleValue, d.isFinite, abs(d) < 9.2e18 { return Int64(d) }
-        return nil
+    /// A present, non-null member.
+    private func present(_ key: String) -> JSONValue? {
+        guard let v = self[key], !v.isNull else { return nil }
+        return v
     }
 
-    /// A number: a number or a string holding one.
+    /// An integer field (see above).
+    func int(_ key: String) -> Int64? {
+        guard let v = present(key) else { return nil }
+        if let i = v.lenientInt64 { return i }
+        if let d = v.doubleValue ?? v.stringValue.flatMap({ Double($0.trimmingCharacters(in: " \t")) }) { return Self.truncate(d) }
+        return 0
+    }
+
+    /// A number field (see above).
     func double(_ key: String) -> Double? {
-        guard let v = self[key] else { return nil }
+        guard let v = present(key) else { return nil }
         if let d = v.doubleValue { return d }
-        if let s = v.stringValue, let d = Double(s.trimmingCharacters(in: " \t")), d.isFinite { return d }
-        return nil
+        return v.stringValue.flatMap { Double($0.trimmingCharacters(in: " \t")) } ?? 0
+    }
+
+    /// Toward zero, saturating, NaN → 0 (the SDK's `Lenient.truncate`).
+    static func truncate(_ d: Double) -> Int64 {
+        if d.isNaN { return 0 }
+        if d >= 9_223_372_036_854_775_807.0 { return .max }
+        if d <= -9_223_372_036_854_775_808.0 { return .min }
+        return Int64(d.rounded(.towardZero))
     }
 
     /// Text: a string, or a number's text (``JSONValue/lenientString``).
     func string(_ key: String) -> String? { lenientString(key) }
 
-    /// A boolean: `true`/`false`, `1`/`0`, or `"true"`/`"false"`.
+    /// A boolean field (see above).
     func bool(_ key: String) -> Bool? {
-        switch self[key] {
+        switch present(key) {
+        case nil: return nil
         case .bool(let b)?: return b
-        case .number(let n)?: return n.int64.map { $0 != 0 }
-        case .string(let s)?: return s == "true" ? true : s == "false" ? false : nil
-        default: return nil
+        case .number(let n)?: return n.double == 1
+        case .string(let s)?: return ["true", "1", "1.0"].contains(s.lowercased())
+        default: return false
         }
     }
 
@@ -41,9 +58,9 @@ extension JSONObject {
     /// The objects of an array member (other elements skipped); empty when absent.
     func objects(_ key: String) -> [JSONObject] { (self[key]?.arrayValue ?? []).compactMap(\.objectValue) }
 
-    /// The integers of an array member (others skipped); nil when absent.
+    /// The integers of an array member (fractions truncated, others skipped); nil when absent.
     func ints(_ key: String) -> [Int64]? {
-        self[key]?.arrayValue.map { $0.compactMap { v in v.lenientInt64 ?? v.doubleValue.flatMap { $0.isFinite ? Int64($0) : nil } } }
+        self[key]?.arrayValue.map { $0.compactMap { v in v.lenientInt64 ?? v.doubleValue.map(Self.truncate) } }
     }
 
     /// A member as it is (`null` when absent), for fields the SDK passes through untyped.

@@ -20,6 +20,10 @@ enum DriverInput: Sendable {
     /// A socket API call that needs the session (`status` and the session ops), from the peer
     /// with this connection number.
     case call(SocketAPICall, SocketAPIReply, peer: UInt64)
+    /// A session request of a data API call made for `user` (docs/api.md): answered `not_ready`
+    /// when the daemon acts for another user by the time it is handled, so no step of a call
+    /// speaks for, or reads the data of, a user other than the one it started with.
+    case apiSession(SessionRequest, user: String?, SocketAPIReply, peer: UInt64)
     /// The peer with this connection number went away: its requests still waiting are abandoned.
     case peerClosed(UInt64)
     /// SIGTERM or SIGINT.

@@ -191,7 +191,11 @@ actor SessionDriver {
         // Requests that arrived during the last steps get a proper answer, not the reply's
         // "dropped" fallback.
         for input in leftover {
-            if case .call(_, let reply, _) = input { reply.fail(SocketAPIError(.notReady, "the daemon is stopping")) }
+            switch input {
+            case .call(_, let reply, _), .apiSession(_, _, let reply, _):
+                reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
+            default: break
+            }
         }
         for timer in timers.values { timer.invalidate() }
         timers.removeAll()
@@ -265,6 +269,12 @@ actor SessionDriver {
             await pushTokenOverHTTP(token: token, platform: platform, status: status, appPackageID: app, reply: reply)
         case .call(let call, let reply, let peer):
             await answer(call, reply, peer: peer)
+        case .apiSession(let request, let user, let reply, let peer):
+            let now = machine.user?.extUserID
+            guard now == user else {
+                return reply.fail(SocketAPIError(.notReady, "the user changed from \(user ?? "anonymous") to \(now ?? "anonymous") during the call; nothing more was sent for it"))
+            }
+            await answer(.session(request), reply, peer: peer)
         case .httpEvent(let event):
             emit(event, now: Self.wallClockMs())
         case .peerClosed(let peer):
@@ -362,7 +372,7 @@ actor SessionDriver {
             if spec.needsUser && machine.user == nil {
                 return reply.fail(SocketAPIError(.notReady, "call \"\(spec.name)\" needs an identified user, and none is: identify one first (the identify op)"))
             }
-            let host = DriverDataAPIHost(driver: self, inbox: inbox, loop: loop, cache: dataAPICache)
+            let host = DriverDataAPIHost(driver: self, inbox: inbox, loop: loop, cache: dataAPICache, user: machine.user?.extUserID)
             Task(executorPreference: loop) { reply.answer(await DataAPIImplementations.run(request, host: host, peer: peer)) }
         case .logLevel(let level):
             // The daemon's loggers share one level (Daemon.bootstrapLogging): this sets it for all,
@@ -987,6 +997,9 @@ extension SessionDriver {
     /// INIT's `settings` of the current (or last) connection.
     func labelSettings() -> JSONObject? { machine.lastConnection?.initResponse?.settings }
 
+    /// The identified user's public props (nil while anonymous), for the data API's user calls.
+    func publicProps() -> JSONObject? { machine.user == nil ? nil : machine.props }
+
     /// The HTTP client's options for the data API's fetches: the public API's (CA file, proxy, timeouts).
     func dataAPIHTTPOptions() -> HTTPClientOptions { HTTPReportQueue.clientOptions(config) }
 }
@@ -998,17 +1011,21 @@ struct DriverDataAPIHost: DataAPIHost {
     let inbox: DriverInbox
     let loop: EventLoop
     let cache: DataAPICache
+    /// The user the call was made for: every request of it is for them.
+    let user: String?
 
     func session(_ request: SessionRequest, peer: UInt64) async -> Result<JSONValue, SocketAPIError> {
         await withCheckedContinuation { continuation in
             let reply = SocketAPIReply { continuation.resume(returning: $0) }
-            if !inbox.yield(.call(.session(request), reply, peer: peer)) {
+            if !inbox.yield(.apiSession(request, user: user, reply, peer: peer)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }
     }
 
     func labelSettings() async -> JSONObject? { await driver.labelSettings() }
+
+    func publicProps() async -> JSONObject? { await driver.publicProps() }
 
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse {
         let options = await driver.dataAPIHTTPOptions()

@@ -10,9 +10,6 @@ public struct SimAchievementData: Sendable {
     public var optedIn: [Int64: Int64] = [:]
     /// Prizes claimed: mission id → claim time.
     public var claimed: [Int64: Int64] = [:]
-    /// How many "mark all read" / "delete all" inbox requests (529/535 with `all_read`/`all_deleted`) came.
-    public var inboxAllRead = 0
-    public var inboxAllDeleted = 0
 
     public init() {}
 

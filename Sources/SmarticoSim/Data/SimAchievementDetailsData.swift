@@ -1,22 +1,15 @@
 import SmarticoProtocol
 
 // The simulated answers of the SDK's DetailsApi requests (docs/simulator.md, "Data API: achievements"):
-// the activity log (545 → 546), a raffle's past draw runs (906 → 907) and the inbox's mark-all
-// requests (529 → 530, 535 → 536).
+// the activity log (545 → 546), a raffle's past draw runs (906 → 907), one draw run (904 → 905) and
+// the leaderboards (505 → 506). The inbox's mark-all requests (529, 535) are the inbox's routes
+// (SimInboxStoreData), which take `all_read` / `all_deleted`.
 extension SimAchievementData {
     static let detailRoutes: [SimDataRoute] = [
         SimDataRoute(545, 546) { request, data, env in ["logHistory": .array(activityLog(request, data: data, now: env.now, user: env.user))] },
         SimDataRoute(906, 907) { request, _, env in drawHistory(request, now: env.now) },
         SimDataRoute(904, 905) { request, _, env in drawRun(request, now: env.now) },
         SimDataRoute(505, 506) { _, data, env in leaderboards(user: env.user, points: data.points) },
-        SimDataRoute(529, 530) { request, data, _ in
-            if request["all_read"]?.boolValue == true { data.achievements.inboxAllRead += 1 }
-            return [:]
-        },
-        SimDataRoute(535, 536) { request, data, _ in
-            if request["all_deleted"]?.boolValue == true { data.achievements.inboxAllDeleted += 1 }
-            return [:]
-        },
     ]
 
     /// The log rows, newest first: a points credit, a gems spend, a diamonds credit, a mission and a

@@ -8,6 +8,7 @@ import SmarticoProtocol
 /// | `/wrapper-gf.html` | the gamification wrapper (`native_app_gf_url`): user, label, brand, the `dp` deep link |
 /// | `/wrapper-popup.html` | the popup wrapper (`native_app_popup_url`): the engagement arrives via the bridge |
 /// | `/avatar/<id>` | an SVG avatar (`DYNAMIC_IMAGE_DOMAIN` + `avatar/<avatar_id>`) |
+/// | `/inbox/<guid>.json` | an inbox message body (`INBOX_PUBLIC_CDN` + guid + `.json`), 404 for unknown guids; recorded |
 /// | `/health` | `ok` |
 /// | `/services/public` | the public API (002 §4, §5): push token registrations (GET `event=` or POST body) and push engagement reports, recorded |
 public struct SimHTTPRouter: Sendable {
@@ -28,6 +29,13 @@ public struct SimHTTPRouter: Sendable {
     /// The response, and what to record (public API calls only).
     public func handle(_ request: SimHTTPRequest) -> (response: SimHTTPResponse, record: Record?) {
         if request.path == PublicAPI.path { return publicAPI(request) }
+        if request.path.hasPrefix(Self.inboxPrefix) {
+            // Inbox body fetches are recorded too (a test counts them: the daemon caches bodies).
+            let response = respond(to: request)
+            var http: JSONObject = ["method": .string(request.method), "path": .string(request.path), "status": .number(Int64(response.status))]
+            if response.status != 200 { http["error"] = .string("no inbox body") }
+            return (response, Record(http: http, message: nil, raw: "", error: nil))
+        }
         return (respond(to: request), nil)
     }
 
@@ -83,6 +91,7 @@ public struct SimHTTPRouter: Sendable {
         case "/wrapper-gf.html": return html(SimPages.gamificationWrapper(request))
         case "/wrapper-popup.html": return html(SimPages.popupWrapper(request))
         default:
+            if path.hasPrefix(Self.inboxPrefix) { return inboxBody(path) }
             if path.hasPrefix("/avatar/") {
                 let id = String(path.dropFirst("/avatar/".count))
                 guard !id.isEmpty, !id.contains("/") else { return .text(404, "Not Found", "no avatar id in \(path.truncatedUTF8(80))") }
@@ -90,6 +99,18 @@ public struct SimHTTPRouter: Sendable {
             }
             return .text(404, "Not Found", "no page at \(path.truncatedUTF8(200)); see /")
         }
+    }
+
+    /// Where the inbox bodies are (INIT's `INBOX_PUBLIC_CDN` is the base URL + this).
+    public static let inboxPrefix = "/inbox/"
+
+    /// `/inbox/<guid>.json`: the wire `InboxMessageBody` of a sample message (SimInboxStoreData), 404 else.
+    private func inboxBody(_ path: String) -> SimHTTPResponse {
+        let name = path.dropFirst(Self.inboxPrefix.count)
+        guard name.hasSuffix(".json"), let body = SimInboxStoreData.inboxBody(guid: String(name.dropLast(5))) else {
+            return .text(404, "Not Found", "no inbox message body at \(path.truncatedUTF8(200))")
+        }
+        return SimHTTPResponse(status: 200, reason: "OK", contentType: "application/json", body: body.serialized())
     }
 
     /// Response bytes for a request (HEAD: without the body).
@@ -155,6 +176,7 @@ public enum SimPages {
             <li><code>/wrapper-gf.html?label_key=…&amp;brand_key=…&amp;user_ext_id=…&amp;dp=…</code>: gamification wrapper</li>
             <li><code>/wrapper-popup.html?label_key=…&amp;brand_key=…&amp;user_ext_id=…</code>: popup wrapper</li>
             <li><code>/avatar/&lt;avatar_id&gt;</code>: avatar image</li>
+            <li><code>/inbox/&lt;guid&gt;.json</code>: inbox message body</li>
             <li><code>/health</code></li>
             </ul>
             """)

@@ -14,6 +14,16 @@ public enum DataAPIRole: String, Sendable, Equatable {
 /// The JSON type of an argument (smarticoctl converts `key=value` to it).
 public enum DataAPIArgType: String, Sendable, Equatable {
     case string, integer, boolean, number
+
+    /// "an integer", "true or false", … (for error messages).
+    public var phrase: String {
+        switch self {
+        case .string: "a string"
+        case .integer: "an integer"
+        case .boolean: "true or false"
+        case .number: "a number"
+        }
+    }
 }
 
 /// One argument of a call, given in the op's `args` object.

@@ -285,11 +285,14 @@ struct AchievementAPITests {
                     && daily["me"]?["avatar_url"]?.stringValue == "https://cdn.example/u.png")
             #expect(boards[1]["me"]?["position"]?.int64Value == -1 && boards[1]["users"] == [] && boards[1]["description"] == .null)
 
-            // The inbox's mark-all actions.
+            // The inbox's mark-all actions: the unread count drops to 0, then the list empties.
+            #expect(try await f.call("inbox.unread_count").int64Value ?? 0 > 0, "the sample inbox starts with unread messages")
             #expect(try await f.call("inbox.mark_all_read") == ["err_code": 0, "err_message": nil])
             #expect(try await f.received(cids: [529]).last?["all_read"] == true)
+            #expect(try await f.call("inbox.unread_count") == 0)
             #expect(try await f.call("inbox.delete_all") == ["err_code": 0, "err_message": nil])
             #expect(try await f.received(cids: [535]).last?["all_deleted"] == true)
+            #expect(try await f.call("inbox.list") == [])
 
             // Engagement reports: sent, nothing awaited.
             #expect(try await f.call("engagement.impression", ["engagement_uid": "eng-1", "activity_type": 31]) == .null)

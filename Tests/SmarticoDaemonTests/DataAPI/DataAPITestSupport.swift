@@ -1,5 +1,6 @@
 import Foundation
 import SmarticoProtocol
+import SmarticoSocketAPI
 import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
@@ -77,4 +78,20 @@ final class DataAPIFixture: @unchecked Sendable {  // immutable after start
 extension JSONValue {
     /// The elements of an array result as objects (empty for anything else).
     var objects: [JSONObject] { (arrayValue ?? []).compactMap(\.objectValue) }
+}
+
+extension DataAPICallSpec {
+    /// Values for the required arguments (for tests that only need a call to parse).
+    var placeholderArgs: JSONObject {
+        var args = JSONObject()
+        for arg in self.args where arg.required {
+            switch arg.type {
+            case .string: args[arg.name] = "x"
+            case .integer: args[arg.name] = .number(arg.range.map { max($0.lowerBound, min(1, $0.upperBound)) } ?? 1)
+            case .number: args[arg.name] = 1
+            case .boolean: args[arg.name] = true
+            }
+        }
+        return args
+    }
 }

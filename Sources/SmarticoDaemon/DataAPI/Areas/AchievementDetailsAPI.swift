@@ -194,16 +194,10 @@ enum AchievementDetailsAPI {
 
     // MARK: - Leaderboards
 
-    /// A map's values ordered by key: numeric keys ascending (they are ids), then the others by text.
+    /// The values of a map keyed by id, ordered by id. A member whose name is not an id is not an
+    /// entry (a field the server added to the map), where the SDK would make an empty board of it.
     static func byNumericKey(_ map: JSONObject) -> [JSONValue] {
-        map.sorted { a, b in
-            switch (Int64(a.key), Int64(b.key)) {
-            case let (x?, y?): x < y
-            case (.some, nil): true
-            case (nil, .some): false
-            case (nil, nil): a.key < b.key
-            }
-        }.map(\.value)
+        map.compactMap { member in Int64(member.key).map { ($0, member.value) } }.sorted { $0.0 < $1.0 }.map(\.1)
     }
 
     /// `LeaderBoardDetailsT`: `reward_points[i]` is place i + 1's reward; `me` is the user's row.

@@ -1,0 +1,235 @@
+import Foundation
+import SmarticoProtocol
+import SmarticoSocketAPI
+import SmarticoTestSupport
+import Testing
+@testable import SmarticoDaemon
+
+/// The `api` op itself (docs/api.md): its parsing, and what every call shares against the built
+/// daemon and simulator: `not_ready` while anonymous, `server_error`, timeouts, waiting for the
+/// session while offline, `raw`, and lenient reading of answers with extra and missing fields.
+/// (The role check is SocketAPIPermissionTests' `dataAPICallsTakeTheirCallsRole`.)
+@Suite("Data API: the op")
+struct DataAPIFrameworkTests {
+    /// Read calls without required arguments that send one request: the ones these tests make.
+    static var simpleReads: [DataAPICallSpec] {
+        DataAPICatalog.calls.filter { $0.role == .read && !$0.args.contains(where: \.required) && $0.cids.count == 1 && $0.needsUser }
+    }
+
+    static func parse(_ line: String) -> Result<SocketRequest, SocketAPIError> { SocketRequestParser.parse(line).request }
+
+    static func failure(_ line: String) -> String {
+        if case .failure(let e) = parse(line) { return "\(e.code.rawValue): \(e.message)" }
+        return "parsed"
+    }
+
+    // MARK: Parsing
+
+    @Test func theCatalogIsWellFormedAndEveryCallHasAnImplementation() throws {
+        let names = DataAPICatalog.calls.map(\.name)
+        #expect(Set(names).count == names.count, "duplicate call names")
+        for spec in DataAPICatalog.calls {
+            #expect(spec.name.wholeMatch(of: /[a-z_]+\.[a-z_]+/) != nil, "\(spec.name) is not area.verb")
+            #expect(!spec.summary.isEmpty && !spec.result.isEmpty && !spec.sdkMethod.isEmpty, "\(spec.name)")
+            #expect(Set(spec.args.map(\.name)).count == spec.args.count, "\(spec.name): duplicate arguments")
+            for arg in spec.args { #expect(arg.name.wholeMatch(of: /[a-z_]+/) != nil, "\(spec.name).\(arg.name)") }
+        }
+        #expect(Set(DataAPIImplementations.all.keys) == Set(names), "implementations without a spec or specs without one")
+        #expect(!Self.simpleReads.isEmpty)
+    }
+
+    @Test func argumentsAreCheckedAgainstTheCallBeforeAnythingIsSent() throws {
+        let unknown = Self.failure(#"{"op":"api","call":"missions.lst"}"#)
+        #expect(unknown.hasPrefix("bad_request: unknown call \"missions.lst\"") && unknown.contains("smarticoctl api list"), "\(unknown)")
+        #expect(Self.failure(#"{"op":"api"}"#).hasPrefix("bad_request: field \"call\" is required"))
+        #expect(Self.failure(#"{"op":"api","call":7}"#).contains("must be a string"))
+        let spec = try #require(DataAPICatalog.calls.first { c in c.args.contains { $0.type == .integer } })
+        let intArg = try #require(spec.args.first { $0.type == .integer })
+        let wrong = Self.failure(#"{"op":"api","call":"\#(spec.name)","args":{"\#(intArg.name)":"seven"}}"#)
+        #expect(wrong == "bad_request: field \"args.\(intArg.name)\" of call \"\(spec.name)\" must be an integer, got string", "\(wrong)")
+        let extra = Self.failure(#"{"op":"api","call":"\#(spec.name)","args":{"nonsense":1}}"#)
+        #expect(extra.hasPrefix("bad_request: field \"args.nonsense\" is not an argument of call \"\(spec.name)\""), "\(extra)")
+        if let required = spec.args.first(where: \.required) {
+            let missing = Self.failure(#"{"op":"api","call":"\#(spec.name)","args":{}}"#)
+            #expect(missing.hasPrefix("bad_request: field \"args.\(required.name)\" is required by call \"\(spec.name)\""), "\(missing)")
+        }
+        let read = try #require(Self.simpleReads.first)
+        #expect(Self.failure(#"{"op":"api","call":"\#(read.name)","raw":"yes"}"#).contains("\"raw\""))
+        #expect(Self.failure(#"{"op":"api","call":"\#(read.name)","timeout_ms":0}"#).contains("timeout_ms"))
+        #expect(Self.failure(#"{"op":"api","call":"\#(read.name)","args":[]}"#).contains("must be an object"))
+        guard case .success(.api(let r)) = Self.parse(#"{"op":"api","call":"\#(read.name)","raw":true,"timeout_ms":250}"#) else {
+            Issue.record("a valid api op did not parse")
+            return
+        }
+        #expect(r.call == read.name && r.raw && r.timeoutMs == 250)
+    }
+
+    // MARK: Against the daemon
+
+    @Test func anonymousCallsAnswerNotReadyAtOnceAndSendNothing() async throws {
+        let f = try await DataAPIFixture.start(user: nil)
+        defer { Task { await f.stop() } }
+        let cids = Set(DataAPICatalog.calls.flatMap(\.cids)).map(Int64.init)
+        for spec in DataAPICatalog.calls where spec.needsUser {
+            let started = ContinuousClock.now
+            let e = try await f.failure(spec.name, spec.placeholderArgs)
+            #expect(e["code"] == "not_ready", "\(spec.name): \(e)")
+            #expect((e["message"]?.stringValue ?? "").contains("identif"), "\(e)")
+            #expect(ContinuousClock.now - started < .seconds(2), "\(spec.name) waited")
+        }
+        #expect(try await f.received(cids: cids).isEmpty)
+    }
+
+    @Test func aServerErrCodeIsServerErrorWithItsCodeAndASilentServerATimeout() async throws {
+        let f = try await DataAPIFixture.start()
+        defer { Task { await f.stop() } }
+        let spec = try #require(Self.simpleReads.first)
+        try await f.dataFault(cid: Int64(spec.cids[0]), "error", ["errCode": 30002, "errMsg": "not enough points"])
+        let e = try await f.failure(spec.name)
+        #expect(e["code"] == "server_error" && e["errCode"] == 30002 && e["errMsg"] == "not enough points", "\(e)")
+
+        try await f.dataFault(cid: Int64(spec.cids[0]), "silent")
+        let started = ContinuousClock.now
+        let t = try await f.failure(spec.name, timeoutMs: 400)
+        let waited = ContinuousClock.now - started
+        #expect(t["code"] == "timeout", "\(t)")
+        #expect(waited >= .milliseconds(350) && waited < .seconds(5), "\(waited)")
+        // The next call is answered again.
+        _ = try await f.call(spec.name)
+    }
+
+    @Test func aReadWhileOfflineWaitsForTheSessionWithinItsTimeout() async throws {
+        let f = try await DataAPIFixture.start()
+        defer { Task { await f.stop() } }
+        let spec = try #require(Self.simpleReads.first)
+        let port = f.sim.port
+        _ = await f.sim.stop()
+        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
+        try #require(offline)
+        // Answered after the simulator is back (same port), not refused while offline.
+        async let answer = f.client.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 15_000), timeoutMs: 30_000)
+        try await Task.sleep(for: .milliseconds(500))
+        let sim = try await SimProcess.start(dir: f.setup.dir, port: port)
+        defer { Task { _ = await sim.stop() } }
+        let response = try await answer
+        #expect(response["ok"] == true, "\(response)")
+        #expect(try await sim.received(cids: [Int64(spec.cids[0])]).count == 1)
+    }
+
+    /// A call made for alice that is still waiting when the daemon switches to bob answers
+    /// `not_ready` naming alice, and nothing of it is sent on bob's session.
+    @Test func aCallNeverAnswersForAnotherUserThanItWasMadeFor() async throws {
+        let f = try await DataAPIFixture.start()
+        defer { Task { await f.stop() } }
+        let spec = try #require(Self.simpleReads.first)
+        let port = f.sim.port
+        _ = await f.sim.stop()
+        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
+        try #require(offline)
+        let other = try await DaemonClient.connect(path: f.setup.socketPath)
+        defer { other.close() }
+        async let answer = other.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 20_000), timeoutMs: 30_000)
+        try await Task.sleep(for: .milliseconds(300))
+        // Offline, identify waits for the server: its answer is not needed here.
+        _ = try? await f.client.request("identify", ["ext_user_id": "bob", "hash": "h"], timeoutMs: 1_000)
+        let sim = try await SimProcess.start(dir: f.setup.dir, port: port)
+        defer { Task { _ = await sim.stop() } }
+        let response = try await answer
+        #expect(response["error"]?["code"] == "not_ready", "\(response)")
+        #expect((response["error"]?["message"]?.stringValue ?? "").contains("alice"), "\(response)")
+        let bobReady = try await eventually(timeout: .seconds(10)) {
+            try await f.client.ok("status")["user"]?["ext_user_id"] == "bob"
+        }
+        #expect(bobReady)
+        #expect(try await sim.received(cids: [Int64(spec.cids[0])]).isEmpty)
+    }
+
+    /// Every simple read: `raw` is the server's message; extra fields change nothing in the public
+    /// shape; with the items reduced to their ids every field is still there (null when unknown).
+    @Test func answersWithExtraAndMissingFieldsAreStillDecoded() async throws {
+        let f = try await DataAPIFixture.start()
+        defer { Task { await f.stop() } }
+        for spec in Self.simpleReads {
+            let cid = Int64(spec.cids[0])
+            let normal = try await f.call(spec.name)
+            let raw = try #require(try await f.call(spec.name, raw: true).objectValue, "\(spec.name) raw")
+            #expect(raw["cid"]?.int64Value != nil && raw["errCode"] != nil, "\(spec.name): raw is the server's message: \(raw)")
+
+            var body = Self.withExtraFields(raw)
+            body.removeValue(forKey: "cid")
+            try await f.dataFault(cid: cid, "replace", ["body": .object(body)])
+            let withExtras = try await f.call(spec.name)
+            // The public shape's own fields are the same; fields it passes through untyped (as the
+            // SDK does: meta maps, custom data) may carry the additions.
+            for (a, b) in zip(Self.items(withExtras), Self.items(normal)) {
+                #expect(Set(a.keys) == Set(b.keys), "\(spec.name): an added field changed the shape: \(a)")
+            }
+            #expect(Self.shape(withExtras) == Self.shape(normal), "\(spec.name): extra fields changed the result:\n\(withExtras)\nvs\n\(normal)")
+
+            var reduced = Self.reducedToIDs(raw)
+            reduced.removeValue(forKey: "cid")
+            try await f.dataFault(cid: cid, "replace", ["body": .object(reduced)])
+            let sparse = try await f.call(spec.name)
+            for (a, b) in zip(Self.items(sparse), Self.items(normal)) {
+                #expect(Set(a.keys) == Set(b.keys), "\(spec.name): fields missing from the answer must be null, not absent: \(a)")
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    /// `value` with `"zz_extra": …` added to every object (the server adding fields).
+    static func withExtraFields(_ o: JSONObject) -> JSONObject {
+        var out = JSONObject()
+        for (k, v) in o { out[k] = withExtraFields(v) }
+        out["zz_extra"] = ["nested": [1, "two"]]
+        return out
+    }
+
+    static func withExtraFields(_ v: JSONValue) -> JSONValue {
+        switch v {
+        case .object(let o): .object(withExtraFields(o))
+        case .array(let a): .array(a.map(withExtraFields))
+        default: v
+        }
+    }
+
+    /// Objects inside arrays keep only their members whose name has "id" or "type" (what items are
+    /// told apart by); the rest of the answer stays.
+    static func reducedToIDs(_ o: JSONObject) -> JSONObject {
+        var out = JSONObject()
+        for (k, v) in o {
+            if case .array(let a) = v {
+                out[k] = .array(a.map { e in
+                    guard case .object(let item) = e else { return e }
+                    var kept = JSONObject()
+                    for (ik, iv) in item where ik.contains("id") || ik.contains("type") { kept[ik] = iv }
+                    return .object(kept)
+                })
+            } else {
+                out[k] = v
+            }
+        }
+        return out
+    }
+
+    static func items(_ v: JSONValue) -> [JSONObject] {
+        if let a = v.arrayValue { return a.compactMap(\.objectValue) }
+        return v.objectValue.map { [$0] } ?? []
+    }
+
+    /// The result with numbers that are times (names with ts, dt, date, time, ms) blanked, as two
+    /// reads a few ms apart may compute them from different clocks, and without the `zz_extra`
+    /// members that untyped pass-through fields carry.
+    static func shape(_ v: JSONValue, key: String = "") -> JSONValue {
+        switch v {
+        case .object(let o):
+            var out = JSONObject()
+            for (k, x) in o where k != "zz_extra" { out[k] = shape(x, key: k) }
+            return .object(out)
+        case .array(let a): return .array(a.map { shape($0, key: key) })
+        case .number where ["ts", "dt", "date", "time", "ms"].contains(where: key.contains): return "time"
+        default: return v
+        }
+    }
+}
