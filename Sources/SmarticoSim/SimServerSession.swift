@@ -279,19 +279,12 @@ public struct SimServerSession: Sendable {
 
     // MARK: - Request/response samples
 
-    /// Requests answered with sample data: 13 → 14 translations, 500 → 501 levels. (513 inbox and
+    /// Requests answered with sample data: 13 → 14 translations. (500 levels, 513 inbox and
     /// 700 → 701 mini-game templates are data routes, SimData; 701 still gets a fresh uuid.)
     static let samples: [Int64: (needsUser: Bool, body: JSONObject)] = [
         13: (false, [
             "lang_code": "EN",
             "translations": ["gf_levels": "Levels", "gf_missions": "Missions", "gf_store": "Store", "gf_close": "Close"],
-        ]),
-        500: (true, [
-            "levels": [
-                ["level_id": 1, "level_public_meta": ["name": "Level A", "description": "Welcome"], "required_points": 0],
-                ["level_id": 2, "level_public_meta": ["name": "Level B", "description": "Regular"], "required_points": 1000],
-                ["level_id": 3, "level_public_meta": ["name": "Level E", "description": "Expert"], "required_points": 3000],
-            ],
         ]),
     ]
 

@@ -64,7 +64,7 @@ import SmarticoProtocol
         #expect(h.send(c, Msg.simple(1003, ["token": "tok", "platform": 7, "pushNotificationUserStatus": 0])).cids == [2003])
         #expect(h.sim.sessions[c]?.pushToken == "tok")
         let levels = try #require(h.send(c, Msg.simple(500)).first?.json)
-        #expect(levels.int("cid") == 501 && levels.int("errCode") == 0 && levels["levels"]?.arrayValue?.count == 3)
+        #expect(levels.int("cid") == 501 && levels.int("errCode") == 0 && levels["levels"]?.arrayValue?.count == 5)
         let inbox = try #require(h.send(c, Msg.simple(513)).first?.json)
         #expect(inbox.int("cid") == 514 && inbox["log"]?.arrayValue?.count == 5 && inbox.int("unread_count") == 3)
         let tr = try #require(h.send(c, Msg.simple(13)).first?.json)

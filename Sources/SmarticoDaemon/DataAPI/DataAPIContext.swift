@@ -110,6 +110,14 @@ public final class DataAPIContext: Sendable {
         }
     }
 
+    /// Sends `{"cid": cid, …payload}` and waits for no answer (the SDK's fire-and-forget reports:
+    /// an engagement's impression or click). Nothing is recorded for `raw`.
+    public func send(cid: Int, _ payload: JSONObject = [:]) async throws(SocketAPIError) {
+        var message = payload
+        message["cid"] = .number(Int64(cid))
+        if case .failure(let error) = await host.session(.send(message), peer: peer) { throw error }
+    }
+
     /// A label setting from the session's INIT answer (`INBOX_PUBLIC_CDN`), nil when the session has
     /// not had one or it is absent.
     public func labelSetting(_ name: String) async -> JSONValue? {

@@ -264,6 +264,11 @@ public struct SimInboxStoreData: Sendable {
 
     /// Applies `change` to the message `engagement_uid` names; errCode 1 when there is none.
     static func markInbox(_ request: JSONObject, _ data: inout SimUserData, _ change: (inout Message) -> Void) -> JSONObject {
+        // Every message at once (`all_read` / `all_deleted`: the achievements area's inbox.mark_all_read / delete_all).
+        if request["all_read"]?.boolValue == true || request["all_deleted"]?.boolValue == true {
+            for i in data.inboxStore.inbox.indices where !data.inboxStore.inbox[i].deleted { change(&data.inboxStore.inbox[i]) }
+            return [:]
+        }
         guard let guid = request["engagement_uid"]?.stringValue,
               let i = data.inboxStore.inbox.firstIndex(where: { $0.guid == guid && !$0.deleted }) else {
             return refuse(1, "no inbox message \(request["engagement_uid"]?.stringValue ?? "(none)")")
