@@ -12,6 +12,40 @@ func control(_ h: inout Harness, _ line: String, now: Int64 = t0) throws -> (JSO
 }
 
 @Suite struct ControlTests {
+    /// The data API's routes: each request cid is answered by one area only.
+    @Test func eachDataRouteCidBelongsToOneArea() {
+        let cids = SimData.allRoutes.map(\.request)
+        #expect(Set(cids).count == cids.count, "routed twice: \(Dictionary(grouping: cids, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted())")
+    }
+
+    /// `data_fault`: the next answer to a data cid is an error, nothing, or the given body; once.
+    @Test func dataFaultReplacesTheNextDataAnswerOnce() throws {
+        var h = Harness()
+        let c = h.ready(user: "alice")
+        let cid = try #require(SimData.allRoutes.first { $0.response != nil })
+        func answer() -> JSONObject? { h.send(c, Msg.simple(cid.request)).first?.json }
+
+        #expect(try control(&h, #"{"op":"data_fault","cid":\#(cid.request),"answer":"error","errCode":30002,"errMsg":"short"}"#).0["ok"] == true)
+        let refused = answer()
+        #expect(refused?.int("errCode") == 30002 && refused?.str("errMsg") == "short" && refused?.int("cid") == cid.response)
+        #expect(answer()?.int("errCode") == 0, "once only")
+
+        _ = try control(&h, #"{"op":"data_fault","cid":\#(cid.request),"answer":"silent"}"#)
+        #expect(h.send(c, Msg.simple(cid.request)).isEmpty)
+
+        _ = try control(&h, #"{"op":"data_fault","cid":\#(cid.request),"answer":"replace","body":{"x":1}}"#)
+        let replaced = answer()
+        #expect(replaced?.int("x") == 1 && replaced?.int("errCode") == 0 && replaced?.int("cid") == cid.response)
+
+        let unknown = try control(&h, #"{"op":"data_fault","cid":4242,"answer":"silent"}"#).0
+        #expect(unknown["ok"] == false && (unknown.str("error") ?? "").contains("4242"))
+        let noBody = try control(&h, #"{"op":"data_fault","cid":\#(cid.request),"answer":"replace"}"#).0
+        #expect(noBody["ok"] == false && (noBody.str("error") ?? "").contains("body"))
+        _ = try control(&h, #"{"op":"data_fault","cid":\#(cid.request),"answer":"silent"}"#)
+        #expect(try control(&h, #"{"op":"data_fault","clear":true}"#).0["ok"] == true)
+        #expect(answer()?.int("errCode") == 0, "cleared")
+    }
+
     @Test func emitAMessageToAClientOrAUser() throws {
         var h = Harness()
         let c = h.ready(user: "alice")

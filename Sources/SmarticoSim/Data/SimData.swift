@@ -50,14 +50,12 @@ public struct SimDataRoute: Sendable {
 }
 
 public enum SimData {
+    /// Every area's routes (a request cid appears once: SimDataTests checks it).
+    public static let allRoutes: [SimDataRoute] =
+        SimAchievementData.routes + SimInboxStoreData.routes + SimCompetitionData.routes + SimGameData.routes
+
     /// Every route, by request cid.
-    public static let routes: [Int64: SimDataRoute] = {
-        var all: [Int64: SimDataRoute] = [:]
-        for route in SimAchievementData.routes + SimInboxStoreData.routes + SimCompetitionData.routes + SimGameData.routes {
-            all[route.request] = route
-        }
-        return all
-    }()
+    public static let routes: [Int64: SimDataRoute] = Dictionary(allRoutes.map { ($0.request, $0) }, uniquingKeysWith: { first, _ in first })
 }
 
 /// A one-shot replacement of a data API answer (`data_fault` control op).

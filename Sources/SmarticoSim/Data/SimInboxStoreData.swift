@@ -169,11 +169,6 @@ public struct SimInboxStoreData: Sendable {
             }
             return ["items": .array(list)]
         },
-        SimDataRoute(515, 516) { _, _, _ in
-            ["categories": [["id": 1, "publicMeta": ["name": "Popular", "order": 1]],
-                            ["id": 2, "publicMeta": ["name": "Bonuses", "order": 2]],
-                            ["id": 3, "publicMeta": ["name": "Merchandise", "order": 3]]]]
-        },
         // BUY_SHOP_ITEM: deducts the price; refuses with the SDK's codes when the balance is short.
         SimDataRoute(511, 512) { request, data, _ in
             guard let id = request["itemId"]?.int64Value, id >= 1, let item = items.first(where: { $0.id == id }) else {

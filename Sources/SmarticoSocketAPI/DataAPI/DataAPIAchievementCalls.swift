@@ -14,15 +14,8 @@ public enum DataAPIAchievementCalls {
                         args: [DataAPIArg("mission_id", .integer, required: true, "the mission's id (not 0)"),
                                DataAPIArg("ach_completed_id", .integer, required: true, "the completion to claim: the mission's ach_completed_id")],
                         cids: [539], result: "TMissionClaimRewardResult", "claim a completed mission's prize"),
-        // The SDK's DetailsApi.
-        DataAPICallSpec("activity.log", sdk: "getActivityLog",
-                        args: [DataAPIArg("start_time_seconds", .integer, required: true, "the window's start, epoch seconds"),
-                               DataAPIArg("end_time_seconds", .integer, required: true, "the window's end, epoch seconds"),
-                               DataAPIArg("from", .integer, required: true, range: 0...1_000_000, "offset of the first row"),
-                               DataAPIArg("to", .integer, required: true, range: 0...1_000_000, "offset after the last row (at most 50 rows a page)"),
-                               DataAPIArg("types", .string, default: "all", "activity types to keep, comma-separated (\"1,2\")"),
-                               DataAPIArg("src_types", .string, default: "all", "source types to keep, comma-separated")],
-                        cids: [545], result: "[TActivityLog]", "the user's points/gems/diamonds history in a time window"),
+        // The SDK's DetailsApi (its getActivityLog, getLeaderBoards and getTournamentInstanceInfo are
+        // the competition area's: history.activity_log, leaderboards.list, tournaments.info).
         DataAPICallSpec("raffles.draw_history", sdk: "getRaffleDrawRunsHistory",
                         args: [DataAPIArg("raffle_id", .integer, required: true, "the raffle's id (not 0)"),
                                DataAPIArg("draw_id", .integer, default: "all", "only this draw's runs")],
@@ -33,8 +26,6 @@ public enum DataAPIAchievementCalls {
                                DataAPIArg("winners_from", .integer, default: "server's", range: 0...1_000_000, "offset of the first winner"),
                                DataAPIArg("winners_to", .integer, default: "server's", range: 0...1_000_000, "how many winners (sent as the limit)")],
                         cids: [904], result: "TRaffleDraw", "one raffle draw run with its prizes and winners"),
-        DataAPICallSpec("leaderboards.list", sdk: "getLeaderBoards", cids: [505], result: "[LeaderBoardDetailsT]",
-                        "every leaderboard of the label, by period type"),
         DataAPICallSpec("inbox.mark_all_read", sdk: "markAllInboxMessagesAsRead", role: .control, cids: [529],
                         result: "InboxMarkMessageAction", "mark every inbox message read"),
         DataAPICallSpec("inbox.delete_all", sdk: "deleteAllInboxMessages", role: .control, cids: [535],

@@ -263,16 +263,12 @@ enum CompetitionShapes {
         ]
     }
 
-    /// A server map's entries: numeric keys ascending, then the others by text.
+    /// A server map's entries keyed by id, ids ascending; a member whose name is not an id (a field
+    /// the server added to the map) is not an entry.
     static func byNumericKey(_ map: JSONObject) -> [(key: String, value: JSONValue)] {
-        map.map { (key: $0.key, value: $0.value) }.sorted { a, b in
-            switch (Int64(a.key), Int64(b.key)) {
-            case let (x?, y?): x < y
-            case (.some, nil): true
-            case (nil, .some): false
-            case (nil, nil): a.key < b.key
-            }
-        }
+        map.compactMap { k, v in Int64(k).map { (id: $0, key: k, value: v) } }
+            .sorted { $0.id < $1.id }
+            .map { (key: $0.key, value: $0.value) }
     }
 
     // MARK: - Clans
