@@ -170,16 +170,21 @@ class ErrorTests(DaemonTestCase):
         self.rig.start()
         self.daemon.wait_identified()
         client = self.client()
-        with self.assertRaises(SmarticoError) as caught:
-            client.api("no.such.call", limit=5)
-        error = caught.exception
-        if isinstance(error, UnknownOp):
-            # A daemon before issue 28: it refuses the op by name.
-            self.assertIn('unknown op "api"', error.message)
-        else:
-            # A daemon with the api op refuses the unknown call.
-            self.assertIsInstance(error, BadRequest, str(error))
-            self.assertIn("no.such.call", error.message)
+        # A call by name answers the SDK's public shape, derived fields included.
+        missions = client.api("missions.list")
+        self.assertIsInstance(missions, list)
+        self.assertTrue(missions, "the simulator has missions")
+        self.assertTrue(all("availability_status" in m and m["type"] == "mission" for m in missions), missions[:1])
+        # raw: the server's message unchanged.
+        raw = client.api("levels.list", raw=True)
+        self.assertEqual(raw["cid"], 501)
+        # Arguments are checked, and an unknown call is refused by name.
+        with self.assertRaises(BadRequest) as caught:
+            client.api("inbox.list", limit=5)
+        self.assertIn("args.limit", caught.exception.message)
+        with self.assertRaises(BadRequest) as caught:
+            client.api("no.such.call")
+        self.assertIn("no.such.call", caught.exception.message)
 
     def test_server_error_carries_errcode(self) -> None:
         self.rig.start(user=None, hash=None)
