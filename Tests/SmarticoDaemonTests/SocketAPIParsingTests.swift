@@ -57,12 +57,14 @@ struct SocketAPIParsingTests {
         #expect(try request(#"{"op":"log_level","level":"debug"}"#) == .logLevel(.debug))
         #expect(try request(#"{"op":"log_level","level":"critical"}"#) == .logLevel(.critical))
         #expect(try request(#"{"op":"metrics"}"#) == .metrics)
+        #expect(try request(#"{"op":"api","call":"inbox.list","args":{"from":0,"to":5}}"#)
+            == .api(DataAPIRequest(call: "inbox.list", args: DataAPIArgs(["from": 0, "to": 5]))))
         // null counts as absent for optional arguments
         #expect(try request(#"{"op":"identify","ext_user_id":"u","hash":null}"#) == .session(.identify(extUserID: "u", hash: nil)))
     }
 
     @Test func everyOpIsKnown() throws {
-        #expect(SocketOp.allCases.count == 20)
+        #expect(SocketOp.allCases.count == 21)
         for op in SocketOp.allCases {
             let parsed = SocketRequestParser.parse(#"{"op":"\#(op.rawValue)"}"#)
             if case .failure(let e) = parsed.request { #expect(e.code == .badRequest, "\(op): \(e)") }
