@@ -102,10 +102,7 @@ struct DataAPIFrameworkTests {
         let f = try await DataAPIFixture.start()
         defer { Task { await f.stop() } }
         let spec = try #require(Self.simpleReads.first)
-        let port = f.sim.port
-        _ = await f.sim.stop()
-        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
-        try #require(offline)
+        let port = try await Self.stopTheSimulator(f)
         // Answered after the simulator is back (same port), not refused while offline.
         async let answer = f.client.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 15_000), timeoutMs: 30_000)
         try await Task.sleep(for: .milliseconds(500))
@@ -122,10 +119,7 @@ struct DataAPIFrameworkTests {
         let f = try await DataAPIFixture.start()
         defer { Task { await f.stop() } }
         let spec = try #require(Self.simpleReads.first)
-        let port = f.sim.port
-        _ = await f.sim.stop()
-        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
-        try #require(offline)
+        let port = try await Self.stopTheSimulator(f)
         let other = try await DaemonClient.connect(path: f.setup.socketPath)
         defer { other.close() }
         async let answer = other.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 20_000), timeoutMs: 30_000)
@@ -178,6 +172,16 @@ struct DataAPIFrameworkTests {
     }
 
     // MARK: Helpers
+
+    /// Stops the simulator and waits until the daemon knows it is offline; returns the port to
+    /// start it again on.
+    static func stopTheSimulator(_ f: DataAPIFixture) async throws -> Int {
+        let port = f.sim.port
+        _ = await f.sim.stop()
+        let offline = try await eventually(timeout: .seconds(10)) { try await f.client.ok("status")["state"] != "ready" }
+        try #require(offline)
+        return port
+    }
 
     /// `value` with `"zz_extra": …` added to every object (the server adding fields).
     static func withExtraFields(_ o: JSONObject) -> JSONObject {

@@ -108,7 +108,7 @@ enum CompetitionShapes {
         ]
         if !detailed {
             o["me"] = r.object("tournamentPlayer").map { .object(me($0)) } ?? .null
-            o["prizes"] = lobbyPrizes(r.object("prizeStructure")?["prizes"])
+            o["prizes"] = prizes(r.object("prizeStructure")?["prizes"], typeNames: false)
         }
         let rest: JSONObject = [
             "start_time": .of(r.int("startTimeTs")),
@@ -138,9 +138,10 @@ enum CompetitionShapes {
         return o
     }
 
-    /// The lobby's prizes are read with the public field names as they are (`type` as text), as the
-    /// SDK decodes them; not an array of objects → null.
-    static func lobbyPrizes(_ value: JSONValue?) -> JSONValue {
+    /// A tournament's prizes with the public field names; not an array of objects → null. The lobby's
+    /// keep `type` as its text, as the SDK decodes them; the details' (`TournamentPrize`,
+    /// `typeNames`) turn the numeric type into its name.
+    static func prizes(_ value: JSONValue?, typeNames: Bool) -> JSONValue {
         guard let items = value?.arrayValue else { return .null }
         var out: [JSONValue] = []
         for item in items {
@@ -148,22 +149,8 @@ enum CompetitionShapes {
             out.append(.object([
                 "name": .of(p.string("name")), "description": .of(p.string("description")),
                 "image_url": .of(p.string("image_url")), "place_from": .of(p.double("place_from")),
-                "place_to": .of(p.double("place_to")), "type": .of(p.string("type")), "points": .of(p.int("points")),
-            ]))
-        }
-        return .array(out)
-    }
-
-    /// The details' prizes (`TournamentPrize`): the numeric type becomes its name.
-    static func detailedPrizes(_ value: JSONValue?) -> JSONValue {
-        guard let items = value?.arrayValue else { return .null }
-        var out: [JSONValue] = []
-        for item in items {
-            guard let p = item.objectValue else { return .null }
-            out.append(.object([
-                "name": .of(p.string("name")), "description": .of(p.string("description")),
-                "image_url": .of(p.string("image_url")), "place_from": .of(p.double("place_from")),
-                "place_to": .of(p.double("place_to")), "type": .of(prizeTypeName(p.int("type"))), "points": .of(p.int("points")),
+                "place_to": .of(p.double("place_to")),
+                "type": .of(typeNames ? prizeTypeName(p.int("type")) : p.string("type")), "points": .of(p.int("points")),
             ]))
         }
         return .array(out)
@@ -209,7 +196,7 @@ enum CompetitionShapes {
         o.append(key: "related_games", value: games)
         o.append(key: "players", value: info?["players"]?.arrayValue.map { .array($0.compactMap(\.objectValue).map { .object(player($0)) }) } ?? .null)
         o.append(key: "me", value: answer.object("userPosition").map { .object(me($0)) } ?? .null)
-        o.append(key: "prizes", value: detailedPrizes(answer.object("prizeStructure")?["prizes"]))
+        o.append(key: "prizes", value: prizes(answer.object("prizeStructure")?["prizes"], typeNames: true))
         let clans: JSONValue = answer["clanLeaderboard"]?.arrayValue.map { items in
             .array(items.compactMap(\.objectValue).map { c in
                 // The public names, else the wire's (clanId, publicMeta, rank, totalScore, memberCount).
