@@ -30,8 +30,15 @@ public struct SimInboxStoreData: Sendable {
     public var avatarInUse: Int64 = 401
     /// The custom public username once set.
     public var username: String?
-    /// Store purchases, oldest first (item ids).
-    public var bought: [Int64] = []
+    /// One store purchase: the item, when (ms before `now` for the sample one, else the time of
+    /// the buy) and what it cost.
+    public struct Purchase: Sendable, Equatable {
+        public var itemID: Int64
+        public var at: Int64
+        public var amount: Int64
+    }
+    /// Store purchases, oldest first. `at` of the sample purchase is relative: ≤ 0 means that many ms before `now`.
+    public var bought: [Purchase] = [Purchase(itemID: 13, at: -40 * 86_400_000, amount: 20)]
 
     public init() {}
 
@@ -113,6 +120,24 @@ public struct SimInboxStoreData: Sendable {
         return "\(two(d))/\(two(m))/\(y) \(two(rem / 3600)):\(two(rem / 60 % 60)):\(two(rem % 60))"
     }
 
+    /// One item as the wire's `StoreItem` (canBuy from the balance of the item's currency).
+    static func wireItem(_ item: Item, _ data: SimUserData, _ env: SimDataEnvironment) -> JSONObject {
+        var meta: JSONObject = ["name": .string(item.name), "description": .string("\(item.name) (sample data)"),
+                                "image_url": .string("https://sim.invalid/store/\(item.id).png"),
+                                "price": .string(String(item.price)), "purchase_type": .number(item.purchaseType),
+                                "priority": .number(item.priority)]
+        if let tag = item.labelTag { meta["label_tag"] = .string(tag) }
+        if let custom = item.customLabelTag { meta["custom_label_tag"] = .string(custom) }
+        if item.id == 11 { meta["related_items"] = [12, 16]; meta["custom_data"] = "{\"promo\":true}" }
+        if item.id == 15 { meta["cant_buy_message"] = "Not enough points yet"; meta["show_timer"] = true }
+        var o: JSONObject = ["id": .number(item.id), "itemTypeId": .number(item.type), "itemPublicMeta": .object(meta),
+                             "categoryIds": .array(item.categories.map { .number($0) }),
+                             "canBuy": .bool(balance(data, item.purchaseType) >= item.price)]
+        if item.id == 15 { o["activeTillDate"] = .number(env.now + 86_400_000) }
+        if item.id == 16 { o["shopPool"] = 7 }
+        return o
+    }
+
     static func refuse(_ code: Int64, _ message: String) -> JSONObject { ["errCode": .number(code), "errMsg": .string(message)] }
 
     // MARK: - Routes
@@ -151,26 +176,10 @@ public struct SimInboxStoreData: Sendable {
         },
         // GET_SHOP_ITEMS: canBuy from the balance of the item's currency.
         SimDataRoute(509, 510) { _, data, env in
-            let list: [JSONValue] = items.map { item in
-                var meta: JSONObject = ["name": .string(item.name), "description": .string("\(item.name) (sample data)"),
-                                        "image_url": .string("https://sim.invalid/store/\(item.id).png"),
-                                        "price": .string(String(item.price)), "purchase_type": .number(item.purchaseType),
-                                        "priority": .number(item.priority)]
-                if let tag = item.labelTag { meta["label_tag"] = .string(tag) }
-                if let custom = item.customLabelTag { meta["custom_label_tag"] = .string(custom) }
-                if item.id == 11 { meta["related_items"] = [12, 16]; meta["custom_data"] = "{\"promo\":true}" }
-                if item.id == 15 { meta["cant_buy_message"] = "Not enough points yet"; meta["show_timer"] = true }
-                var o: JSONObject = ["id": .number(item.id), "itemTypeId": .number(item.type), "itemPublicMeta": .object(meta),
-                                     "categoryIds": .array(item.categories.map { .number($0) }),
-                                     "canBuy": .bool(balance(data, item.purchaseType) >= item.price)]
-                if item.id == 15 { o["activeTillDate"] = .number(env.now + 86_400_000) }
-                if item.id == 16 { o["shopPool"] = 7 }
-                return .object(o)
-            }
-            return ["items": .array(list)]
+            ["items": .array(items.map { .object(wireItem($0, data, env)) })]
         },
         // BUY_SHOP_ITEM: deducts the price; refuses with the SDK's codes when the balance is short.
-        SimDataRoute(511, 512) { request, data, _ in
+        SimDataRoute(511, 512) { request, data, env in
             guard let id = request["itemId"]?.int64Value, id >= 1, let item = items.first(where: { $0.id == id }) else {
                 return refuse(1, "no store item \(request["itemId"].map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "(none)")")
             }
@@ -183,8 +192,23 @@ public struct SimInboxStoreData: Sendable {
             case 2: data.diamonds -= item.price
             default: data.points -= item.price
             }
-            data.inboxStore.bought.append(id)
+            data.inboxStore.bought.append(Purchase(itemID: id, at: env.now, amount: item.price))
             return [:]
+        },
+        // ACH_SHOP_ITEM_HISTORY: the purchases, newest first, paged by limit/offset; each the store
+        // item as 510 lists it plus purchase_ts and purchase_points_amount.
+        SimDataRoute(541, 542) { request, data, env in
+            let offset = max(0, Int(clamping: request["offset"]?.int64Value ?? 0))
+            let limit = max(0, Int(clamping: request["limit"]?.int64Value ?? 20))
+            let page = data.inboxStore.bought.reversed().dropFirst(offset).prefix(limit)
+            let list: [JSONValue] = page.compactMap { p in
+                guard let item = items.first(where: { $0.id == p.itemID }) else { return nil }
+                var o = wireItem(item, data, env)
+                o["purchase_ts"] = .number(p.at <= 0 ? env.now + p.at : p.at)
+                o["purchase_points_amount"] = .number(p.amount)
+                return .object(o)
+            }
+            return ["items": .array(list)]
         },
         SimDataRoute(600, 601) { _, data, env in
             let list: [JSONValue] = data.inboxStore.bonuses.keys.sorted().map { id in

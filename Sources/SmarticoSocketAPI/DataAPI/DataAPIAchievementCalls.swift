@@ -7,6 +7,8 @@ public enum DataAPIAchievementCalls {
                         "the user's badges with their time-limit state"),
         DataAPICallSpec("levels.list", sdk: "getLevels", cids: [500], result: "[TLevel]",
                         "the label's level ladder in server order, with ordinal_position"),
+        DataAPICallSpec("levels.current", sdk: "getCurrentLevel", cids: [500], result: "TLevelCurrent?",
+                        "the user's level (by the props' ach_level_current_id, else by ach_points_ever) with progress to the next (0–100)"),
         DataAPICallSpec("missions.opt_in", sdk: "requestMissionOptIn", role: .control,
                         args: [DataAPIArg("mission_id", .integer, required: true, "the mission's id (not 0)")],
                         cids: [525], result: "TMissionOptInResult", "opt in to a mission that requires it"),

@@ -22,12 +22,16 @@ public enum DataAPIInboxStoreCalls {
         ], cids: [531], result: "InboxMarkMessageAction", "stars or unstars one message"),
         DataAPICallSpec("inbox.delete", sdk: "deleteInboxMessage", role: .control, args: [guid], cids: [535],
                         result: "InboxMarkMessageAction", "deletes one message"),
-        // Store (StoreApi, ActionsApi.buyStoreItem)
+        // Store (StoreApi, ActionsApi.buyStoreItem, HistoryApi.getStorePurchasedItems)
         DataAPICallSpec("store.items", sdk: "getStoreItems", cids: [509], result: "[TStoreItem]",
                         "the store's items with type, price, ribbon and whether the user can buy them"),
         DataAPICallSpec("store.buy", sdk: "buyStoreItem", role: .control, args: [
             DataAPIArg("item_id", .integer, required: true, "the item's `id` (not 0)"),
         ], cids: [511], result: "TBuyStoreItemResult", "buys one item with the user's points, gems or diamonds"),
+        DataAPICallSpec("store.purchased_items", sdk: "getStorePurchasedItems", args: [
+            DataAPIArg("limit", .integer, default: "20", range: 0...1_000_000, "how many purchases (sent as `limit`)"),
+            DataAPIArg("offset", .integer, default: "0", range: 0...1_000_000, "how many to skip (sent as `offset`)"),
+        ], cids: [541], result: "[TStoreItem]", "what the user bought: the store item shape with purchase_ts and purchased_today/this_week/this_month"),
         // Bonuses (BonusesApi)
         DataAPICallSpec("bonuses.list", sdk: "getBonuses", cids: [600], result: "[TBonus]", "the operator bonuses awarded to the user"),
         DataAPICallSpec("bonuses.claim", sdk: "claimBonus", role: .control, args: [

@@ -1,6 +1,7 @@
 import Foundation
 import SmarticoProtocol
 import Testing
+@testable import SmarticoDaemon
 
 /// missions.list, badges.list, levels.list, missions.opt_in, missions.claim_reward against the
 /// simulator's sample achievements (SimAchievementData: one mission per availability branch, one
@@ -121,6 +122,16 @@ struct AchievementAPITests {
             #expect(Set(levels[0].keys) == ["id", "name", "description", "image", "required_points", "visibility_points",
                                              "required_level_counter_1", "required_level_counter_2", "custom_data", "ordinal_position"])
 
+            // The current level: the sim's props have no ach_level_current_id, so by ach_points_ever
+            // (3605): Level E [3000, 6000), progress (3605 - 3000) * 100 / 3000.
+            let current = try #require(try await f.call("levels.current").objectValue)
+            #expect(current["id"] == 3 && current["name"] == "Level E" && current["ordinal_position"] == 3)
+            #expect(current["required_points"] == 3000 && current["description"] == "Expert")
+            let progress = try #require(current["progress"]?.doubleValue)
+            #expect(abs(progress - 605.0 * 100 / 3000) < 1e-9, "\(progress)")
+            #expect(current["custom_data"] == .string(#"{"color":"gold"}"#))
+            #expect(Set(current.keys) == Set(levels[0].keys).union(["progress"]))
+
             // raw: the server's 503 unchanged (with the entry the shape drops).
             let raw = try #require(try await f.call("missions.list", raw: true).objectValue)
             #expect(raw["cid"]?.int64Value == 503)
@@ -230,5 +241,34 @@ struct AchievementAPITests {
             throw error
         }
         await f.stop()
+    }
+
+    /// levels.current's choice and progress on each branch of the SDK's getCurrentLevel.
+    @Test func currentLevelByIDThenByPointsEver() throws {
+        let ladder: [JSONObject] = [
+            ["id": 3, "required_points": 3000, "custom_data": .object([:])],
+            ["id": 1, "required_points": 0, "custom_data": "plain"],
+            ["id": 2, "required_points": 1000, "custom_data": .object(["k": 1])],
+        ]
+        func pick(_ props: JSONObject) -> (Int64?, Double?) {
+            let o = AchievementShape.currentLevel(ladder, props: props).objectValue
+            return (o?["id"]?.int64Value, o?["progress"]?.doubleValue)
+        }
+        // By id even when the points say otherwise; progress below the level's floor clamps to 0.
+        #expect(pick(["ach_level_current_id": 2, "ach_points_ever": 500]) == (2, 0))
+        // No id: the level whose [required, next's required) holds the points.
+        #expect(pick(["ach_points_ever": 1500]) == (2, 25))
+        #expect(pick([:]) == (1, 0))
+        // The top level: progress 100.
+        #expect(pick(["ach_points_ever": 5000]) == (3, 100))
+        // An unknown id and points below every level: the top level.
+        #expect(pick(["ach_level_current_id": 99, "ach_points_ever": -5]) == (3, 100))
+        // custom_data as text.
+        let one = AchievementShape.currentLevel(ladder, props: ["ach_level_current_id": 1]).objectValue
+        #expect(one?["custom_data"] == "plain")
+        let two = AchievementShape.currentLevel(ladder, props: ["ach_level_current_id": 2]).objectValue
+        #expect(two?["custom_data"] == .string(#"{"k":1}"#))
+        // No levels: null.
+        #expect(AchievementShape.currentLevel([], props: ["ach_points_ever": 10]) == .null)
     }
 }

@@ -141,12 +141,45 @@ struct InboxStoreAPITests {
         #expect(ticket["active_till_date"]?.int64Value != nil && ticket["show_timer"] == true)
         #expect(byID[16]?["type"] == "prizedrop" && byID[16]?["pool"]?.doubleValue == 7)
 
+        // The purchase history before buying: the sample purchase (T-shirt, 40 days ago).
+        let history = try await f.call("store.purchased_items").objects
+        #expect(history.compactMap { $0["id"]?.int64Value } == [13])
+        let shirt = try #require(history.first)
+        #expect(shirt["name"] == "T-shirt" && shirt["type"] == "tangible" && shirt["purchase_type"] == "gems")
+        #expect(shirt["purchase_points_amount"] == 20 && shirt.keys.count == 32)
+        #expect(shirt["purchased_today"] == false && shirt["purchased_this_week"] == false && shirt["purchased_this_month"] == false)
+        let shirtTs = try #require(shirt["purchase_ts"]?.int64Value)
+        #expect(abs(shirtTs - (Int64(Date().timeIntervalSince1970 * 1000) - 40 * 86_400_000)) < 120_000)
+        var sentHistory = try #require(try await f.received(cids: [541]).last)
+        #expect(sentHistory["limit"] == 20 && sentHistory["offset"] == 0)
+
         // Buying takes the price from the points: item 12 (4800) is no longer affordable after 11 (300).
+        let beforeBuy = Int64(Date().timeIntervalSince1970 * 1000)
         let bought = try await f.call("store.buy", ["item_id": 11])
         #expect(canonical(bought) == canonical(["err_code": 0, "err_message": .null]))
         #expect(try await f.received(cids: [511]).last?["itemId"] == 11)
         let after = try await f.call("store.items").objects
         #expect(after.first { $0["id"] == 12 }?["can_buy"] == false && after.first { $0["id"] == 11 }?["can_buy"] == true)
+        // The bought item heads the history: bought now, for its price.
+        let afterBuy = Int64(Date().timeIntervalSince1970 * 1000)
+        let newest = try await f.call("store.purchased_items").objects
+        #expect(newest.compactMap { $0["id"]?.int64Value } == [11, 13])
+        let spinBought = try #require(newest.first)
+        #expect(spinBought["name"] == "Free spin" && spinBought["type"] == "minigamespin" && spinBought["price"]?.doubleValue == 300)
+        #expect(spinBought["purchase_points_amount"] == 300 && spinBought["ribbon"] == "hot")
+        let ts = try #require(spinBought["purchase_ts"]?.int64Value)
+        #expect(ts >= beforeBuy - 1000 && ts <= afterBuy + 1000, "\(ts)")
+        let nowDate = Date()
+        #expect(spinBought["purchased_today"] == .bool(AchievementAPITests.within(ts, .day, now: nowDate)))
+        #expect(spinBought["purchased_this_week"] == .bool(AchievementAPITests.within(ts, .weekOfYear, now: nowDate)))
+        #expect(spinBought["purchased_this_month"] == .bool(AchievementAPITests.within(ts, .month, now: nowDate)))
+        // Paging as the SDK: limit/offset sent through.
+        #expect(try await f.call("store.purchased_items", ["limit": 1, "offset": 1]).objects.compactMap { $0["id"]?.int64Value } == [13])
+        sentHistory = try #require(try await f.received(cids: [541]).last)
+        #expect(sentHistory["limit"] == 1 && sentHistory["offset"] == 1)
+        let rawHistory = try await f.call("store.purchased_items", raw: true)
+        #expect(rawHistory["cid"] == 542 && rawHistory["items"]?[0]?["purchase_ts"]?.int64Value == ts)
+
         let short = try await f.failure("store.buy", ["item_id": 12])
         #expect(short["code"] == "server_error" && short["errCode"] == 11000)
         let zero = try await f.failure("store.buy", ["item_id": 0])

@@ -29,6 +29,11 @@ enum AchievementAPI {
             let answer = try await ctx.request(cid: 500, expect: 501)
             return .array(AchievementShape.levels(answer.objects("levels")).map(JSONValue.object))
         },
+        "levels.current": { ctx async throws(SocketAPIError) in
+            let answer = try await ctx.request(cid: 500, expect: 501)
+            guard let props = await ctx.publicProps() else { throw SocketAPIError(.notReady, "no user is identified") }
+            return AchievementShape.currentLevel(AchievementShape.levels(answer.objects("levels")), props: props)
+        },
         "missions.opt_in": { ctx async throws(SocketAPIError) in
             let id = try AchievementShape.nonZero(ctx, "mission_id")
             let answer = try await ctx.request(cid: 525, ["achievementId": .number(id)], expect: 526)
@@ -299,6 +304,41 @@ enum AchievementShape {
         for (rank, i) in ranked.enumerated() { rankByID[raw[i].int("level_id")] = Int64(rank + 1) }
         for i in shaped.indices { shaped[i]["ordinal_position"] = .of(rankByID[raw[i].int("level_id")]) }
         return shaped
+    }
+}
+
+extension AchievementShape {
+    /// `TLevelCurrent?` from the `TLevel`s and the public props, as the SDK's getCurrentLevel: the
+    /// ladder sorted by `required_points` (absent: 0); the level whose id is the props'
+    /// `ach_level_current_id`, else the one whose [required_points, next's) holds `ach_points_ever`
+    /// (absent: 0), else the top one; `progress` = (points_ever − its required) × 100 / (next's
+    /// required − its required), 100 at the top or for an empty span, clamped to 0…100.
+    /// `custom_data` as text (TLevelCurrent's is a string): a string as it is, else its JSON. null without levels.
+    static func currentLevel(_ shaped: [JSONObject], props: JSONObject) -> JSONValue {
+        let points: (JSONObject) -> Int64 = { $0.int("required_points") ?? 0 }
+        let ladder = shaped.enumerated().sorted { a, b in
+            points(a.element) != points(b.element) ? points(a.element) < points(b.element) : a.offset < b.offset
+        }.map(\.element)
+        guard !ladder.isEmpty else { return .null }
+        let currentID = props.int("ach_level_current_id")
+        let pointsEver = props.int("ach_points_ever") ?? 0
+        let i = ladder.firstIndex { $0.int("id") == currentID }
+            ?? ladder.indices.first { i in
+                pointsEver >= points(ladder[i]) && (i + 1 == ladder.count || pointsEver < points(ladder[i + 1]))
+            }
+            ?? ladder.count - 1
+        var level = ladder[i]
+        var progress = 100.0
+        if i + 1 < ladder.count {
+            let span = points(ladder[i + 1]) - points(level)
+            if span > 0 { progress = Double(pointsEver - points(level)) * 100 / Double(span) }
+        }
+        level["progress"] = .of(min(max(progress, 0), 100))
+        switch level["custom_data"] {
+        case nil, .null?, .string?: break
+        case let other?: level["custom_data"] = .string(other.serializedString())
+        }
+        return .object(level)
     }
 }
 

@@ -21,6 +21,7 @@ enum InboxStoreAPI {
         },
         "store.items": storeItems,
         "store.buy": storeBuy,
+        "store.purchased_items": storePurchasedItems,
         "bonuses.list": bonusesList,
         "bonuses.claim": bonusesClaim,
         "avatars.list": avatarsList,
@@ -219,6 +220,26 @@ enum InboxStoreAPI {
         guard let id = ctx.args.int("item_id"), id != 0 else { throw .badRequest("field \"args.item_id\" must not be 0 (Missing item id)") }
         let answer = try await ctx.request(cid: 511, ["itemId": .number(id)], expect: 512)
         return errResult(answer)
+    }
+
+    /// `ACH_SHOP_ITEM_HISTORY_REQUEST` with the SDK's `limit`/`offset` (20/0): the purchases as
+    /// `TStoreItem`s (the store.items shape, id < 1 dropped) with the purchase fields the wire's
+    /// purchased item adds: `purchase_ts`, `purchase_points_amount`, and the `purchased_today` /
+    /// `_this_week` / `_this_month` flags from `purchase_ts` (false when it is missing).
+    static let storePurchasedItems: DataAPIRun = { ctx async throws(SocketAPIError) in
+        let payload: JSONObject = ["limit": .number(ctx.args.int("limit") ?? 20), "offset": .number(ctx.args.int("offset") ?? 0)]
+        let answer = try await ctx.request(cid: 541, payload, expect: 542)
+        let now = ctx.nowMs()
+        return .array(answer.objects("items").filter { ($0.int("id") ?? 0) >= 1 }.map { r in
+            guard case .object(var item) = storeItem(r) else { return .null }
+            let ts = r.int("purchase_ts")
+            item["purchase_ts"] = .of(ts)
+            item["purchase_points_amount"] = .of(r.int("purchase_points_amount"))
+            item["purchased_today"] = .bool(ts.map { LocalCalendar.within($0, .today, now: now) } ?? false)
+            item["purchased_this_week"] = .bool(ts.map { LocalCalendar.within($0, .thisWeek, now: now) } ?? false)
+            item["purchased_this_month"] = .bool(ts.map { LocalCalendar.within($0, .thisMonth, now: now) } ?? false)
+            return .object(item)
+        })
     }
 
     // MARK: - Bonuses
