@@ -127,27 +127,54 @@ public final class DataAPIContext: Sendable {
     /// GET `url` through the Transport's HTTP client (the daemon's CA, proxy and timeouts); the
     /// body parsed as JSON. Errors: `timeout`, or `server_error` naming the status or the problem.
     public func httpGetJSON(_ url: String) async throws(SocketAPIError) -> JSONValue {
+        try await httpJSON("GET", url) { () async throws(ConnectError) -> HTTPClientResponse in try await host.httpGet(url) }
+    }
+
+    /// POST `body` (serialized JSON) to `url` through the Transport's HTTP client, with `headers`
+    /// (`Content-Type: application/json` unless given); the answer's body parsed as JSON and recorded
+    /// for `raw`. Errors as ``httpGetJSON(_:)``: `timeout`, or `server_error` naming the URL and the
+    /// status (with the start of the body) or the problem.
+    public func httpPostJSON(_ url: String, body: JSONObject, headers: HTTPHeaders = HTTPHeaders()) async throws(SocketAPIError) -> JSONValue {
+        var headers = headers
+        if headers["Content-Type"] == nil { headers.add(name: "Content-Type", value: "application/json") }
+        let sent = headers
+        return try await httpJSON("POST", url) { () async throws(ConnectError) -> HTTPClientResponse in
+            try await host.httpPost(url, body: body.serialized(), headers: sent)
+        }
+    }
+
+    private func httpJSON(_ method: String, _ url: String,
+                          _ perform: () async throws(ConnectError) -> HTTPClientResponse) async throws(SocketAPIError) -> JSONValue {
         let response: HTTPClientResponse
         do {
-            response = try await host.httpGet(url)
+            response = try await perform()
         } catch {
             if case .timeout = error.reason {
-                throw SocketAPIError(.timeout, "GET \(url): \(error)")
+                throw SocketAPIError(.timeout, "\(method) \(url): \(error)")
             }
-            throw SocketAPIError(.serverError, "GET \(url): \(error)")
+            throw SocketAPIError(.serverError, "\(method) \(url): \(error)")
         }
         guard (200..<300).contains(response.status) else {
-            throw SocketAPIError(.serverError, "GET \(url): HTTP \(response.status) \(response.reason)")
+            let text = response.text
+            let shown = text.isEmpty ? "" : ": " + String(text.prefix(200))
+            throw SocketAPIError(.serverError, "\(method) \(url): HTTP \(response.status) \(response.reason)\(method == "GET" ? "" : shown)")
         }
         let value: JSONValue
         do {
             value = try JSONValue(parsing: response.body)
         } catch {
-            throw SocketAPIError(.serverError, "GET \(url): the body is not JSON: \(error)")
+            throw SocketAPIError(.serverError, "\(method) \(url): the body is not JSON: \(error)")
         }
         answers.withLock { $0.append(value) }
         return value
     }
+
+    /// The label key the daemon connects with (the first 36 characters, as INIT sends it) and its
+    /// brand key, for HTTP services that want them in the body (`avatars.customize`).
+    public func labelKeys() async -> (key: String, brandKey: String?) { await host.labelKeys() }
+
+    /// The external id of the user the call was made for (nil while anonymous).
+    public var userExtID: String? { host.userExtID }
 
     /// Queues a client event (`{"eventType", "payload"}`, as the `event` op), like the SDK's side
     /// effects (`gf_nickname_changed`, `minigame_attempt`).
@@ -179,6 +206,9 @@ protocol DataAPIHost: Sendable {
     func session(_ request: SessionRequest, peer: UInt64) async -> Result<JSONValue, SocketAPIError>
     func labelSettings() async -> JSONObject?
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse
+    func httpPost(_ url: String, body: [UInt8], headers: HTTPHeaders) async throws(ConnectError) -> HTTPClientResponse
+    func labelKeys() async -> (key: String, brandKey: String?)
+    var userExtID: String? { get }
     var cache: DataAPICache { get }
     func nowMs() -> Int64
     func publicProps() async -> JSONObject?

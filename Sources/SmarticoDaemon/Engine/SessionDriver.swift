@@ -1002,6 +1002,9 @@ extension SessionDriver {
 
     /// The HTTP client's options for the data API's fetches: the public API's (CA file, proxy, timeouts).
     func dataAPIHTTPOptions() -> HTTPClientOptions { HTTPReportQueue.clientOptions(config) }
+
+    /// The configured label key (its first 36 characters) and brand key, for the data API's HTTP bodies.
+    func dataAPILabelKeys() -> (key: String, brandKey: String?) { (config.labelKey.key.exposedValue, config.config.server.brandKey) }
 }
 
 /// The session driver as the data API calls see it: their session requests go through the driver's
@@ -1031,6 +1034,17 @@ struct DriverDataAPIHost: DataAPIHost {
         let options = await driver.dataAPIHTTPOptions()
         return try await HTTPClient.send(HTTPClientRequest(url: url), options: options, on: loop)
     }
+
+    func httpPost(_ url: String, body: [UInt8], headers: HTTPHeaders) async throws(ConnectError) -> HTTPClientResponse {
+        let options = await driver.dataAPIHTTPOptions()
+        var headers = headers
+        if headers["User-Agent"] == nil { headers.add(name: "User-Agent", value: "smarticod/\(SmarticoVersion.string)") }
+        return try await HTTPClient.send(HTTPClientRequest(method: "POST", url: url, headers: headers, body: body), options: options, on: loop)
+    }
+
+    func labelKeys() async -> (key: String, brandKey: String?) { await driver.dataAPILabelKeys() }
+
+    var userExtID: String? { user }
 
     func nowMs() -> Int64 { SessionDriver.wallClockMs() }
 }

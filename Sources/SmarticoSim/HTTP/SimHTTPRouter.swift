@@ -9,6 +9,7 @@ import SmarticoProtocol
 /// | `/wrapper-popup.html` | the popup wrapper (`native_app_popup_url`): the engagement arrives via the bridge |
 /// | `/avatar/<id>` | an SVG avatar (`DYNAMIC_IMAGE_DOMAIN` + `avatar/<avatar_id>`) |
 /// | `/inbox/<guid>.json` | an inbox message body (`INBOX_PUBLIC_CDN` + guid + `.json`), 404 for unknown guids; recorded |
+/// | `/avatar-customize` | the avatar service (POST, `avatars.customize`): `{"cdn_url"}`, or `{"errCode","errMessage"}` for an unknown prompt (200) or a bad body (400); recorded |
 /// | `/health` | `ok` |
 /// | `/services/public` | the public API (002 §4, §5): push token registrations (GET `event=` or POST body) and push engagement reports, recorded |
 public struct SimHTTPRouter: Sendable {
@@ -29,6 +30,7 @@ public struct SimHTTPRouter: Sendable {
     /// The response, and what to record (public API calls only).
     public func handle(_ request: SimHTTPRequest) -> (response: SimHTTPResponse, record: Record?) {
         if request.path == PublicAPI.path { return publicAPI(request) }
+        if request.path == Self.avatarCustomizePath { return avatarCustomize(request) }
         if request.path.hasPrefix(Self.inboxPrefix) {
             // Inbox body fetches are recorded too (a test counts them: the daemon caches bodies).
             let response = respond(to: request)
@@ -80,6 +82,7 @@ public struct SimHTTPRouter: Sendable {
     /// The response to `request` (pages: GET and HEAD only; the public API through `handle`).
     public func respond(to request: SimHTTPRequest) -> SimHTTPResponse {
         if request.path == PublicAPI.path { return publicAPI(request).response }
+        if request.path == Self.avatarCustomizePath { return avatarCustomize(request).response }
         guard request.method == "GET" || request.method == "HEAD" else {
             return .text(405, "Method Not Allowed", "\(request.method.truncatedUTF8(20)) is not supported; use GET",
                          extraHeaders: [("Allow", "GET, HEAD")])
@@ -177,6 +180,7 @@ public enum SimPages {
             <li><code>/wrapper-popup.html?label_key=…&amp;brand_key=…&amp;user_ext_id=…</code>: popup wrapper</li>
             <li><code>/avatar/&lt;avatar_id&gt;</code>: avatar image</li>
             <li><code>/inbox/&lt;guid&gt;.json</code>: inbox message body</li>
+            <li><code>POST /avatar-customize</code>: avatar customization service</li>
             <li><code>/health</code></li>
             </ul>
             """)

@@ -47,6 +47,13 @@ public enum DataAPIInboxStoreCalls {
             DataAPIArg("avatar_url", .string, required: true, "the catalogue entry's `url` (sent as `avatar_id`)"),
             DataAPIArg("avatar_real_id", .integer, required: true, "the catalogue entry's `avatar_real_id` (not 0)"),
         ], cids: [9, 157], result: "TSetAvatarResult", "sets the user's avatar (and sends the `gf_avatar_changed` event)"),
+        DataAPICallSpec("avatars.customize", sdk: "avatarsCustomize", role: .control, args: [
+            DataAPIArg("user_id", .integer, required: true, "the user's NUMERIC Smartico id (`user.profile`'s `user_id`), not the external id"),
+            DataAPIArg("prompt_id", .integer, required: true, "the style: an `avatars.prompts` entry's `prompt_id`"),
+            DataAPIArg("avatar_url", .string, required: true, "the base avatar: a catalogue entry's `url`"),
+            DataAPIArg("avatar_real_id", .integer, required: true, "the base avatar's `avatar_real_id`"),
+        ], cids: [], result: "AvatarCustomizeResponse",
+           "AI-customizes an avatar: an HTTP POST to the avatar service (DYNAMIC_IMAGE_DOMAIN + `avatar-customize`); costs the prompt's price"),
         // The user (UserApi, the connection's changeUsername)
         DataAPICallSpec("user.set_username", sdk: "changeUsername", role: .control, args: [
             DataAPIArg("public_username", .string, required: true, "the new public name"),

@@ -276,4 +276,64 @@ struct InboxStoreAPITests {
         let unrelated = try await f.call("user.related_items", ["related_game_id": "other"])
         #expect(unrelated["achievements"]?.arrayValue?.isEmpty == true)
     }
+
+    @Test func avatarsCustomizePostsToTheAvatarService() async throws { try await withFixture(avatarCustomizeCalls) }
+
+    /// The simulator's recorded POSTs to its avatar service.
+    private func avatarPosts(_ f: DataAPIFixture) async throws -> [JSONObject] {
+        try await f.sim.receivedEntries().filter { $0["client"] == "http" && $0["http"]?["path"] == "/avatar-customize" }
+    }
+
+    private func avatarCustomizeCalls(_ f: DataAPIFixture) async throws {
+        // A control call (a state change that costs the user points), with no socket request.
+        let spec = try #require(DataAPICatalog.call(named: "avatars.customize"))
+        #expect(spec.role == .control && spec.cids.isEmpty && spec.sdkMethod == "avatarsCustomize")
+        #expect(spec.args.map(\.name) == ["user_id", "prompt_id", "avatar_url", "avatar_real_id"] && spec.args.allSatisfy(\.required))
+
+        // Success: the service's cdn_url; errCode and errMessage present and null.
+        let args: JSONObject = ["user_id": 1234, "prompt_id": 1, "avatar_url": "avatars/401.png", "avatar_real_id": 401]
+        let made = try await f.call("avatars.customize", args)
+        #expect(made.objectValue.map { Set($0.keys) } == ["cdn_url", "errCode", "errMessage"])
+        let cdn = try #require(made["cdn_url"]?.stringValue)
+        #expect(cdn.hasPrefix("http://127.0.0.1:") && cdn.hasSuffix("/avatar/custom-401-p1-u1234"), "\(cdn)")
+        #expect(made["errCode"] == .null && made["errMessage"] == .null)
+
+        // What the service received: the SDK's body (the label key without its -2, the user's ext id,
+        // no brand_key: the fixture configures none) as JSON, at DYNAMIC_IMAGE_DOMAIN + avatar-customize.
+        var posts = try await avatarPosts(f)
+        try #require(posts.count == 1, "\(posts)")
+        let post = posts[0]
+        #expect(post["http"]?["method"] == "POST" && post["http"]?["status"] == 200)
+        #expect(post["http"]?["content_type"] == "application/json; charset=utf-8" && post["http"]?["accept"] == "application/json")
+        #expect(post["user"] == "alice")
+        #expect(post["message"]?.objectValue == [
+            "label_api_key": "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f", "user_id": 1234, "user_ext_id": "alice",
+            "prompt_id": 1, "avatar_url": "avatars/401.png", "avatar_real_id": 401,
+        ])
+
+        // A bad prompt (0: none chosen): the service's error is the result, as in the SDK.
+        var badArgs = args
+        badArgs["prompt_id"] = 0
+        let bad = try await f.call("avatars.customize", badArgs)
+        #expect(bad == ["cdn_url": .null, "errCode": -1, "errMessage": "unknown prompt_id 0"])
+
+        // A body the service refuses with HTTP 400: server_error naming the URL, the status and its answer.
+        var emptyURL = args
+        emptyURL["avatar_url"] = ""
+        let refused = try await f.failure("avatars.customize", emptyURL)
+        let message = refused["message"]?.stringValue ?? ""
+        #expect(refused["code"] == "server_error")
+        #expect(message.contains("POST http://127.0.0.1:") && message.contains("/avatar-customize: HTTP 400")
+                && message.contains("avatar_url is required"), "\(message)")
+
+        // raw: the service's answer as it came.
+        let raw = try await f.call("avatars.customize", ["user_id": 1234, "prompt_id": 2, "avatar_url": "avatars/402.png", "avatar_real_id": 402], raw: true)
+        #expect(raw.objectValue?.keys.sorted() == ["cdn_url"] && raw["cdn_url"]?.stringValue?.hasSuffix("/avatar/custom-402-p2-u1234") == true)
+
+        posts = try await avatarPosts(f)
+        #expect(posts.map { $0["http"]?["status"] } == [200, 200, 400, 200])
+        #expect(posts[2]["error"] == "avatar_url is required")
+        // No socket request was made for it.
+        #expect(try await f.received(cids: [560, 562, 564, 157]).isEmpty)
+    }
 }

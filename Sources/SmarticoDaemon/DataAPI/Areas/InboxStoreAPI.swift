@@ -28,6 +28,7 @@ enum InboxStoreAPI {
         "avatars.customized": avatarsCustomized,
         "avatars.prompts": avatarsPrompts,
         "avatars.set": avatarsSet,
+        "avatars.customize": avatarsCustomize,
         "user.set_username": userSetUsername,
         "user.profile": userProfile,
         "user.level_counters": { ctx async throws(SocketAPIError) in
@@ -334,6 +335,37 @@ enum InboxStoreAPI {
         try await ctx.event("gf_avatar_changed", payload: [:])
         let answer = try await ctx.request(cid: 157, ["avatar_id": .string(url), "avatar_real_id": .number(realID)], expect: 158)
         return .object(["err_code": .number(answer.int("errCode") ?? 0), "err_message": .of(answer.string("errMsg"))])
+    }
+
+    /// `avatars.customize`: POSTs the SDK's body to the avatar service and answers its
+    /// `AvatarCustomizeResponse` (`cdn_url` on success, `errCode`/`errMessage` on failure: a service
+    /// error is a result, as in the SDK, not a thrown one). The SDK posts to its environment's image
+    /// host (`https://img<env>.smr.vc/avatar-customize`); the daemon takes that host from INIT's
+    /// `DYNAMIC_IMAGE_DOMAIN`, as for the avatar images. No argument checks: the SDK makes none.
+    static let avatarsCustomize: DataAPIRun = { ctx async throws(SocketAPIError) in
+        var domain = Substring(await avatarDomain(ctx))
+        guard !domain.isEmpty else {
+            throw SocketAPIError(.notReady, "no avatar service URL: INIT has not given the label setting DYNAMIC_IMAGE_DOMAIN")
+        }
+        while domain.hasSuffix("/") { domain = domain.dropLast() }
+        let url = String(domain) + "/avatar-customize"
+        let label = await ctx.labelKeys()
+        var body: JSONObject = [
+            "label_api_key": .string(label.key),
+            "user_id": .of(ctx.args.int("user_id")),
+            "user_ext_id": .string(ctx.userExtID ?? ""),
+        ]
+        // The service prices the prompt per brand: sent when the daemon has one.
+        if let brand = label.brandKey { body["brand_key"] = .string(brand) }
+        body["prompt_id"] = .of(ctx.args.int("prompt_id"))
+        body["avatar_url"] = .of(ctx.args.string("avatar_url"))
+        body["avatar_real_id"] = .of(ctx.args.int("avatar_real_id"))
+        let answer = try await ctx.httpPostJSON(url, body: body,
+                                                headers: ["Content-Type": "application/json; charset=utf-8", "Accept": "application/json"])
+        guard let r = answer.objectValue else {
+            throw SocketAPIError(.serverError, "POST \(url): the answer is not a JSON object")
+        }
+        return .object(["cdn_url": .of(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
     }
 
     // MARK: - The user
