@@ -74,7 +74,8 @@ struct DataAPIFrameworkTests {
             let started = ContinuousClock.now
             let e = try await f.failure(spec.name, spec.placeholderArgs)
             #expect(e["code"] == "not_ready", "\(spec.name): \(e)")
-            #expect((e["message"]?.stringValue ?? "").contains("identif"), "\(e)")
+            let message = e["message"]?.stringValue ?? ""
+            #expect(message.contains("identif"), "\(e)")
             #expect(ContinuousClock.now - started < .seconds(2), "\(spec.name) waited")
         }
         #expect(try await f.received(cids: cids).isEmpty)
@@ -130,7 +131,8 @@ struct DataAPIFrameworkTests {
         defer { Task { _ = await sim.stop() } }
         let response = try await answer
         #expect(response["error"]?["code"] == "not_ready", "\(response)")
-        #expect((response["error"]?["message"]?.stringValue ?? "").contains("alice"), "\(response)")
+        let message = response["error"]?["message"]?.stringValue ?? ""
+        #expect(message.contains("alice"), "\(response)")
         let bobReady = try await eventually(timeout: .seconds(10)) {
             try await f.client.ok("status")["user"]?["ext_user_id"] == "bob"
         }
