@@ -218,30 +218,48 @@ extension DataAPIHost {
     func publicProps() async -> JSONObject? { nil }
 }
 
-/// A small bounded map of call results; the oldest entry goes when it is full. Any thread.
+/// A small bounded map of call results: at most `capacity` entries and `maxBytes` of their JSON
+/// text together (an inbox body may be up to the HTTP client's 1 MiB, so a count alone would let a
+/// CDN fill hundreds of MiB); the oldest entries go first, and a value larger than `maxBytes` is not
+/// kept. Any thread.
 public final class DataAPICache: Sendable {
     private struct State {
-        var values: [String: JSONValue] = [:]
+        var values: [String: (value: JSONValue, bytes: Int)] = [:]
         var order: [String] = []
+        var bytes = 0
     }
     private let state = Mutex(State())
     public let capacity: Int
+    public let maxBytes: Int
 
-    public init(capacity: Int = 512) { self.capacity = capacity }
+    public init(capacity: Int = 512, maxBytes: Int = 4 << 20) {
+        self.capacity = capacity
+        self.maxBytes = maxBytes
+    }
 
     public subscript(key: String) -> JSONValue? {
-        get { state.withLock { $0.values[key] } }
+        get { state.withLock { $0.values[key]?.value } }
         set {
+            let size = newValue.map { $0.serialized().count + key.utf8.count } ?? 0
             state.withLock { s in
-                if let newValue {
-                    if s.values.updateValue(newValue, forKey: key) == nil { s.order.append(key) }
-                    while s.order.count > capacity { s.values[s.order.removeFirst()] = nil }
-                } else if s.values.removeValue(forKey: key) != nil {
+                if let old = s.values.removeValue(forKey: key) {
+                    s.bytes -= old.bytes
                     s.order.removeAll { $0 == key }
+                }
+                guard let newValue, size <= maxBytes else { return }
+                s.values[key] = (newValue, size)
+                s.order.append(key)
+                s.bytes += size
+                while s.order.count > capacity || s.bytes > maxBytes {
+                    let oldest = s.order.removeFirst()
+                    s.bytes -= s.values.removeValue(forKey: oldest)?.bytes ?? 0
                 }
             }
         }
     }
+
+    /// Entries and their bytes now.
+    public var usage: (entries: Int, bytes: Int) { state.withLock { ($0.values.count, $0.bytes) } }
 
     public func removeAll() { state.withLock { $0 = State() } }
 }

@@ -64,6 +64,22 @@ struct DataAPIFrameworkTests {
         #expect(r.call == read.name && r.raw && r.timeoutMs == 250)
     }
 
+    @Test func theCacheIsBoundedByEntriesAndBytes() {
+        let cache = DataAPICache(capacity: 3, maxBytes: 100)
+        let body: JSONValue = .string(String(repeating: "x", count: 38))  // 40 bytes of JSON, + the key
+        cache["a"] = body
+        cache["b"] = body
+        #expect(cache.usage.entries == 2 && cache["a"] == body)
+        cache["c"] = body  // 3 × 41 > 100: the oldest goes
+        #expect(cache["a"] == nil && cache["b"] == body && cache["c"] == body && cache.usage.bytes <= 100)
+        cache["huge"] = .string(String(repeating: "y", count: 200))  // larger than the budget: not kept, nothing evicted
+        #expect(cache["huge"] == nil && cache.usage.entries == 2)
+        for i in 0..<10 { cache["k\(i)"] = 1 }
+        #expect(cache.usage.entries == 3 && cache["k9"] == 1 && cache["k6"] == nil)
+        cache["k9"] = nil
+        #expect(cache.usage.entries == 2)
+    }
+
     // MARK: Against the daemon
 
     @Test func anonymousCallsAnswerNotReadyAtOnceAndSendNothing() async throws {
