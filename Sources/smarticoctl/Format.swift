@@ -256,6 +256,9 @@ enum Format {
         case "error":
             return "\(describe(d["code"])): \(describe(d["message"], limit: 1000))"
         case "gap":
+            if d["reason"] == .string("journal_replaced") {
+                return "the daemon's journal is not the one seen before (its store was replaced); replaying the new journal from its start"
+            }
             if d["reason"] == .string("since_beyond_last_seq") {
                 return "seq \(describe(d["since"])) is beyond this journal's last seq \(describe(d["last_seq"])) (a replaced store?); replaying the journal from its start"
             }

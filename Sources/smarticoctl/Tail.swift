@@ -102,6 +102,8 @@ struct Tail: ParsableCommand {
     /// (--count), the props last seen (the "what changed" column).
     struct Progress {
         var lastSeq: Int64?
+        /// The daemon's journal `lastSeq` is a position in (the subscribe answer's `journal`).
+        var journal: String?
         var printed = 0
         var previousProps: JSONObject? = nil
         /// A subscribe succeeded before.
@@ -128,6 +130,9 @@ struct Tail: ParsableCommand {
         let from = durable != nil ? (progress.subscribed ? nil : since) : progress.lastSeq
         if let from { arguments.append(key: "since", value: .number(from)) }
         if let durable { arguments.append(key: "durable", value: .string(durable)) }
+        // A daemon whose store was replaced meanwhile (a damaged one moved aside) has another
+        // journal: it replays the new one from its start rather than from our old position.
+        if progress.subscribed, let journal = progress.journal { arguments.append(key: "journal", value: .string(journal)) }
         try connection.write(requestLine(id: 1, op: "subscribe", arguments), deadline: startDeadline, what: "subscribe")
         let answer = try readAnswer(connection, id: 1, op: "subscribe", deadline: startDeadline)
         guard answer.ok else {
@@ -135,6 +140,11 @@ struct Tail: ParsableCommand {
             let (code, message) = Format.error(answer.value["error"])
             throw .refused(op: "subscribe", code: code, message: message)
         }
+        let journal = answer.value["result"]?["journal"]?.stringValue
+        if progress.subscribed, let journal, let old = progress.journal, journal != old {
+            progress.lastSeq = 0  // the seqs of the new journal begin again at 1
+        }
+        progress.journal = journal
         // The last seq this client has seen: where a resume starts.
         var lastSeq = progress.lastSeq ?? answer.value["result"]?["last_seq"]?.int64Value ?? 0
         progress.lastSeq = lastSeq

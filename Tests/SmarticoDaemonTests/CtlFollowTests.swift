@@ -73,4 +73,65 @@ struct CtlFollowTests {
         #expect(await setup.stop() == 0)
         _ = await sim.stop()
     }
+
+    /// The daemon comes back on a fresh store (its database damaged and moved aside) whose journal
+    /// has grown past the seqs the tail printed before the tail reconnects: the tail names the old
+    /// journal, so the daemon replays the new one from its start instead of resuming at the old seq
+    /// inside it (which skipped the events before it).
+    @Test func tailFollowAcrossAFreshStoreSkipsNothing() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        var client = try await setup.start()
+        var emitted = [try await sim.emitEngagement(to: "alice"), try await sim.emitEngagement(to: "alice")]
+        let outPath = setup.dir + "/tail.out", errPath = setup.dir + "/tail.err"
+        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        let p = Process()
+        p.executableURL = try TestExecutables.url("smarticoctl")
+        p.arguments = ["--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0"]
+        p.environment = ["PATH": "/usr/bin:/bin"]
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle(forWritingAtPath: outPath)
+        p.standardError = FileHandle(forWritingAtPath: errPath)
+        try p.runSerialized()
+        let tail = ChildProcess(process: p, logPath: errPath)
+        defer { tail.signal(SIGKILL) }
+        func lines() -> [String] {
+            ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        func diagnostics() -> String {
+            "tail stdout:\n\(lines().joined(separator: "\n"))\ntail stderr:\n\((try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")\ndaemon log:\n\(setup.log.suffix(3000))"
+        }
+        #expect(await eventually { lines().count >= 2 }, "\(diagnostics())")
+        // Reported, so the simulator does not send them again to the fresh store.
+        for uid in emitted { _ = try await client.ok("report", ["kind": "impression", "engagement_uid": .string(uid)]) }
+        #expect(await eventually { ((try? await sim.received(cids: [103])) ?? []).count >= 2 })
+        client.close()
+
+        tail.signal(SIGSTOP)  // the tail reconnects only once the new journal is past its old seqs
+        #expect(await setup.stop() == 0)
+        let db = try #require(FileHandle(forWritingAtPath: setup.stateDir + "/" + SmarticoStore.fileName))
+        try db.write(contentsOf: Data(String(repeating: "not a database, ", count: 64).utf8))
+        try db.close()
+        client = try await setup.start()
+        defer { client.close() }
+        for _ in 0..<4 { emitted.append(try await sim.emitEngagement(to: "alice")) }
+        // store_damaged and the four: seq 5, beyond the 2 the tail printed.
+        #expect(try await eventually { (try await client.ok("status")["journal"]?["last_seq"]?.int64Value ?? 0) >= 5 },
+                "\(diagnostics())")
+        tail.signal(SIGCONT)
+        // The two, the gap naming the old journal, then the four of the new one.
+        #expect(await eventually { lines().count >= 7 }, "\(diagnostics())")
+        try await Task.sleep(for: .milliseconds(300))  // a duplicate would arrive now
+        let printed = lines()
+        #expect(printed.count == 7, "\(diagnostics())")
+        #expect(printed.count > 2 && printed[2].contains(#""event":"gap""#) && printed[2].contains(#""reason":"journal_replaced""#),
+                "\(diagnostics())")
+        let engagements = printed.filter { $0.contains(#""event":"engagement""#) }
+        #expect(engagements.count == emitted.count)
+        for (line, uid) in zip(engagements, emitted) { #expect(line.contains(uid), "expected \(uid) in \(line.prefix(200))") }
+        #expect(await setup.stop() == 0)
+        _ = await sim.stop()
+    }
 }

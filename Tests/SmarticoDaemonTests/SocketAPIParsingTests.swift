@@ -21,6 +21,8 @@ struct SocketAPIParsingTests {
         #expect(try request(#"{"op":"subscribe"}"#) == .subscribe(SubscribeRequest()))
         #expect(try request(#"{"op":"subscribe","types":["engagement","session"],"since":5,"durable":"kiosk"}"#)
             == .subscribe(SubscribeRequest(types: ["engagement", "session"], since: 5, durable: "kiosk")))
+        #expect(try request(#"{"op":"subscribe","since":5,"journal":"3f0c8a1e-0000-4000-8000-000000000000"}"#)
+            == .subscribe(SubscribeRequest(since: 5, journal: "3f0c8a1e-0000-4000-8000-000000000000")))
         #expect(try request(#"{"op":"unsubscribe"}"#) == .unsubscribe)
         #expect(try request(#"{"op":"ack","seq":12}"#) == .ack(seq: 12))
         #expect(try request(#"{"op":"forget","durable":"kiosk"}"#) == .forget(durable: "kiosk"))
@@ -110,6 +112,9 @@ struct SocketAPIParsingTests {
             (#"{"op":"subscribe","types":["engagment"]}"#, #""types[0]": unknown event "engagment""#),
             (#"{"op":"subscribe","since":-1}"#, #""since" of op "subscribe" must be in 0..."#),
             (#"{"op":"subscribe","durable":""}"#, #""durable" must be a name of 1 to 128 bytes"#),
+            (#"{"op":"subscribe","since":3,"journal":""}"#, #"field "journal" must be the `journal` of an earlier subscribe answer (1 to 64 bytes), got 0 bytes"#),
+            ("{\"op\":\"subscribe\",\"since\":3,\"journal\":\"\(String(repeating: "j", count: 65))\"}", "got 65 bytes"),
+            (#"{"op":"subscribe","since":3,"journal":7}"#, #""journal" of op "subscribe" must be a string"#),
             (#"{"op":"ack"}"#, #""seq" is required"#),
             (#"{"op":"hello","extra":1}"#, #""extra" is not an argument of op "hello""#),
             (#"{"op":"status","id":{"a":1}}"#, #""id" must be a string or a number, got object"#),

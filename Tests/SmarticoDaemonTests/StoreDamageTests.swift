@@ -92,6 +92,10 @@ import Testing
         for _ in 0..<30 { _ = try await sim.emitEngagement(to: "alice") }
         #expect(try await eventually { (try await ops.ok("status")["journal"]?["last_seq"]?.int64Value ?? 0) >= 30 },
                 "log:\n\(setup.log)")
+        // The journal an app's seqs are positions in: named in every subscribe answer.
+        let before = try await DaemonClient.connect(path: setup.socketPath)
+        let oldJournal = try #require(try await before.ok("subscribe")["journal"]?.stringValue)
+        before.close()
         ops.close()
         #expect(await setup.stop() == 0)
 
@@ -114,7 +118,7 @@ import Testing
         // The fresh journal's first event, for a subscriber from the start.
         let app = try await DaemonClient.connect(path: setup.socketPath)
         defer { app.close() }
-        _ = try await app.ok("subscribe", ["since": 0])
+        let currentJournal = try #require(try await app.ok("subscribe", ["since": 0])["journal"]?.stringValue)
         let first = try #require(await app.nextEvent { $0["event"]?.stringValue != "session" }, "log:\n\(setup.log)")
         #expect(first["event"] == "error" && first["seq"] == 1, "\(first.text)")
         #expect(first["data"]?["code"] == "store_damaged")
@@ -128,6 +132,30 @@ import Testing
         #expect(gap["data"]?["reason"] == "since_beyond_last_seq" && gap["data"]?["since"] == 5_000, "\(gap.text)")
         let replayed = try #require(await stale.nextEvent { $0["event"]?.stringValue == "error" })
         #expect(replayed["seq"] == 1 && replayed["data"]?["code"] == "store_damaged")
+
+        // A since of the old store that is NOT beyond the new last_seq, with the old journal named
+        // (what a client resuming after the new journal grew sends): the same gap and replay, not
+        // a resume from that seq of the new journal. Likewise a durable name new to this store.
+        for args: JSONObject in [["since": 1, "journal": .string(oldJournal)],
+                                 ["durable": "resumed", "journal": .string(oldJournal)]] {
+            let named = try await DaemonClient.connect(path: setup.socketPath)
+            defer { named.close() }
+            let answer = try await named.ok("subscribe", args)
+            let journal = try #require(answer["journal"]?.stringValue)
+            #expect(journal == currentJournal && journal != oldJournal)
+            let gap = try #require(await named.nextEvent { $0["event"]?.stringValue == "gap" }, "\(args)")
+            #expect(gap["data"]?["reason"] == "journal_replaced" && gap["data"]?["journal"]?.stringValue == oldJournal,
+                    "\(gap.text)")
+            #expect(gap["data"]?["since"] == (args["since"] ?? .null), "\(gap.text)")
+            let first = try #require(await named.nextEvent { $0["event"]?.stringValue == "error" }, "\(args)")
+            #expect(first["seq"] == 1 && first["data"]?["code"] == "store_damaged")
+        }
+        // The current journal named: an ordinary resume from that seq, no gap.
+        let current = try await DaemonClient.connect(path: setup.socketPath)
+        defer { current.close() }
+        _ = try await current.ok("subscribe", ["since": 0, "journal": .string(currentJournal)])
+        let firstAgain = try #require(await current.nextEvent { $0["event"]?.stringValue != "session" })
+        #expect(firstAgain["event"] == "error" && firstAgain["seq"] == 1, "\(firstAgain.text)")
 
         // New events flow, each once. (The sim also sends again the engagements the old store had
         // seen and the user never reported: the fresh store does not know them.)

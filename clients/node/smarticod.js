@@ -373,6 +373,8 @@ class Subscription {
     });
     this.reconnects = 0;
     this._since = options.since;
+    // The daemon's journal the seqs below are positions in (the subscribe answer's `journal`).
+    this._journal = null;
     // Where the subscription started in the daemon's journal (its first answer's last_seq, or
     // `since`): the least a durable name's cursor can be.
     this._startSeq = -1;
@@ -411,6 +413,11 @@ class Subscription {
       if (since !== null && since >= 0) args.since = since;
     }
     const resume = this._subscribed;
+    if (resume && this._journal !== null && args.since !== undefined) {
+      // Names the journal `since` counts in: if the daemon's store was replaced (a damaged one
+      // moved aside), its seqs began again at 1 and it replays its journal from the start.
+      args.journal = this._journal;
+    }
     if (resume && this.durable !== null) {
       // The replay from the cursor brings back every journaled event after it, including the one
       // the app holds unfinished (not acknowledged).
@@ -419,15 +426,21 @@ class Subscription {
     }
     const result = await client.call('subscribe', args);
     const last = result && Number.isInteger(result.last_seq) ? result.last_seq : null;
+    const journal = result && typeof result.journal === 'string' ? result.journal : null;
+    const replaced = journal !== null && this._journal !== null
+      ? journal !== this._journal
+      // A daemon that does not name its journal: a last seq below what was seen.
+      : last !== null && last < Math.max(this._delivered, client._maxSeqReceived);
+    this._journal = journal;
     if (!resume && last !== null) this._startSeq = this._since !== null ? this._since : last;
     if (this.durable === null && this._since === null && last !== null) this._since = last;
     if (resume) this.reconnects += 1;
     this._subscribed = true;
     this._acked = client._confirmedCursor;
-    if (resume && last !== null && last < Math.max(this._delivered, client._maxSeqReceived)) {
-      // The daemon's journal is younger than what this subscription saw: a fresh store (a
-      // damaged one was moved aside) whose seqs begin again at 1. Nothing counted from the old
-      // journal applies; without this, every new event would look replayed.
+    if (resume && replaced) {
+      // The daemon's journal is not the one this subscription saw: a fresh store (a damaged one
+      // was moved aside) whose seqs begin again at 1. Nothing counted from the old journal
+      // applies; without this, every new event would look replayed.
       this._delivered = this._processed = this._acked = this._startSeq = -1;
       client._maxSeqReceived = -1;
       client._confirmedCursor = -1;

@@ -155,6 +155,8 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// The seq of the last journaled event published: a catching-up peer whose cursor reached it
     /// rejoins live delivery.
     private var lastPublishedSeq: JournalSeq = 0
+    /// The store's journal id (the subscribe answer's `journal`); nil without a store.
+    private var journalID: String?
     /// The last `session` and `props` events published: what a peer that missed some while catching
     /// up gets when it rejoins.
     private var lastSession: PreparedEvent?
@@ -210,10 +212,12 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         let gid = resolved
         let initialSeq = await store?.lastSeq() ?? 0
+        let journal = await store?.journalID()
         let result: Result<SocketAddress, SocketAPIServerError>
         do {
             result = try await loop.submit { () -> Result<SocketAddress, SocketAPIServerError> in
-                self.startOnLoop(endpoint, gid: gid, handler: handler, initialSeq: initialSeq)
+                self.journalID = journal
+                return self.startOnLoop(endpoint, gid: gid, handler: handler, initialSeq: initialSeq)
             }
         } catch {
             throw .listen("\(error)")
@@ -624,10 +628,12 @@ public final class SocketAPIServer: CustomStringConvertible,
         let subscription = Subscription(number: nextSubscriptionNumber, types: options.types,
                                         durable: options.durable, after: lastSeq)
         nextSubscriptionNumber += 1
+        let answer: JSONObject =
+            if let journalID { ["last_seq": .number(lastSeq), "journal": .string(journalID)] } else { ["last_seq": .number(lastSeq)] }
         if options.since == nil && options.durable == nil {
             peer.subscription = subscription
             subscribers.add(1, ordering: .relaxed)
-            respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
+            respond(peer, id: id, .success(.object(answer)))
             return
         }
         guard let store else {
@@ -638,15 +644,26 @@ public final class SocketAPIServer: CustomStringConvertible,
         subscription.phase = .catchingUp
         peer.subscription = subscription
         subscribers.add(1, ordering: .relaxed)
-        // A `since` beyond the last seq was not given by this journal (a store that was replaced
-        // after damage, docs/store.md): all of this journal's events are new to the peer, so the
-        // replay starts at its beginning, after a `gap` saying why.
+        // A position in another journal (a store that was replaced after damage, docs/store.md):
+        // the peer names the journal its `since` came from and it is not this one, or, for a peer
+        // that does not name it, a `since` beyond the last seq. All of this journal's events are new
+        // to the peer, so the replay starts at its beginning, after a `gap` saying why.
+        let otherJournal = options.journal.flatMap { $0 != journalID ? $0 : nil }
         let sinceBeyond = options.since.flatMap { $0 > lastSeq ? $0 : nil }
-        let since = sinceBeyond == nil ? options.since : 0
+        let restart: JSONObject? =
+            if let otherJournal {
+                ["reason": "journal_replaced", "since": options.since.map { .number($0) } ?? .null,
+                 "journal": .string(otherJournal), "last_seq": .number(lastSeq)]
+            } else if let sinceBeyond {
+                ["reason": "since_beyond_last_seq", "since": .number(sinceBeyond), "last_seq": .number(lastSeq)]
+            } else {
+                nil
+            }
+        let since = restart == nil ? options.since : 0
         guard let durable = options.durable else {
             subscription.lastSeqSent = since ?? lastSeq
-            respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
-            if let sinceBeyond { notifySinceBeyond(peer, since: sinceBeyond, lastSeq: lastSeq) }
+            respond(peer, id: id, .success(.object(answer)))
+            if let restart { notify(peer, "gap", .object(restart)) }
             catchUpIfRoom(peer)
             return
         }
@@ -678,8 +695,8 @@ public final class SocketAPIServer: CustomStringConvertible,
                     self.respond(peer, id: id, .failure(error))
                 case .success(let from):
                     subscription.lastSeqSent = from
-                    self.respond(peer, id: id, .success(.object(["last_seq": .number(lastSeq)])))
-                    if let sinceBeyond, from == 0 { self.notifySinceBeyond(peer, since: sinceBeyond, lastSeq: lastSeq) }
+                    self.respond(peer, id: id, .success(.object(answer)))
+                    if let restart, from == 0 { self.notify(peer, "gap", .object(restart)) }
                     self.catchUpIfRoom(peer)
                 }
             }
@@ -887,11 +904,6 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         subscription.missedSession = false
         subscription.missedProps = false
-    }
-
-    /// The `gap` of a `since` beyond the last seq: the replay restarts at this journal's beginning.
-    private func notifySinceBeyond(_ peer: Peer, since: JournalSeq, lastSeq: JournalSeq) {
-        notify(peer, "gap", ["reason": "since_beyond_last_seq", "since": .number(since), "last_seq": .number(lastSeq)])
     }
 
     /// Queues a live-only notice for this peer alone (`gap`, `error`).

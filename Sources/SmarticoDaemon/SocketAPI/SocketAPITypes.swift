@@ -89,11 +89,15 @@ public struct SubscribeRequest: Sendable, Equatable {
     public var since: JournalSeq?
     /// Durable subscription name: resume after its acknowledged cursor; `ack` moves it.
     public var durable: String?
+    /// The journal `since` (or the durable name) was a position in: the `journal` of an earlier
+    /// subscribe answer. Another journal's positions mean nothing here: the replay starts at the beginning.
+    public var journal: String?
 
-    public init(types: Set<String>? = nil, since: JournalSeq? = nil, durable: String? = nil) {
+    public init(types: Set<String>? = nil, since: JournalSeq? = nil, durable: String? = nil, journal: String? = nil) {
         self.types = types
         self.since = since
         self.durable = durable
+        self.journal = journal
     }
 }
 

@@ -97,7 +97,13 @@ public enum SocketRequestParser {
                     throw .badRequest("field \"durable\" must be a name of 1 to \(maxDurableNameLength) bytes")
                 }
             }
-            request = .subscribe(SubscribeRequest(types: types, since: since, durable: durable))
+            let journal = try args.optionalString("journal")
+            if let journal {
+                guard !journal.isEmpty, journal.utf8.count <= 64 else {
+                    throw .badRequest("field \"journal\" must be the `journal` of an earlier subscribe answer (1 to 64 bytes), got \(journal.utf8.count) bytes")
+                }
+            }
+            request = .subscribe(SubscribeRequest(types: types, since: since, durable: durable, journal: journal))
         case .ack:
             request = .ack(seq: try args.requiredInt("seq", range: 0...Int64.max))
         case .forget:

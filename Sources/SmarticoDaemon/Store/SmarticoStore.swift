@@ -34,6 +34,7 @@ public actor SmarticoStore {
     private var options: StoreOptions
     private var db: SQLiteConnection?
     private var cachedDeviceID = ""
+    private var cachedJournalID = ""
 
     /// What retention and `journalBounds` need to know of the journal without reading it; changed
     /// only after the transaction that changed the table committed.
@@ -118,6 +119,9 @@ public actor SmarticoStore {
             try inTransaction { db in
                 try db.run("INSERT OR IGNORE INTO meta(key, value) VALUES ('device_id', ?)", [.text(Self.makeUUID())])
                 try db.run("INSERT OR IGNORE INTO meta(key, value) VALUES ('fp_seed', ?)", [.blob(Self.randomBytes(16))])
+                // Names this journal: a store created in place of a damaged one has another, so a seq an
+                // app kept from the old journal is never taken for a position in this one.
+                try db.run("INSERT OR IGNORE INTO meta(key, value) VALUES ('journal_id', ?)", [.text(Self.makeUUID())])
                 // Bring every seen-set within its bound (the count of uids since the last pruning is
                 // not kept across restarts).
                 for user in try db.query("SELECT DISTINCT user FROM seen", [], { $0.text(0) }) {
@@ -126,6 +130,7 @@ public actor SmarticoStore {
             }
             try withDB { db in
                 cachedDeviceID = try db.queryFirst("SELECT value FROM meta WHERE key = 'device_id'") { $0.text(0) } ?? ""
+                cachedJournalID = try db.queryFirst("SELECT value FROM meta WHERE key = 'journal_id'") { $0.text(0) } ?? ""
                 journalState.lastSeq = try Self.counter("last_seq", db)
                 journalState.bytes = try Self.counter("journal_bytes", db)
                 try db.forEachRow("SELECT min(seq), count(*) FROM journal") { row in
@@ -162,6 +167,10 @@ public actor SmarticoStore {
 
     /// The device id: a random UUID v4, lowercase, generated once and kept.
     public func deviceID() -> String { cachedDeviceID }
+
+    /// The journal's id: a random UUID generated with the store (the subscribe answer's `journal`).
+    /// Seqs are positions in one journal; a fresh store after a damaged one starts again at 1 under a new id.
+    public func journalID() -> String { cachedJournalID }
 
     /// 16 random bytes generated once and kept: the fallback seed of `client.fp` when the machine has no
     /// machine id.

@@ -112,6 +112,10 @@ class Rig {
     if (!ok) throw new Error(`smarticod did not answer within 20 s: ${this.log()}`);
   }
 
+  async status() {
+    return (await lineRequest(this.socketPath, { id: 1, op: 'status' })).result;
+  }
+
   async waitIdentified(user = 'alice') {
     const ok = await waitUntil(async () => {
       const s = (await lineRequest(this.socketPath, { id: 1, op: 'status' })).result;

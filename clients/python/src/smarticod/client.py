@@ -425,6 +425,8 @@ class Subscription:
         #: ``last_seq`` of the latest subscribe answer.
         self.daemon_last_seq: Optional[int] = None
         self._since = since
+        # The daemon's journal the seqs below are positions in (the subscribe answer's `journal`).
+        self._journal: Optional[str] = None
         # Where the subscription started in the daemon's journal (its first answer's last_seq,
         # or `since`): the least a durable name's cursor can be.
         self._start_seq = -1
@@ -469,6 +471,10 @@ class Subscription:
             if since is not None and since >= 0:
                 args["since"] = since
         was_resume = self._subscribed
+        if was_resume and self._journal is not None and "since" in args:
+            # Names the journal `since` counts in: if the daemon's store was replaced (a damaged one
+            # moved aside), its seqs began again at 1 and it replays its journal from the start.
+            args["journal"] = self._journal
         if was_resume and self.durable is not None:
             # The replay from the cursor brings back every journaled event after it: the ones
             # received and not handed out yet, and the one the app holds and has not finished
@@ -480,6 +486,13 @@ class Subscription:
         result = client.call("subscribe", **args)
         last = result.get("last_seq") if isinstance(result, dict) else None
         self.daemon_last_seq = last if isinstance(last, int) else None
+        journal = result.get("journal") if isinstance(result, dict) else None
+        journal = journal if isinstance(journal, str) else None
+        if journal is not None and self._journal is not None:
+            replaced = journal != self._journal
+        else:  # a daemon that does not name its journal: a last seq below what was seen
+            replaced = isinstance(last, int) and last < max(self._delivered, client._max_seq_received)
+        self._journal = journal
         if not was_resume and isinstance(last, int):
             self._start_seq = self._since if self._since is not None else last
         if self.durable is None and self._since is None and isinstance(last, int):
@@ -489,10 +502,10 @@ class Subscription:
         self._subscribed = True
         # Acks sent on the old connection and not confirmed are sent again.
         self._acked = client._confirmed_cursor
-        if was_resume and isinstance(last, int) and last < max(self._delivered, client._max_seq_received):
-            # The daemon's journal is younger than what this subscription saw: it started a fresh
-            # store (a damaged one was moved aside) and its seqs begin again at 1. Nothing counted
-            # from the old journal applies; without this, every new event would look replayed.
+        if was_resume and replaced:
+            # The daemon's journal is not the one this subscription saw: it started a fresh store (a
+            # damaged one was moved aside) and its seqs begin again at 1. Nothing counted from the
+            # old journal applies; without this, every new event would look replayed.
             self._delivered = self._processed = self._acked = self._start_seq = -1
             client._max_seq_received = -1
             client._confirmed_cursor = -1
