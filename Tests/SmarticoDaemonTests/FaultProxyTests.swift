@@ -12,7 +12,7 @@ import Testing
 @Suite("Faults through a TCP fault proxy", .serialized)
 struct FaultProxyTests {
     enum Fault: String, CaseIterable, Sendable {
-        case midFrameCut, oneByteAtATime, freezeInTLSHandshake, freezeInIdentify, halfOpen, serverRestartInIdentify
+        case midFrameCut, oneByteAtATime, freezeInTLSHandshake, freezeInIdentify, halfOpen, serverRestartInIdentify, latencyAndLoss
         var tls: Bool { self == .freezeInTLSHandshake }
     }
 
@@ -103,6 +103,13 @@ struct FaultProxyTests {
             // a server restart needs IDENTIFY still unanswered when the new sim is up.
             if fault == .oneByteAtATime || fault == .serverRestartInIdentify { session["response_timeout_s"] = 10 }
             if fault == .oneByteAtATime { session["connect_timeout_s"] = 10 }
+            // A slow, lossy link: timeouts of a real configuration's proportions (a second of
+            // keepalive, two to declare it dead), not the tiny ones the other cases provoke.
+            if fault == .latencyAndLoss {
+                session["connect_timeout_s"] = 10
+                session["response_timeout_s"] = 10
+                session["dead_after_s"] = 2
+            }
             try setup.writeConfig(url: url, session: session)
             if let tls { try EngineTLSFailureTests.setCAFile(setup.configPath, tls.cert) }
             let ops = try await setup.start()
@@ -190,6 +197,29 @@ struct FaultProxyTests {
                                             "half-open connection noticed (bound keepalive_s + dead_after_s = \(heartbeat))")
             try await rig.queue(3, fault.rawValue)
             try await rig.emit(2)
+        case .latencyAndLoss:
+            // 150 ms each way, and one chunk in ten held back a retransmission timeout (200 ms,
+            // doubling when losses follow each other), holding back what follows it: what a lossy
+            // link looks like through TCP (this kernel has no netem). A whole reconnect over it,
+            // then traffic both ways across several keepalive periods: the daemon must neither give
+            // up on the link nor lose or duplicate anything.
+            let dropped = Date()
+            proxy.set(.lossy(delayMs: 150, lossPercent: 10, seed: 30))
+            proxy.dropAll()
+            _ = try await rig.expectSession("ready", nil, after: dropped, within: .seconds(10), fault, "ready over the lossy link")
+            for round in 0..<4 {
+                try await rig.queue(2, "\(fault.rawValue)-\(round)")
+                try await rig.emit(3)
+                try await Task.sleep(for: .seconds(1))
+            }
+            let (lost, delayed) = proxy.lossyCounts
+            print("fault proxy \(fault): \(delayed) chunks delayed 150 ms, \(lost) of them held back a retransmission timeout more")
+            #expect(lost > 0 && delayed > lost, "the link was not lossy: \(lost) of \(delayed)")
+            for reason in ["heartbeat_timeout", "response_timeout", "connect_timeout", "bad_server_message"] {
+                #expect(!log().contains("reason=\(reason)"), "\(reason) over the lossy link; log:\n\(log())")
+            }
+            proxy.set(.pass)
+            return
         case .serverRestartInIdentify:
             proxy.set(.freezeAtClientFrame(2))
             proxy.dropAll()

@@ -30,6 +30,13 @@ public final class FaultProxy: Sendable {
         /// dropped, nothing is sent to it. New connections never reach the server. A connection
         /// half-opened stays so after the mode changes, until its client closes.
         case halfOpen
+        /// A slow, lossy link as TCP shows it to the programs at its ends (this kernel has no
+        /// `netem`): every chunk read is forwarded `delayMs` later, each way; a chunk "lost" (one in
+        /// `lossPercent` out of 100, from a generator seeded with `seed`) comes a retransmission
+        /// timeout later (200 ms, doubling for consecutive losses up to 1.6 s), and holds back
+        /// everything behind it, as TCP's in-order delivery does. Nothing is dropped or reordered:
+        /// TCP never shows either to the application.
+        case lossy(delayMs: Int, lossPercent: Int, seed: UInt64)
     }
 
     private struct State {
@@ -42,6 +49,8 @@ public final class FaultProxy: Sendable {
         var frozeAt: Date?
         var cutAt: Date?
         var clientCloses: [Date] = []
+        var lostChunks = 0
+        var delayedChunks = 0
     }
 
     public let port: Int
@@ -99,6 +108,8 @@ public final class FaultProxy: Sendable {
     public var cuts: Int { state.withLock { $0.cuts } }
     /// When clients closed their side, oldest first.
     public var clientCloses: [Date] { state.withLock { $0.clientCloses } }
+    /// Chunks `lossy` held back a retransmission timeout ("lost"), and all the chunks it delayed.
+    public var lossyCounts: (lost: Int, delayed: Int) { state.withLock { ($0.lostChunks, $0.delayedChunks) } }
 
     /// Closes every open connection (both sides) now; new ones are accepted as before.
     public func dropAll() { state.withLock { $0.dropGeneration += 1 } }
@@ -169,6 +180,12 @@ public final class FaultProxy: Sendable {
         var toClient: [UInt8] = []
         var frames = ClientFrameCounter()
         var chunk = [UInt8](repeating: 0, count: 65_536)
+        // `lossy`: the tail of each buffer not yet due, as (when due, byte count), oldest first.
+        var heldToServer: [(at: ContinuousClock.Instant, count: Int)] = []
+        var heldToClient: [(at: ContinuousClock.Instant, count: Int)] = []
+        var random = SplitMix64(seed: 0)
+        var seeded: UInt64? = nil
+        var rto: [Direction: Int] = [.toServer: 0, .toClient: 0]
         defer {
             Glibc.close(client)
             if server >= 0 { Glibc.close(server) }
@@ -224,14 +241,20 @@ public final class FaultProxy: Sendable {
                 if server < 0 { return }
             }
 
+            // Wait to write only what is due (`lossy` holds the rest; the 5 ms poll is its timer).
+            let clock = ContinuousClock.now
+            let dueToServer = toServer.count - heldToServer.reduce(0) { $1.at > clock ? $0 + $1.count : $0 }
+            let dueToClient = toClient.count - heldToClient.reduce(0) { $1.at > clock ? $0 + $1.count : $0 }
             var fds = [
-                pollfd(fd: client, events: Int16(toServer.count < 65_536 ? POLLIN : 0) | Int16(toClient.isEmpty ? 0 : POLLOUT), revents: 0),
-                pollfd(fd: server, events: Int16(toClient.count < 65_536 ? POLLIN : 0) | Int16(toServer.isEmpty ? 0 : POLLOUT), revents: 0),
+                pollfd(fd: client, events: Int16(toServer.count < 65_536 ? POLLIN : 0) | Int16(dueToClient == 0 ? 0 : POLLOUT), revents: 0),
+                pollfd(fd: server, events: Int16(toClient.count < 65_536 ? POLLIN : 0) | Int16(dueToServer == 0 ? 0 : POLLOUT), revents: 0),
             ]
             _ = poll(&fds, 2, 5)
+            var readToServer = 0, readToClient = 0
             if fds[0].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 guard let bytes = readSome(client) else { recordClientClose(); return }
                 toServer += bytes
+                readToServer = bytes.count
             }
             if fds[1].revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
                 guard let bytes = readSome(server) else {
@@ -244,6 +267,7 @@ public final class FaultProxy: Sendable {
                     return
                 }
                 toClient += bytes
+                readToClient = bytes.count
             }
             // The mode again, after the read: bytes read were sent after any change the test
             // made before them (a drop, a freeze), so they are forwarded under it.
@@ -251,6 +275,31 @@ public final class FaultProxy: Sendable {
             if now.1 { return }
             let mode = now.0
             if mode == .freeze || mode == .halfOpen { continue }
+            if case .lossy(let delayMs, let lossPercent, let seed) = mode {
+                if seeded != seed { random = SplitMix64(seed: seed ^ UInt64(bitPattern: Int64(client))); seeded = seed }
+                let clock = ContinuousClock.now
+                for (direction, count) in [(Direction.toServer, readToServer), (.toClient, readToClient)] where count > 0 {
+                    var extra = 0
+                    if Int(random.next() % 100) < lossPercent {
+                        rto[direction] = min(max((rto[direction] ?? 0) * 2, 200), 1_600)
+                        extra = rto[direction] ?? 0
+                    } else {
+                        rto[direction] = 0
+                    }
+                    state.withLock { s in
+                        s.delayedChunks += 1
+                        if extra > 0 { s.lostChunks += 1 }
+                    }
+                    var at = clock + .milliseconds(delayMs + extra)
+                    // In order: nothing overtakes a chunk held back before it.
+                    let last = direction == .toServer ? heldToServer.last?.at : heldToClient.last?.at
+                    if let last, last > at { at = last }
+                    if direction == .toServer { heldToServer.append((at, count)) } else { heldToClient.append((at, count)) }
+                }
+            } else {
+                heldToServer = []
+                heldToClient = []
+            }
 
             directions: for direction in [Direction.toServer, .toClient] {
                 var buffer = direction == .toServer ? toServer : toClient
@@ -258,6 +307,12 @@ public final class FaultProxy: Sendable {
                 guard !buffer.isEmpty else { continue }
                 let fd = direction == .toServer ? server : client
                 var allowed = buffer.count
+                var held = direction == .toServer ? heldToServer : heldToClient
+                defer { if direction == .toServer { heldToServer = held } else { heldToClient = held } }
+                if !held.isEmpty {
+                    let clock = ContinuousClock.now
+                    allowed -= held.reduce(0) { $1.at > clock ? $0 + $1.count : $0 }
+                }
                 var gap = 0
                 var budgeted = false
                 switch mode {
@@ -277,6 +332,14 @@ public final class FaultProxy: Sendable {
                 }
                 guard let n = writeSome(fd, buffer, allowed) else { return }
                 if direction == .toServer { frames.consume(buffer.prefix(n)) }
+                // Written bytes leave the front: first the part that was never held, then held chunks.
+                var written = n - (buffer.count - held.reduce(0) { $0 + $1.count })
+                while written > 0, !held.isEmpty {
+                    let take = min(written, held[0].count)
+                    held[0].count -= take
+                    written -= take
+                    if held[0].count == 0 { held.removeFirst() }
+                }
                 buffer.removeFirst(n)
                 if budgeted {
                     let left = state.withLock { s in
@@ -367,4 +430,17 @@ struct ClientFrameCounter {
 
     private mutating func afterLength() { if masked { phase = .mask(left: 4) } else { afterMask() } }
     private mutating func afterMask() { phase = length == 0 ? .start : .payload(left: length) }
+}
+
+/// A small seeded generator (SplitMix64), so a `lossy` run's pattern of losses can be repeated.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }
