@@ -135,6 +135,17 @@ struct StateDirFaultTests {
         #expect(status["last_error"]?["code"]?.stringValue == "storage_unavailable", "\(status)")
         #expect(setup.log.components(separatedBy: "Durable work is refused").count - 1 == 1, "log:\n\(setup.log)")
 
+        // Whom the daemon speaks for is stored too: an identify of another user and a logout are
+        // refused while the store cannot take them, and nothing changes (in memory only, a restart
+        // would bring back the user stored before and speak for them).
+        let identify = try await ops.request("identify", ["ext_user_id": "bob", "hash": "bob-hash"])
+        #expect(identify["error"]?["code"]?.stringValue == "storage_unavailable", "\(identify)")
+        #expect(identify["error"]?["message"]?.stringValue?.contains("identify of bob was not done") == true, "\(identify)")
+        let logout = try await ops.request("logout")
+        #expect(logout["error"]?["code"]?.stringValue == "storage_unavailable", "\(logout)")
+        let unchanged = try await ops.ok("status")
+        #expect(unchanged["user"]?["ext_user_id"]?.stringValue == "alice" && unchanged["state"]?.stringValue == "ready", "\(unchanged)")
+
         // Space (or a writable file system) returns.
         if let restarted = try await fixIt(setup) {
             ops = restarted

@@ -344,6 +344,7 @@ actor SessionDriver {
             }
             reply.succeed(status)
         case .session(let request):
+            if let refusal = await storeUserFirst(request) { return reply.fail(refusal) }
             let id = SessionRequestID(nextRequestID)
             nextRequestID += 1
             replies[id] = reply
@@ -825,6 +826,40 @@ actor SessionDriver {
                 logger.error("store \(what) failed: \(error)")
             }
             return false
+        }
+    }
+
+    /// An identify of another user and a logout change whom the daemon speaks for after a restart
+    /// too, so the stored user is written before the session changes. When the state directory
+    /// cannot take it, the op is refused (`storage_unavailable`) and nothing changes: going on in
+    /// memory only, a restart would bring back the user stored before and speak for them. (The
+    /// session machine writes the same user again with its own action; the second write is a no-op.)
+    private func storeUserFirst(_ request: SessionRequest) async -> SocketAPIError? {
+        let what: String
+        let write: @Sendable (SmarticoStore) async throws(StoreError) -> Void
+        switch request {
+        case .identify(let ext, let hash) where ext != machine.user?.extUserID && machine.identifyRefusal(ext: ext, hash: hash) == nil:
+            what = "identify of \(ext)"
+            write = { store throws(StoreError) in try await store.setUser(StoredUser(extUserID: ext, hash: hash)) }
+        case .logout where machine.user != nil:
+            what = "logout of \(machine.user?.extUserID ?? "")"
+            write = { store throws(StoreError) in try await store.clearUser() }
+        default:
+            return nil
+        }
+        do throws(StoreError) {
+            try await write(store)
+            storeWritable()
+            return nil
+        } catch {
+            let consequence = "the \(what) was not done (the daemon still speaks for \(machine.user?.extUserID ?? "nobody")): "
+                + "the user it speaks for could not be stored, and after a restart it would be the one stored before"
+            guard let problem = error.storageProblem else {
+                logger.error("store \(what) failed: \(error)")
+                return SocketAPIError(.internal, "store write failed: \(error); \(consequence)")
+            }
+            storageFailed("store \(what)", error)
+            return SocketAPIError(.storageUnavailable, "state_dir \(config.config.stateDir) is \(problem): \(error); \(consequence)")
         }
     }
 

@@ -131,16 +131,22 @@ extension SessionMachine {
         if let id = w.id { reply(id, .success(.object(["uuid": .string(uuid), "queued": .bool(queued)]))) }
     }
 
-    mutating func opIdentify(_ id: SessionRequestID, ext: String, hash: String?, now: Int64) {
-        guard !ext.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "ext_user_id must not be empty"))) }
-        if let h = hash, h.isEmpty { return reply(id, .failure(SessionReplyError(.badRequest, "hash must not be empty"))) }
+    /// Why `identify` of `ext` would be refused now; nil when it would be taken.
+    func identifyRefusal(ext: String, hash: String?) -> SessionReplyError? {
+        guard !ext.isEmpty else { return SessionReplyError(.badRequest, "ext_user_id must not be empty") }
+        if let h = hash, h.isEmpty { return SessionReplyError(.badRequest, "hash must not be empty") }
         guard identifyWaiters.count < env.maxPendingRequests else {
-            return reply(id, .failure(SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")))
+            return SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")
         }
         let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
         if hash == nil, !hasCommand, user?.extUserID != ext || user?.hash == nil {
-            return reply(id, .failure(SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")))
+            return SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")
         }
+        return nil
+    }
+
+    mutating func opIdentify(_ id: SessionRequestID, ext: String, hash: String?, now: Int64) {
+        if let refusal = identifyRefusal(ext: ext, hash: hash) { return reply(id, .failure(refusal)) }
         if let u = user, u.extUserID == ext {
             if let h = hash {
                 user?.hash = h
