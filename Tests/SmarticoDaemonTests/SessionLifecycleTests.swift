@@ -1,4 +1,5 @@
 import Foundation
+import SmarticoTestSupport
 import SmarticoProtocol
 import Testing
 @testable import SmarticoDaemon
@@ -9,7 +10,7 @@ import Testing
         let b = Backoff(initialMs: 500, maxMs: 60_000, multiplier: 2)
         #expect((0...9).map { b.ceilingMs(attempt: $0) } == [500, 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000, 60000])
         #expect(b.ceilingMs(attempt: 10_000) == 60_000)
-        var g = SeededRandom(seed: 7)
+        var g = SplitMix64(seed: 7)
         for attempt in 0..<8 {
             let ceiling = b.ceilingMs(attempt: attempt)
             let samples = (0..<400).map { _ in b.delayMs(attempt: attempt, using: &g) }

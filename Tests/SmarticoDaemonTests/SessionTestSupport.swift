@@ -1,20 +1,8 @@
 import Foundation
+import SmarticoTestSupport
 import SmarticoProtocol
 import Testing
 @testable import SmarticoDaemon
-
-/// SplitMix64: a seeded generator so uuids and jitter are reproducible.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 enum SessionFixtures {
     static let labelKey = "6816f0c2-1a2b-4c3d-8e9f-0a1b2c3d4e5f-2"
@@ -47,7 +35,7 @@ struct Harness {
     init(_ config: ResolvedConfig, timeZone: TimeZone = TimeZone(identifier: "UTC")!, seed: UInt64 = 42) {
         // The machine takes a UTCOffset (no Foundation in the daemon); Foundation's rules drive it here.
         let zone = UTCOffset { timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double($0))) }
-        var env = SessionEnvironment(timeZone: zone, random: SessionRandom(SeededRandom(seed: seed)))
+        var env = SessionEnvironment(timeZone: zone, random: SessionRandom(SplitMix64(seed: seed)))
         env.identifyReplyTimeoutMs = 60_000
         machine = SessionMachine(config: config, environment: env)
     }

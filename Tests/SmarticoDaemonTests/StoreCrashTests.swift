@@ -9,6 +9,7 @@
 // enables `crashWriterProcess`: it needs no extra executable target, and the writer runs the very
 // store code under test. In a normal run that test is disabled (reported as skipped).
 import Foundation
+import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
 
@@ -164,7 +165,7 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
     func crashWriterProcess() async throws {
         let environment = ProcessInfo.processInfo.environment
         let directory = try #require(environment[writerDirectoryVariable])
-        var random = SeededGenerator(seed: UInt64(environment["SMARTICO_STORE_CRASH_WRITER_SEED"] ?? "") ?? 1)
+        var random = SplitMix64(seed: UInt64(environment["SMARTICO_STORE_CRASH_WRITER_SEED"] ?? "") ?? 1)
         let store = try await SmarticoStore.open(directory: directory, options: keepEverything)
         emit("READY \(await store.lastSeq())")
         var k = 0
@@ -203,7 +204,7 @@ private func runWriterChild(executable: String, directory: String, seed: UInt64,
         let stateDir = dir.sub("state")
         let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let seed = UInt64(ProcessInfo.processInfo.environment["SMARTICO_STORE_CRASH_SEED"] ?? "") ?? 0x5EED_2026
-        var random = SeededGenerator(seed: seed)
+        var random = SplitMix64(seed: seed)
 
         var ackedSeqs: [Int64: String] = [:]   // seq → the data it was written with
         var ackedCursor: Int64 = 0

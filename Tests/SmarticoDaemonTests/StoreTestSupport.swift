@@ -1,6 +1,7 @@
 // Helpers shared by the store tests: unique temp directories, a seeded generator, and running blocking
 // code on a dedicated thread instead of the cooperative pool.
 import Foundation
+import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
 
@@ -24,19 +25,6 @@ struct StoreTempDir {
 struct StoreTestFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// SplitMix64: a small deterministic generator, so failures reproduce from the printed seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// Runs blocking `body` (waitpid, read, usleep, ...) on a new thread and awaits its result.

@@ -1,3 +1,4 @@
+import SmarticoTestSupport
 import Testing
 @testable import Transport
 
