@@ -8,6 +8,39 @@ import Testing
 
 @Suite("smarticoctl tail --follow against smarticod", .serialized)
 struct CtlFollowTests {
+    /// `smarticoctl tail --follow --json --types engagement --since 0` against `setup`'s daemon
+    /// (with SIGINT and SIGTERM blocked when it starts, if asked), its stdout lines, and what to
+    /// print when a check fails.
+    static func startTail(_ setup: DaemonSetup, blockingSignals: Bool) throws
+        -> (ChildProcess, @Sendable () -> [String], @Sendable () -> String) {
+        let outPath = setup.dir + "/tail.out", errPath = setup.dir + "/tail.err"
+        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        let ctl = try TestExecutables.url("smarticoctl").path
+        let arguments = ["--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0"]
+        let p = Process()
+        if blockingSignals {
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            p.arguments = ["-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}); os.execv(sys.argv[1], sys.argv[1:])",
+                           ctl] + arguments
+        } else {
+            p.executableURL = URL(fileURLWithPath: ctl)
+            p.arguments = arguments
+        }
+        p.environment = ["PATH": "/usr/bin:/bin"]
+        p.standardInput = FileHandle.nullDevice
+        p.standardOutput = FileHandle(forWritingAtPath: outPath)
+        p.standardError = FileHandle(forWritingAtPath: errPath)
+        try p.runSerialized()
+        let lines: @Sendable () -> [String] = {
+            ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        let log = setup.logPath
+        let diagnostics: @Sendable () -> String = {
+            "tail stdout:\n\(lines().joined(separator: "\n"))\ntail stderr:\n\((try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")\ndaemon log:\n\(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(3000))"
+        }
+        return (ChildProcess(process: p, logPath: errPath), lines, diagnostics)
+    }
+
     @Test func tailFollowResumesAcrossARestartWithoutGapOrDuplicate() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }
@@ -16,29 +49,9 @@ struct CtlFollowTests {
         let client = try await setup.start()
         var emitted = [try await sim.emitEngagement(to: "alice")]
 
-        let outPath = setup.dir + "/tail.out", errPath = setup.dir + "/tail.err"
-        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         // Started with SIGINT and SIGTERM blocked, as a parent that reads them from a signalfd (the
         // daemon, this test process) hands them on: smarticoctl must unblock them to stop on SIGTERM.
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        p.arguments = [
-            "-c", "import os, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}); os.execv(sys.argv[1], sys.argv[1:])",
-            try TestExecutables.url("smarticoctl").path,
-            "--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0",
-        ]
-        p.environment = ["PATH": "/usr/bin:/bin"]
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = FileHandle(forWritingAtPath: outPath)
-        p.standardError = FileHandle(forWritingAtPath: errPath)
-        try p.runSerialized()
-        let tail = ChildProcess(process: p, logPath: errPath)
-        func lines() -> [String] {
-            ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-        }
-        func diagnostics() -> String {
-            "tail stdout:\n\(lines().joined(separator: "\n"))\ntail stderr:\n\((try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")\ndaemon log:\n\(setup.log.suffix(3000))"
-        }
+        let (tail, lines, diagnostics) = try Self.startTail(setup, blockingSignals: true)
 
         emitted.append(try await sim.emitEngagement(to: "alice"))
         let before = await eventually { lines().count >= 2 }
@@ -85,24 +98,8 @@ struct CtlFollowTests {
         try setup.writeConfig(url: sim.serverURL, logLevel: "info")
         var client = try await setup.start()
         var emitted = [try await sim.emitEngagement(to: "alice"), try await sim.emitEngagement(to: "alice")]
-        let outPath = setup.dir + "/tail.out", errPath = setup.dir + "/tail.err"
-        for path in [outPath, errPath] { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        let p = Process()
-        p.executableURL = try TestExecutables.url("smarticoctl")
-        p.arguments = ["--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0"]
-        p.environment = ["PATH": "/usr/bin:/bin"]
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = FileHandle(forWritingAtPath: outPath)
-        p.standardError = FileHandle(forWritingAtPath: errPath)
-        try p.runSerialized()
-        let tail = ChildProcess(process: p, logPath: errPath)
+        let (tail, lines, diagnostics) = try Self.startTail(setup, blockingSignals: false)
         defer { tail.signal(SIGKILL) }
-        func lines() -> [String] {
-            ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-        }
-        func diagnostics() -> String {
-            "tail stdout:\n\(lines().joined(separator: "\n"))\ntail stderr:\n\((try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")\ndaemon log:\n\(setup.log.suffix(3000))"
-        }
         #expect(await eventually { lines().count >= 2 }, "\(diagnostics())")
         // Reported, so the simulator does not send them again to the fresh store.
         for uid in emitted { _ = try await client.ok("report", ["kind": "impression", "engagement_uid": .string(uid)]) }
