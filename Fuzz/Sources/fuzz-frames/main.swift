@@ -94,24 +94,34 @@ public func fuzzFrames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
     if bytes[1] != 0 {
         let split = receive(setting, pieces(of: stream, seed: bytes[1]))
-        invariant(whole.comparable == split.comparable, "whole and in pieces differ:\n\(whole.comparable)\n\(split.comparable)")
+        invariant(whole.comparable == split.comparable, "whole and in pieces differ:\n\(whole.events)\n\(split.events)")
         if !whole.failed {
             invariant(whole.outbound == split.outbound, "whole and in pieces wrote different bytes")
         }
     }
 
     // What we wrote is valid for the peer.
-    let peer = setting.make(setting.peerRole)
-    let heard = peer.receive(whole.outbound)
-    for e in heard.events {
-        if case .failed(let error) = e { invariant(false, "the peer refuses what we wrote: \(error)") }
+    if !whole.outbound.isEmpty {
+        let peer = setting.make(setting.peerRole)
+        let heard = peer.receive(whole.outbound)
+        for e in heard.events {
+            if case .failed(let error) = e { invariant(false, "the peer refuses what we wrote: \(error)") }
+        }
     }
 
     // Messages round trip through a peer's sender with the same parameters (its deflate context
-    // carried from message to message, as on a connection).
+    // carried from message to message, as on a connection). Made only when there are messages:
+    // a codec pair costs a few hundred KiB of zlib state.
+    let messages = whole.events.filter {
+        switch $0 {
+        case .text, .textBytes, .binary: true
+        default: false
+        }
+    }
+    guard !messages.isEmpty else { return 0 }
     let sender = setting.make(setting.peerRole, fragmentSize: bytes[1] % 4 == 0 ? nil : Int(bytes[1]))
     let receiver = setting.make(setting.role)
-    for event in whole.events {
+    for event in messages {
         let sent: WebSocketOutput
         do {
             switch event {
