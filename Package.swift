@@ -19,6 +19,9 @@ let package = Package(
         .library(name: "SmarticoProtocol", targets: ["SmarticoProtocol"]),
         // The simulator in-process, for the Benchmarks package (its push rate); users run the executable.
         .library(name: "SmarticoSim", targets: ["SmarticoSim"]),
+        // The daemon's sans-I/O parts (socket request parser, configuration decoder) for the Fuzz
+        // package's libFuzzer targets; users run the executable.
+        .library(name: "SmarticoDaemon", targets: ["SmarticoDaemon"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian/Ubuntu machine: installs what it
-# needs, builds, runs every test target, then builds the release package and checks it.
+# needs, builds, runs every test target, fuzzes each parser for a minute, then builds the release
+# package and checks it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -16,6 +17,8 @@ echo "==> testing"
 # machine, not for all of them at once on 2 cores in a debug build; run together they
 # starved each other (15 CPU-minutes of contention) until waits expired.
 swift test --skip-build --no-parallel
+echo "==> fuzzing: every libFuzzer target of Fuzz/ for 60 s, 2 at a time (scripts/fuzz.sh; docs/reliability.md)"
+bash scripts/fuzz.sh --seconds 60 --jobs 2
 echo "==> testing the Python client (clients/python) against the built daemon and simulator"
 "$SMARTICO_TEST_PYTHON" -m pip install -q --disable-pip-version-check ./clients/python
 SMARTICOD_BIN="$ROOT/.build/debug/smarticod" SMARTICO_SIM_BIN="$ROOT/.build/debug/smartico-sim" \

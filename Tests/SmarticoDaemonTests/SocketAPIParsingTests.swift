@@ -180,4 +180,31 @@ struct SocketAPIParsingTests {
         let refused = Array("12345\n".utf8).withUnsafeBytes { whole.feed($0) { _ in true } }
         #expect(refused == .lineTooLong(offset: 0))
     }
+
+    /// Found by fuzz-socket-request (Fuzz/Corpus/fuzz-socket-request/regression-offset-after-lines):
+    /// a long line after other lines of the same read was reported at twice its offset (the lines
+    /// before it counted twice), so the error named a byte past the line; cut into other reads, the
+    /// same stream gave another offset. It must be the line's start however the bytes arrive.
+    @Test func framerNamesTheLongLinesOffsetAfterLinesOfTheSameRead() {
+        let stream = Array(#"{"op">hello"}"#.utf8) + [0x0A] + Array(#"{"op":"event","event_type":""#.utf8)
+            + [UInt8](repeating: 0x78, count: 300) + Array("\"}\n".utf8)
+        let lineStart = 14
+        for cut in [stream.count, 1, 7, 20, 64] {
+            var framer = LineFramer(maxLineBytes: 256)
+            var lines = 0
+            var outcome = LineFramer.Outcome.ok
+            var i = 0
+            while i < stream.count, outcome == .ok {
+                let end = min(stream.count, i + cut)
+                outcome = stream[i..<end].withUnsafeBytes { framer.feed($0) { _ in lines += 1; return true } }
+                i = end
+            }
+            #expect(outcome == .lineTooLong(offset: lineStart), "reads of \(cut) bytes")
+            #expect(lines == 1, "reads of \(cut) bytes")
+            // Once refused, it stays refused with the same offset.
+            let again = Array("{}\n".utf8).withUnsafeBytes { framer.feed($0) { _ in lines += 1; return true } }
+            #expect(again == .lineTooLong(offset: lineStart))
+            #expect(lines == 1)
+        }
+    }
 }

@@ -302,4 +302,44 @@ private func closeFrame(_ code: UInt16, _ reason: [UInt8] = [], peerIsClient: Bo
         #expect(e.description.contains("frame #3"))
         #expect(e.description.contains("offset 120"))
     }
+
+    /// Found by fuzz-frames (kept as Fuzz/Corpus/fuzz-frames/regression-window-beyond-negotiated):
+    /// a client that negotiated client_max_window_bits=8 and client_no_context_takeover, whose
+    /// message refers back further than 256 bytes. Inflated with the negotiated 256-byte window the
+    /// message passed when it came in one read and failed (1007, "invalid distance too far back")
+    /// when it came in several, since zlib lets a distance reach into what it wrote in the same
+    /// call. The fuzzer's input: byte 0 the setting (server, permessage-deflate, client no context
+    /// takeover, window 8), byte 1 how it was cut, then the client's masked frames.
+    @Test func aCompressedMessageIsTakenTheSameHoweverTheReadsCutIt() throws {
+        let hex = [
+            "0bf3419e37fa213ddb6a6ab7f4ca3179d8284af47f94dca14436fff565c102b508d2531daf2680fe00c937fa213d4a6e",
+            "682b6936243b851087971ea4f6330365dca411606a820100000051ee0027fcd395b71c58a032348f1d9d59c1536bd612",
+            "a0bc38dffc6f8e85fc6ab5e92b4b7b8027885faa3ad6a7bb7fabe501471badf9dca71f7f500c08f5eed34223d366e4b4",
+            "c07c8d03bd417e305d0d3cb7caf820109ef64353dd70e43a609063938fb9a53bcb8ea85451e728f6ffbc54a4c32b693a",
+            "d4b8c76673eb9a2e1a548717058b61c1f53181ad1e4c63e42d4cd7b882dc1de2e686b7d7367cf13bb3e8edc359d1a898",
+            "1ef8c951434237",
+        ].joined()
+        var input: [UInt8] = []
+        var i = hex.startIndex
+        while i < hex.endIndex {
+            let j = hex.index(i, offsetBy: 2)
+            input.append(UInt8(hex[i..<j], radix: 16)!)
+            i = j
+        }
+        let stream = Array(input.dropFirst(2))
+        let deflate = PerMessageDeflateParameters(clientNoContextTakeover: true, clientMaxWindowBits: 8)
+        func events(split: Bool) -> [WebSocketEvent] {
+            let ws = WebSocketProtocol(role: .server, deflate: deflate, random: SplitMix64(seed: 1))
+            return feed(ws, stream, split: split).events
+        }
+        let whole = events(split: false)
+        let bytewise = events(split: true)
+        #expect(whole == bytewise)
+        #expect(!whole.contains { if case .failed = $0 { true } else { false } }, "\(whole)")
+        guard case .text(let text)? = whole.first else {
+            Issue.record("no text message: \(whole)")
+            return
+        }
+        #expect(text.hasPrefix(#"{"engagement_"#))
+    }
 }

@@ -12,8 +12,11 @@ public struct LineFramer: Sendable {
     /// The longest line accepted, in bytes, without its `\n`.
     public let maxLineBytes: Int
     private var partial: [UInt8] = []
-    private var failed = false
-    /// Bytes consumed so far (for the offset in errors).
+    /// Where the line that was too long started, once one was.
+    private var failedAt: Int?
+    /// Bytes consumed so far (for the offset in errors). While a buffer is being fed it is the
+    /// stream offset of the next byte to look at (`start`), so a line starting there starts at
+    /// `consumed`, or at `consumed - partial.count` with an incomplete line kept from before.
     public private(set) var consumed: Int = 0
 
     public enum Outcome: Sendable, Equatable {
@@ -35,7 +38,7 @@ public struct LineFramer: Sendable {
     public mutating func feed(
         _ bytes: UnsafeRawBufferPointer, onLine: (UnsafeRawBufferPointer) -> Bool
     ) -> Outcome {
-        if failed { return .lineTooLong(offset: consumed - partial.count) }
+        if let failedAt { return .lineTooLong(offset: failedAt) }
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .ok }
         var start = 0
         let end = bytes.count
@@ -45,7 +48,7 @@ public struct LineFramer: Sendable {
                 // Incomplete tail.
                 let tail = end - start
                 if partial.count + tail > maxLineBytes {
-                    return fail(lineStart: consumed + start - partial.count)
+                    return fail(lineStart: consumed - partial.count)
                 }
                 partial.append(contentsOf: UnsafeRawBufferPointer(start: base + start, count: tail))
                 consumed += end - start
@@ -55,12 +58,12 @@ public struct LineFramer: Sendable {
             let keepGoing: Bool
             if partial.isEmpty {
                 var length = lineEnd - start
-                if length > maxLineBytes { return fail(lineStart: consumed + start) }
+                if length > maxLineBytes { return fail(lineStart: consumed) }
                 if length > 0 && base.load(fromByteOffset: start + length - 1, as: UInt8.self) == 0x0D { length -= 1 }
                 keepGoing = onLine(UnsafeRawBufferPointer(start: base + start, count: length))
             } else {
                 if partial.count + (lineEnd - start) > maxLineBytes {
-                    return fail(lineStart: consumed + start - partial.count)
+                    return fail(lineStart: consumed - partial.count)
                 }
                 partial.append(contentsOf: UnsafeRawBufferPointer(start: base + start, count: lineEnd - start))
                 if partial.last == 0x0D { partial.removeLast() }
@@ -76,7 +79,7 @@ public struct LineFramer: Sendable {
     }
 
     private mutating func fail(lineStart: Int) -> Outcome {
-        failed = true
+        failedAt = lineStart
         partial = []
         return .lineTooLong(offset: lineStart)
     }

@@ -147,7 +147,12 @@ public final class WebSocketProtocol {
                 ? (bits: d.serverMaxWindowBits, reset: d.serverNoContextTakeover)
                 : (bits: d.clientMaxWindowBits, reset: d.clientNoContextTakeover)
             deflater = MessageDeflater(windowBits: ours.bits, noContextTakeover: ours.reset, level: d.compressionLevel, memoryLevel: d.memoryLevel)
-            inflater = MessageInflater(windowBits: theirs.bits, noContextTakeover: theirs.reset)
+            // Inflated with the largest window whatever the peer's negotiated one: a conforming
+            // stream inflates the same, and one that refers back further than the peer promised
+            // is taken the same way however the reads cut it. With a smaller window zlib allows a
+            // distance into what it wrote in the same inflate call but not into its window, so
+            // such a message passed when it arrived in one read and failed (1007) in several.
+            inflater = MessageInflater(windowBits: 15, noContextTakeover: theirs.reset)
         } else {
             deflater = nil
             inflater = nil
