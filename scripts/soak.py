@@ -149,6 +149,7 @@ class FaultProxy:
         self.delay_s = 0.0
         self.pairs = []  # dicts: a (client side), b (upstream), qa2b, qb2a (deque of (due, bytes)), frozen
         self.accepted = 0
+        self.accept_times = []  # monotonic time of each connection forwarded
         self.refused = 0
         self.stop = False
         self.thread = threading.Thread(target=self.run, name="proxy", daemon=True)
@@ -203,6 +204,7 @@ class FaultProxy:
             s.setblocking(False)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.accepted += 1
+        self.accept_times.append(time.monotonic())
         self.pairs.append({"a": a, "b": b, "qa2b": collections.deque(), "qb2a": collections.deque(),
                            "frozen": False})
 
@@ -313,6 +315,8 @@ class Soak:
         self.app_restarts = 0
         self.sub_errors = []
         self.faults = collections.Counter()
+        self.recovery = collections.defaultdict(list)  # fault → seconds to the next connection
+        self.sim_restarts_before = 0
         self.sim_kill_skipped = 0
         self.daemon_deaths = []                  # unasked exits: (elapsed, returncode)
         self.daemon_restarts = 0
@@ -525,8 +529,34 @@ class Soak:
         return not self.outstanding()
 
     # faults
+    def reconnected_after(self, t0, timeout=60.0):
+        """Seconds from t0 to the daemon's first new connection through the proxy (None: none
+        within timeout of now)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            times = [t for t in self.proxy.accept_times if t > t0]
+            if times:
+                return times[0] - t0
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.05)
+
     def fault(self, kind):
         log(f"fault {kind}")
+        t0 = time.monotonic()
+        accepted = self.proxy.accepted
+        self.fault_action(kind)
+        self.faults[kind] += 1
+        if kind == "proxy_delay":
+            self.recovery[kind].append(self.proxy.accepted - accepted)
+            log(f"  new connections during the delay: {self.proxy.accepted - accepted}")
+        elif kind != "sub_reconnect" and not (kind == "sim_kill" and self.sim_restarts == self.sim_restarts_before):
+            after = self.reconnected_after(t0)
+            self.recovery[kind].append(after)
+            log(f"  the daemon connected again {after if after is None else round(after, 2)} s after the fault began")
+
+    def fault_action(self, kind):
+        self.sim_restarts_before = self.sim_restarts
         if kind == "proxy_cut":
             self.proxy.cut()
         elif kind == "proxy_freeze":
@@ -578,7 +608,6 @@ class Soak:
                         pass
             else:
                 self.sub_restart = True
-        self.faults[kind] += 1
 
     # sampling
     def sample(self):
@@ -710,6 +739,8 @@ class Soak:
             "duration_s": round(self.elapsed()), "drain_s": round(drain_s), "drained": drained,
             "final_reconnect": self.final_reconnect,
             "faults": dict(self.faults), "sim_kill_skipped": self.sim_kill_skipped,
+            "reconnected_after_s (max per fault; proxy_delay: new connections)": {
+                k: (round(max(v), 2) if None not in v else "none within 60 s") for k, v in self.recovery.items()},
             "sent": len(sent), "delivered": len(sent) - len(lost), "lost": len(lost),
             "handed_out": sum(handed.values()), "duplicates": len(dups), "unknown": len(unknown),
             "raw_duplicate_lines": raw_dups, "bursts": self.bursts,
