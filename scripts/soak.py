@@ -63,6 +63,8 @@ Usage (from the repository root, after the release build of smarticod and smarti
     $SMARTICO_TEST_PYTHON -m pip install ./clients/python
     nice -n 10 $SMARTICO_TEST_PYTHON scripts/soak.py                        # six hours
     nice -n 10 $SMARTICO_TEST_PYTHON scripts/soak.py --duration 300 --fault-every 30
+    $SMARTICO_TEST_PYTHON scripts/soak.py --duration 3600 --faults none --every 0.1 --burst 0 \
+        --template-bytes 2048                    # the memory soak: ten 2 KB engagements a second
 --bin defaults to .build-release/release (scripts/package.sh's build), else .build/release.
 Python 3 standard library plus the client library in clients/python.
 """
@@ -343,7 +345,7 @@ class Soak:
         for attempt in range(20):
             sim = subprocess.Popen(
                 [self.binary("smartico-sim"), "--port", str(self.sim_port), "--control", self.sim_sock,
-                 "--record", self.record, "--template-bytes", "512", "--ping-interval", "10s",
+                 "--record", self.record, "--template-bytes", str(self.args.template_bytes), "--ping-interval", "10s",
                  "--pong-timeout", "5s"],
                 stdout=subprocess.PIPE, stderr=open(os.path.join(self.work, "sim.log"), "ab"), text=True)
             port = sim.stdout.readline().strip()
@@ -429,7 +431,7 @@ class Soak:
     def generator(self):
         next_burst = time.monotonic() + self.args.burst_every
         while not self.stop_gen:
-            time.sleep(random.uniform(1.0, 2.0))
+            time.sleep(self.args.every if self.args.every else random.uniform(1.0, 2.0))
             with self.gen_lock:
                 if self.gen_paused or self.stop_gen:
                     continue
@@ -644,7 +646,7 @@ class Soak:
 
     def run(self):
         a = self.args
-        log(f"soak: {a.duration:.0f} s, a fault every {a.fault_every:.0f} s ({', '.join(a.faults)}), "
+        log(f"soak: {a.duration:.0f} s, a fault every {a.fault_every:.0f} s ({', '.join(a.faults) or 'none'}), "
             f"binaries {a.bin}, work dir {self.work}")
         self.start_sim()
         self.proxy = FaultProxy(self.sim_port)
@@ -658,7 +660,7 @@ class Soak:
         print(f"{'time':8} {'elapsed':>7} {'pid':>7} {'rss_kib':>8} {'fds':>4} {'thr':>4} {'cpu_s':>7} "
               f"{'sent':>7} {'deliv':>7} {'outst':>6} {'dups':>4} {'rawdp':>5} {'flts':>4}", flush=True)
         next_sample = time.monotonic()
-        next_fault = time.monotonic() + a.fault_every
+        next_fault = time.monotonic() + a.fault_every if a.faults else float("inf")
         index = 0
         end = self.start + a.duration
         while time.monotonic() < end:
@@ -733,6 +735,15 @@ class Soak:
                 if d_fds >= 20 or d_rss >= 65536:
                     leaks.append(f"pid {pid}: fds {rows[0][1]}→{rows[-1][1]}, RSS {rows[0][0]}→{rows[-1][0]} KiB "
                                  f"over {len(rows)} samples")
+        reasons = collections.Counter()
+        try:
+            with open(os.path.join(self.work, "smarticod.log"), errors="replace") as f:
+                for line in f:
+                    for word in line.split():
+                        if word.startswith("reason="):
+                            reasons[word[len("reason="):]] += 1
+        except OSError:
+            pass
         rss = [s["rss"] for s in self.samples if s["rss"] >= 0]
         fds = [s["fds"] for s in self.samples if s["fds"] >= 0]
         summary = {
@@ -747,7 +758,7 @@ class Soak:
             "impressions_recorded_by_sim": sum(1 for u in handed if reported.get(u, 0) > 0),
             "impressions_missing_at_sim": len(unreported), "impressions_resent_same_uid": report_dups,
             "pending_at_sim_end": final_pending,
-            "sessions_at_sim (INIT count)": inits, "daemon_restarts": self.daemon_restarts,
+            "sessions_at_sim (INIT count)": inits, "daemon_log_reasons": dict(reasons), "daemon_restarts": self.daemon_restarts,
             "sim_restarts": self.sim_restarts, "subscriber_follow_reconnects": self.sub_reconnects,
             "app_restarts": self.app_restarts, "subscriber_errors": self.sub_errors,
             "proxy_connections": self.proxy.accepted, "proxy_refused": self.proxy.refused,
@@ -800,7 +811,10 @@ def main():
     ap.add_argument("--duration", type=float, default=6 * 3600.0, help="seconds (default 21600: six hours)")
     ap.add_argument("--fault-every", type=float, default=180.0, help="seconds between faults (default 180)")
     ap.add_argument("--faults", default=",".join(ALL_FAULTS),
-                    help=f"the faults, in turn (default all: {','.join(ALL_FAULTS)})")
+                    help=f"the faults, in turn (default all: {','.join(ALL_FAULTS)}); none: no faults")
+    ap.add_argument("--every", type=float, default=0.0,
+                    help="seconds between single engagements (default: random, 1 to 2 s)")
+    ap.add_argument("--template-bytes", type=int, default=512, help="size of each engagement's template_html (default 512)")
     ap.add_argument("--sample", type=float, default=60.0, help="seconds between samples (default 60)")
     ap.add_argument("--burst", type=int, default=50, help="engagements per burst (default 50; 0: none)")
     ap.add_argument("--burst-every", type=float, default=120.0, help="seconds between bursts (default 120)")
@@ -812,9 +826,9 @@ def main():
                     help="directory holding smarticod and smartico-sim (default .build-release/release, "
                          "scripts/package.sh's build, else .build/release)")
     args = ap.parse_args()
-    args.faults = [f for f in args.faults.split(",") if f]
+    args.faults = [f for f in args.faults.split(",") if f and f != "none"]
     unknown = [f for f in args.faults if f not in ALL_FAULTS]
-    if unknown or not args.faults:
+    if unknown:
         ap.error(f"unknown faults {unknown}; known: {', '.join(ALL_FAULTS)}")
     for name in ("smarticod", "smartico-sim"):
         if not os.access(os.path.join(args.bin, name), os.X_OK):
