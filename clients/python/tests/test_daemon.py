@@ -311,6 +311,37 @@ class ResumeTests(DaemonTestCase):
         self.assertEqual(self.next_event(again, "engagement").engagement_uid, uids[2])
         self.assert_quiet(again, "engagement", 0.5)
 
+    def test_an_event_processed_while_its_replay_arrived_is_not_handed_out_again(self) -> None:
+        """Found by scripts/soak.py: the daemon restarts while the app handles an event; the app's
+        report reconnects (the op connects again, which resumes the durable subscription from its
+        cursor and so replays the event the app holds); the app finishes and asks for the next
+        one, which makes the held event processed (auto_ack). It must not come again."""
+        self.rig.start()
+        self.daemon.wait_identified()
+        client = self.client()
+        subscription = client.subscribe(types=["engagement"], durable="held", follow=True)  # auto_ack
+        uids = [self.sim.emit_engagement("alice")]
+        held = self.next_event(subscription, "engagement")
+        self.assertEqual(held.engagement_uid, uids[0])
+
+        self.assertEqual(self.daemon.stop(), 0)
+        self.daemon.start()
+        reported = None
+        for _ in range(100):  # bounded: the first attempt finds the old connection gone
+            try:
+                reported = client.report("impression", held)
+                break
+            except smarticod.DaemonUnavailable:
+                time.sleep(0.05)
+        self.assertIsNotNone(reported)
+        self.assertEqual(subscription.reconnects, 1)  # the report's connection resumed the subscription
+
+        uids.append(self.sim.emit_engagement("alice"))
+        after = self.next_event(subscription, "engagement")
+        self.assertEqual(after.engagement_uid, uids[1])  # not the held one a second time
+        self.assertGreater(after.seq, held.seq)
+        self.assert_quiet(subscription, "engagement", 0.5)
+
     def test_follow_across_a_daemon_restart(self) -> None:
         self.rig.start()
         self.daemon.wait_identified()

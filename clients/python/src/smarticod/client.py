@@ -478,7 +478,9 @@ class Subscription:
         if was_resume and self.durable is not None:
             # The replay from the cursor brings back every journaled event after it: the ones
             # received and not handed out yet, and the one the app holds and has not finished
-            # (not acknowledged; with auto_ack, it has not asked for the next one).
+            # (not acknowledged; with auto_ack, it has not asked for the next one). That one is
+            # handed out again only if it is still not processed when the app asks for the next
+            # (_take): an app that finished it meanwhile does not get it twice.
             kept = [e for e in client._events if e.get("event") not in JOURNALED_EVENTS]
             client._events.clear()
             client._events.extend(kept)
@@ -585,8 +587,11 @@ class Subscription:
         while events:
             event = Event.from_line(events.popleft())
             if event.journaled:
-                if event.seq <= self._delivered:
-                    continue  # replayed from the durable cursor after a reconnect: already handed out
+                if event.seq <= max(self._delivered, self._processed):
+                    # Replayed from the durable cursor after a reconnect: already handed out, or
+                    # already processed (the event the app held when the replay came, finished since:
+                    # with auto_ack, by asking for this next one).
+                    continue
                 self._delivered = event.seq
             return event
         return None
