@@ -27,7 +27,7 @@ struct CtlFollowTests {
             try TestExecutables.url("smarticoctl").path,
             "--socket", setup.socketPath, "tail", "--follow", "--json", "--types", "engagement", "--since", "0",
         ]
-        p.environment = ["PATH": "/usr/bin:/bin"]
+        p.environment = SanitizerEnvironment.adding(to: ["PATH": "/usr/bin:/bin"])
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle(forWritingAtPath: outPath)
         p.standardError = FileHandle(forWritingAtPath: errPath)

@@ -1,0 +1,40 @@
+import Foundation
+
+/// The sanitizer runtime's settings, handed on from the test process to the package's own
+/// executables it spawns.
+///
+/// Most tests start `smarticod`, `smartico-sim` or `smarticoctl` with an exact environment
+/// (nothing inherited), so in a sanitized build (`scripts/sanitize.sh`) the children would run
+/// with the runtime's defaults: their reports would go to a stderr that many tests discard or
+/// delete with their temporary directory. With these variables handed on, every child writes its
+/// reports where the script looks (`log_path=`), and the script fails on any of them. Outside a
+/// sanitized run none of them is set and this adds nothing.
+public enum SanitizerEnvironment {
+    /// The variables handed on: the sanitizer runtimes' options, and `SWIFT_BACKTRACE` (the
+    /// sanitizer script turns Swift's backtracer off so that it does not race the sanitizer's
+    /// own report on a crash).
+    public static let names = [
+        "ASAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS", "UBSAN_OPTIONS", "ASAN_SYMBOLIZER_PATH",
+        "TSAN_SYMBOLIZER_PATH", "SMARTICO_SANITIZER_RUN", "SWIFT_BACKTRACE",
+    ]
+
+    /// The handed-on variables set in this (the test) process, only when it runs under
+    /// `scripts/sanitize.sh` (which sets `SMARTICO_SANITIZER_RUN`); empty otherwise, so an
+    /// ordinary run's children keep exactly the environment their test gives them.
+    public static let inherited: [String: String] = {
+        let all = ProcessInfo.processInfo.environment
+        guard all["SMARTICO_SANITIZER_RUN"] != nil else { return [:] }
+        return all.filter { names.contains($0.key) }
+    }()
+
+    /// `environment` with the handed-on variables added (the test's own values win).
+    public static func adding(to environment: [String: String]) -> [String: String] {
+        inherited.merging(environment) { _, own in own }
+    }
+
+    /// `systemd-socket-activate` gives the program it starts only PATH, TERM, USER, HOME and
+    /// the `LISTEN_*` variables: the `-E NAME` arguments that copy the handed-on ones too.
+    public static var socketActivateArguments: [String] {
+        inherited.keys.sorted().flatMap { ["-E", $0] }
+    }
+}
