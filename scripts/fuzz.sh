@@ -2,7 +2,7 @@
 # Builds the Fuzz package (libFuzzer + AddressSanitizer, in Fuzz/.build) and runs its targets for N
 # seconds each, J at a time (docs/reliability.md, "Fuzzing").
 #
-#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build] [TARGET...]
+#   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build | --build-only] [TARGET...]
 #
 # TARGET: fuzz-frames fuzz-handshake fuzz-http-response fuzz-json-protocol fuzz-socket-request
 # fuzz-config (default: all). Each run reads the committed seeds (Fuzz/Corpus/TARGET) and writes
@@ -16,12 +16,14 @@ ALL=(fuzz-frames fuzz-handshake fuzz-http-response fuzz-json-protocol fuzz-socke
 SECONDS_EACH=60
 JOBS=1
 BUILD=1
+RUN=1
 TARGETS=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) SECONDS_EACH="$2"; shift 2 ;;
         --jobs) JOBS="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
+        --build-only) RUN=0; shift ;;
         -h|--help) sed -n 2,12p "$0"; exit 0 ;;
         fuzz-*) TARGETS+=("$1"); shift ;;
         *) echo "fuzz.sh: unknown argument \"$1\" (targets: ${ALL[*]})" >&2; exit 2 ;;
@@ -43,6 +45,7 @@ if [ "$BUILD" = 1 ]; then
         | grep -v "Cannot export local symbol '__asan_extra_spill_area'")
     echo "    built in $(( $(date +%s) - start )) s"
 fi
+[ "$RUN" = 1 ] || exit 0
 
 # One target: libFuzzer for SECONDS_EACH seconds. Swift's backtracer is off (under ASan it hangs
 # on a crash); -timeout: one input running 25 s is a failure (a hang), with its reproducer.

@@ -6,7 +6,8 @@
 # The four executables are built with --static-swift-stdlib (nothing of the Swift toolchain in
 # `ldd`) in .build-release/, apart from the debug build, and stripped. The tree laid out in
 # dist/root/ is what both archives hold (docs/operations.md, "Package"). scripts/check-package.sh
-# checks the result.
+# checks the result. `--build-only`: the release build and nothing else (scripts/test.sh runs it
+# in the background while the suite runs).
 set -euo pipefail
 umask 022
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +31,7 @@ started=$(date +%s)
 # --disable-local-rpath: no RUNPATH $ORIGIN in binaries that live in /usr/bin.
 swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$BUILD_PATH"
 echo "    built in $(( $(date +%s) - started )) s"
+[ "${1:-}" = "--build-only" ] && exit 0
 BIN="$(swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$BUILD_PATH" --show-bin-path)"
 
 VERSION="$("$BIN/smarticod" --version)"

@@ -11,6 +11,26 @@ setup_autobahn
 
 echo "==> building"
 swift build --build-tests
+# Two builds the suite does not use, the fuzz targets (Fuzz/) and the package's
+# release binaries, compile meanwhile at idle CPU priority (SCHED_IDLE: they get
+# only what the tests leave, and the tests' waits are unaffected), so they cost little wall time.
+BG_LOGS="$(mktemp -d)"
+setsid chrt --idle 0 bash scripts/fuzz.sh --build-only >"$BG_LOGS/fuzz-build.log" 2>&1 &
+fuzz_build=$!
+setsid chrt --idle 0 bash scripts/package.sh --build-only >"$BG_LOGS/release-build.log" 2>&1 &
+release_build=$!
+# On a failure before they are done: stop them (each is a session of its own, its compilers included).
+trap 'kill -- -$fuzz_build -$release_build 2>/dev/null || true' EXIT
+# Waits for a background build; its log on failure.
+finish_build() {
+    local pid="$1" log="$2"
+    if ! wait "$pid"; then
+        echo "error: a background build failed ($log):" >&2
+        tail -n 60 "$log" >&2
+        exit 1
+    fi
+    tail -n 1 "$log"
+}
 echo "==> testing"
 # One test at a time: the suite holds CPU-heavy tests (16 MiB echoes, 1,000-peer servers,
 # the Autobahn run with its Python 2 server) whose bounded waits were sized for a loaded
@@ -18,7 +38,8 @@ echo "==> testing"
 # starved each other (15 CPU-minutes of contention) until waits expired.
 swift test --skip-build --no-parallel
 echo "==> fuzzing: every libFuzzer target of Fuzz/ for 60 s, 2 at a time (scripts/fuzz.sh; docs/reliability.md)"
-bash scripts/fuzz.sh --seconds 60 --jobs 2
+finish_build "$fuzz_build" "$BG_LOGS/fuzz-build.log"
+bash scripts/fuzz.sh --seconds 60 --jobs 2 --no-build
 echo "==> testing the Python client (clients/python) against the built daemon and simulator"
 "$SMARTICO_TEST_PYTHON" -m pip install -q --disable-pip-version-check ./clients/python
 SMARTICOD_BIN="$ROOT/.build/debug/smarticod" SMARTICO_SIM_BIN="$ROOT/.build/debug/smartico-sim" \
@@ -33,6 +54,7 @@ else
     echo "==> NOT testing the Node.js client: node $(node --version 2>/dev/null || echo missing) is older than 18"
 fi
 echo "==> packaging (release build in .build-release)"
+finish_build "$release_build" "$BG_LOGS/release-build.log"
 bash scripts/package.sh
 echo "==> checking the package"
 bash scripts/check-package.sh

@@ -37,7 +37,7 @@ struct ConfigExecutableTests {
         let process = Process()
         process.executableURL = try binary()
         process.arguments = arguments
-        process.environment = environment
+        process.environment = SanitizerEnvironment.adding(to: environment)
         process.standardOutput = Pipe()
         process.standardError = Pipe()
         process.standardInput = FileHandle.nullDevice
@@ -247,7 +247,7 @@ struct ConfigExecutableTests {
         let process = Process()
         process.executableURL = try Self.binary()
         process.arguments = ["--config", path]
-        process.environment = [:]
+        process.environment = SanitizerEnvironment.adding(to: [:])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice

@@ -26,7 +26,7 @@ struct CtlFollowTests {
             p.executableURL = URL(fileURLWithPath: ctl)
             p.arguments = arguments
         }
-        p.environment = ["PATH": "/usr/bin:/bin"]
+        p.environment = SanitizerEnvironment.adding(to: ["PATH": "/usr/bin:/bin"])
         p.standardInput = FileHandle.nullDevice
         p.standardOutput = FileHandle(forWritingAtPath: outPath)
         p.standardError = FileHandle(forWritingAtPath: errPath)

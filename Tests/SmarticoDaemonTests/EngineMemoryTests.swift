@@ -39,14 +39,22 @@ struct EngineMemoryTests {
         let peak = try #require(Self.rssAnonKiB(pid))
         // Subscribers' queues are bounded now (socket-api.md, "Framing"): a burst grows the heap by
         // its transient buffers and the store's page cache only, a few MiB.
-        #expect(peak - idle < 16 << 10, "the burst grew the daemon's memory by \(peak - idle) KiB (\(idle) → \(peak) KiB)")
+        if SanitizerEnvironment.memoryBoundsApply {
+            #expect(peak - idle < 16 << 10, "the burst grew the daemon's memory by \(peak - idle) KiB (\(idle) → \(peak) KiB)")
+        } else {
+            SanitizerEnvironment.memoryBoundNotChecked("the burst grew RssAnon by \(peak - idle) KiB (\(idle) → \(peak) KiB)")
+        }
 
         // 5 s after the burst the driver trims the heap; give it up to 15 s. What stays is the
         // store's page cache (SQLite's default, 2 MiB) and the allocator's slack.
         let trimmed = await eventually(timeout: .seconds(15)) { setup.log.contains("heap trimmed after a burst") }
         #expect(trimmed, "the driver never trimmed the heap after the burst; log:\n\(setup.log.suffix(2000))")
         let after = Self.rssAnonKiB(pid) ?? peak
-        #expect(after < idle + (4 << 10), "RssAnon idle \(idle) KiB, after the burst \(peak) KiB, after the trim \(after) KiB")
+        if SanitizerEnvironment.memoryBoundsApply {
+            #expect(after < idle + (4 << 10), "RssAnon idle \(idle) KiB, after the burst \(peak) KiB, after the trim \(after) KiB")
+        } else {
+            SanitizerEnvironment.memoryBoundNotChecked("RssAnon idle \(idle) KiB, after the burst \(peak) KiB, after the trim \(after) KiB")
+        }
         #expect(await setup.stop() == 0, "log:\n\(setup.log)")
         _ = await sim.stop()
     }
@@ -88,7 +96,11 @@ struct EngineMemoryTests {
         let grew = peak.withLock { $0 } - idle
         // The bound: ~1 MiB of server messages waiting in the inbox, the store's page cache, the
         // heap's slack (docs/benchmarks.md has the measured figures).
-        #expect(grew < 48 << 10, "RssAnon grew by \(grew) KiB during the flood")
+        if SanitizerEnvironment.memoryBoundsApply {
+            #expect(grew < 48 << 10, "RssAnon grew by \(grew) KiB during the flood")
+        } else {
+            SanitizerEnvironment.memoryBoundNotChecked("RssAnon grew by \(grew) KiB during the flood")
+        }
         #expect(setup.log.contains("server reading paused"), "the flood never made the daemon pause: the test shows nothing")
         #expect(await setup.stop() == 0, "log:\n\(setup.log.suffix(3000))")
         _ = await sim.stop()

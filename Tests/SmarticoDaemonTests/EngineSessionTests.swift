@@ -395,7 +395,7 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim.serverURL)
         let activated = setup.dir + "/activated.sock"
         // systemd-socket-activate listens, then execs smarticod with LISTEN_FDS=1 on the first connection.
-        let client = try await setup.start(launcher: [Self.socketActivate, "-l", activated], socketPath: activated)
+        let client = try await setup.start(launcher: [Self.socketActivate, "-l", activated] + SanitizerEnvironment.socketActivateArguments, socketPath: activated)
         defer { client.close() }
         #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
         #expect(!FileManager.default.fileExists(atPath: setup.socketPath), "socket.path must not be used when a socket is passed")

@@ -263,7 +263,7 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
         let command = launcher + [try TestExecutables.url("smartico-sim").path, "--port", String(port), "--control", controlPath] + extra
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
-        p.environment = [:]
+        p.environment = SanitizerEnvironment.adding(to: [:])
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle(forWritingAtPath: logPath)
@@ -403,7 +403,7 @@ final class DaemonSetup: @unchecked Sendable {  // `daemon` is only replaced by 
         let command = launcher.isEmpty ? daemonArguments : launcher + daemonArguments
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
-        p.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
+        p.environment = SanitizerEnvironment.adding(to: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 })
         let log = FileHandle(forWritingAtPath: logPath)
         log?.seekToEndOfFile()
         p.standardOutput = FileHandle.nullDevice

@@ -36,7 +36,7 @@ import SmarticoTestSupport
         let process = Process()
         process.executableURL = try binary()
         process.arguments = arguments
-        process.environment = [:]
+        process.environment = SanitizerEnvironment.adding(to: [:])
         process.standardOutput = Pipe()
         process.standardError = Pipe()
         process.standardInput = FileHandle.nullDevice

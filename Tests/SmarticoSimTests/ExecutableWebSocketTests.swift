@@ -25,7 +25,7 @@ final class SimSubprocess: @unchecked Sendable {  // Process is used from the te
         let p = Process()
         p.executableURL = try ExecutableTests.binary()
         p.arguments = arguments
-        p.environment = [:]
+        p.environment = SanitizerEnvironment.adding(to: [:])
         let out = Pipe()
         p.standardOutput = out
         p.standardError = FileHandle.nullDevice

@@ -54,6 +54,29 @@ import SmarticoProtocol
         #expect(record.split(separator: "\n").count == 3)
     }
 
+    /// A stopped simulator is freed. The runtime held the HTTP server, whose record callback held
+    /// the runtime: nothing was ever released, in the process or in the tests that start the
+    /// simulator in-process (LeakSanitizer, `scripts/sanitize.sh address`).
+    @Test func aStoppedSimulatorsRuntimeAndHTTPServerAreFreed() async throws {
+        let command = try SimCommand.parse(["--ping-interval", "0"])
+        try await withLoop { loop in
+            weak var runtime: SimRuntime?
+            weak var http: SimHTTPServer?
+            do {
+                let services = try await SimServices.start(command, on: loop)
+                runtime = services.runtime
+                http = services.http
+                await services.stop()
+            }
+            // Bounded: work the loop still holds (a closing listener) lets go within moments.
+            let clock = ContinuousClock()
+            let end = clock.now + .seconds(10)
+            while (runtime != nil || http != nil) && clock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(runtime == nil, "the stopped simulator's runtime is still alive")
+            #expect(http == nil, "the stopped simulator's HTTP server is still alive")
+        }
+    }
+
     @Test func httpFaultsThroughTheControlSocket() async throws {
         let dir = try TempDir()
         defer { dir.remove() }

@@ -75,7 +75,7 @@ public enum BuiltExecutable {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = environment
+        process.environment = SanitizerEnvironment.adding(to: environment)
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input

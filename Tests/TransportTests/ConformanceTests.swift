@@ -101,6 +101,11 @@ struct ConformanceSuite {
         let fm = FileManager.default
         var candidates: [String] = []
         if let env = ProcessInfo.processInfo.environment["SMARTICO_WS_BINARY"], !env.isEmpty { candidates.append(env) }
+        // The test binary's own build directory first (/proc/self/exe): a sanitized build in
+        // .build-asan/.build-tsan must run its own smartico-ws (scripts/sanitize.sh).
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            candidates.append(URL(fileURLWithPath: exe).deletingLastPathComponent().path + "/smartico-ws")
+        }
         for argument in CommandLine.arguments.prefix(2) where argument.contains(".build/") {
             var url = URL(fileURLWithPath: argument)
             while url.path != "/" && !url.lastPathComponent.hasSuffix(".xctest") && url.pathComponents.count > 2 {

@@ -1,4 +1,5 @@
 import Foundation
+import COpenSSL  // SOCK_STREAM as IOTCPTests uses it (sys/socket.h through the shim)
 import Testing
 @testable import Transport
 

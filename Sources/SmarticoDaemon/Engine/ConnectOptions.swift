@@ -36,6 +36,7 @@ extension ConnectError {
         case .upgrade: return "upgrade_failed"
         case .http: return "upgrade_failed"
         case .configuration: return "configuration_error"
+        case .cancelled: return "cancelled"
         case .socket(let error):
             switch error {
             case .dns: return "dns_error"

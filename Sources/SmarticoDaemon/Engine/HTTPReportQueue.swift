@@ -76,24 +76,37 @@ actor HTTPReportQueue {
     }
 
     /// Ends the run loop and closes the kept connection. A call in flight is waited for at most
-    /// `stopWait`: a slow endpoint must not hold up SIGTERM. Abandoned, it stays stored (no 2xx was
-    /// recorded) and is sent again after the restart.
+    /// `stopWait`: a slow endpoint must not hold up SIGTERM. Then it is cancelled (its connection
+    /// closed) and the run loop ends: it stays stored (no 2xx was recorded, no failed attempt
+    /// either) and is sent again after the restart. Before, the call was abandoned still awaiting
+    /// its response, and its task, connection and timer were never freed (LeakSanitizer,
+    /// docs/reliability.md "Sanitizers").
     func stop() async {
         stopped = true
         wakeUp()
         if let task {
-            let once = ResumeOnce()
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                Task(executorPreference: loop) { await task.value; if once.first() { c.resume() } }
-                let t = LoopTimer(loop: loop) { if once.first() { c.resume() } }
-                t.schedule(after: Self.stopWait)
-                stopTimer = t
+            if !(await finished(task, within: Self.stopWait)) {
+                task.cancel()
+                // Cancelling closes the connection and throws at once; bounded all the same.
+                _ = await finished(task, within: Self.stopWait)
             }
-            stopTimer?.invalidate()
-            stopTimer = nil
         }
         task = nil
         await connections.close(on: loop)
+    }
+
+    /// Whether `task` ended within `limit` (a loop timer bounds the wait).
+    private func finished(_ task: Task<Void, Never>, within limit: Duration) async -> Bool {
+        let once = ResumeOnce()
+        let ended = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            Task(executorPreference: loop) { await task.value; if once.first() { c.resume(returning: true) } }
+            let t = LoopTimer(loop: loop) { if once.first() { c.resume(returning: false) } }
+            t.schedule(after: limit)
+            stopTimer = t
+        }
+        stopTimer?.invalidate()
+        stopTimer = nil
+        return ended
     }
 
     static let stopWait: Duration = .seconds(1)
@@ -225,6 +238,8 @@ actor HTTPReportQueue {
                 await drop(call, status: status, detail: response.body)
             }
         } catch {
+            // Cancelled by stop(): not an attempt that failed; the call stays stored as it was.
+            if stopped { return }
             await retry(call, reason: "\(error)")
         }
     }

@@ -59,9 +59,14 @@ public struct SimServices: Sendable {
     }
 }
 
-/// The runtime, set once after the HTTP server started (read on the loop thread).
+/// The runtime, set once after the HTTP server started (read on the loop thread). Held weakly:
+/// the runtime holds the HTTP server (`attachHTTP`), whose record callback holds this box, and a
+/// strong reference here closed that cycle, so a stopped simulator's runtime, HTTP server and
+/// everything they held (queued engagements, the loop) were never freed (LeakSanitizer,
+/// docs/reliability.md "Sanitizers").
 final class RuntimeBox: Sendable {
-    private let storage = Mutex<SimRuntime?>(nil)
-    var runtime: SimRuntime? { storage.withLock { $0 } }
-    func set(_ r: SimRuntime) { storage.withLock { $0 = r } }
+    private struct Weak { weak var runtime: SimRuntime? }
+    private let storage = Mutex(Weak())
+    var runtime: SimRuntime? { storage.withLock { $0.runtime } }
+    func set(_ r: SimRuntime) { storage.withLock { $0.runtime = r } }
 }

@@ -97,6 +97,8 @@ public struct ConnectError: Error, Sendable, CustomStringConvertible {
         case http(HTTPClientError)
         /// The overall connect timeout ran out during `step`.
         case timeout(Duration)
+        /// The task waiting for it was cancelled (its owner is shutting down); the connection was closed.
+        case cancelled
     }
 
     /// The step that failed.
@@ -125,6 +127,7 @@ public struct ConnectError: Error, Sendable, CustomStringConvertible {
             text = "\(peer): no complete HTTP response within the response timeout of \(d.ioText)"
         case .timeout(let d):
             text = "\(peer): no answer within the connect timeout of \(d.ioText) (it covers DNS, TCP, proxy, TLS and upgrade)"
+        case .cancelled: text = "\(peer): cancelled"
         }
         return "\(step): \(text)"
     }

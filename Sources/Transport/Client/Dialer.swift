@@ -167,10 +167,32 @@ enum Dialer {
 
     /// Writes the exchange's request and feeds what arrives until it completes, fails, or the deadline
     /// passes. On success reading is paused and the handlers are cleared; on failure the stream is closed.
+    ///
+    /// Cancelling the awaiting task closes the stream and throws `CancellationError` at once: an
+    /// owner shutting down ends an exchange it no longer waits for, instead of leaving it (its task,
+    /// continuation, stream and timer) suspended on a loop that is about to stop, never freed.
     static func run<E: StreamExchange>(_ exchange: E, on stream: StreamConnection, deadline: LoopInstant) async throws -> E.Output {
+        let loop = stream.loop
+        let cancel = ExchangeCancel()
+        return try await withTaskCancellationHandler {
+            try await runUncancellable(exchange, on: stream, deadline: deadline, cancel: cancel)
+        } onCancel: {
+            _ = loop.execute {
+                cancel.requested = true
+                cancel.action?()
+            }
+        }
+    }
+
+    private static func runUncancellable<E: StreamExchange>(_ exchange: E, on stream: StreamConnection, deadline: LoopInstant,
+                                                            cancel: ExchangeCancel) async throws -> E.Output {
         let loop = stream.loop
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<E.Output, any Error>) in
             let accepted = loop.execute {
+                guard !cancel.requested else {
+                    c.resume(throwing: CancellationError())
+                    return
+                }
                 guard stream.isActive else {
                     c.resume(with: exchange.closed(.peerClosed))
                     return
@@ -179,15 +201,27 @@ enum Dialer {
                 let timer = loop.scheduleTimer(after: LoopInstant.now.duration(to: deadline)) {
                     guard !done else { return }
                     done = true
+                    cancel.action = nil
                     stream.onClose = nil
                     stream.close()
                     c.resume(throwing: DialTimeout())
+                }
+                cancel.action = {
+                    guard !done else { return }
+                    done = true
+                    cancel.action = nil
+                    timer.invalidate()
+                    stream.onRead = nil
+                    stream.onClose = nil
+                    stream.close()
+                    c.resume(throwing: CancellationError())
                 }
                 stream.onRead = { bytes in
                     guard !done else { return }
                     do {
                         guard let output = try exchange.feed(bytes) else { return }
                         done = true
+                        cancel.action = nil
                         timer.invalidate()
                         stream.pauseReading()
                         stream.onRead = nil
@@ -195,6 +229,7 @@ enum Dialer {
                         c.resume(returning: output)
                     } catch {
                         done = true
+                        cancel.action = nil
                         timer.invalidate()
                         stream.onClose = nil
                         stream.close()
@@ -204,6 +239,7 @@ enum Dialer {
                 stream.onClose = { reason in
                     guard !done else { return }
                     done = true
+                    cancel.action = nil
                     timer.invalidate()
                     c.resume(with: exchange.closed(reason))
                 }
@@ -215,6 +251,17 @@ enum Dialer {
             if !accepted { c.resume(throwing: SocketError.eventLoop(.shutDown(loop: loop.name))) }
         }
     }
+}
+
+/// What cancels one ``Dialer/run(_:on:deadline:)`` exchange: set and read on the loop thread only.
+final class ExchangeCancel:
+    // Only touched on the loop thread (inside loop.execute closures).
+    @unchecked Sendable
+{
+    /// The awaiting task was cancelled (possibly before the exchange started).
+    var requested = false
+    /// Ends the exchange in progress; nil once it has ended.
+    var action: (() -> Void)?
 }
 
 /// A loop timer handed between loop tasks.

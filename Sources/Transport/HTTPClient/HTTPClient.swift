@@ -167,6 +167,7 @@ public enum HTTPClient {
                 }
                 let reason: ConnectError.Reason
                 switch error {
+                case is CancellationError: reason = .cancelled
                 case is DialTimeout: reason = .timeout(options.responseTimeout.map { min($0, options.timeout) } ?? options.timeout)
                 case let e as HTTPClientError: reason = .http(e)
                 case let e as SocketError:
