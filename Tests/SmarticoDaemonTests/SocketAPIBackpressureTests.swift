@@ -5,6 +5,7 @@ import Foundation
 import Synchronization
 import Testing
 import SmarticoProtocol
+import SmarticoTestSupport
 import Transport
 @testable import SmarticoDaemon
 
@@ -137,13 +138,16 @@ struct SocketAPIBackpressureTests {
         for reader in fast { _ = try await reader.call(#"{"id":1,"op":"subscribe"}"#, id: 1) }
         let never = try await rig.connect(read: false, keepLines: false)
         try await never.send(#"{"id":1,"op":"subscribe"}"# + "\n")
+        // Scaled in a sanitized run only (SanitizerEnvironment.timeScale): 10,000 events through an
+        // instrumented server and four instrumented readers in this process.
         let slow = SlowReader(path: rig.path, subscribe: #"{"id":1,"op":"subscribe"}"#, chunk: 16_384, pauseMs: 2,
-                              until: total, timeout: .seconds(180))
+                              until: total, timeout: SanitizerEnvironment.scaled(.seconds(180)))
         try await waitUntil("four subscribers") { rig.server.subscriberCount == 4 }
 
         let expected = try await journalAndPublishEngagements(total, store: store, server: rig.server)
         let seqs = Array(Int64(1)...Int64(total))
-        try await waitUntil("every event at the fast readers", timeout: .seconds(120)) { fast.allSatisfy { $0.eventCount == total } }
+        try await waitUntil("every event at the fast readers (\(fast.map(\.eventCount)) of \(total))",
+                            timeout: SanitizerEnvironment.scaled(.seconds(120))) { fast.allSatisfy { $0.eventCount == total } }
         for reader in fast {
             #expect(reader.eventSeqs == seqs)
             // Whether sent live or read back from the journal, each line is its event's own.
@@ -151,7 +155,7 @@ struct SocketAPIBackpressureTests {
             #expect(reader.state.withLock { $0.gapLines.isEmpty })
             #expect(!reader.isClosed)
         }
-        try await waitUntil("the slow reader to finish", timeout: .seconds(200)) { slow.state.withLock { $0.finished } }
+        try await waitUntil("the slow reader to finish", timeout: SanitizerEnvironment.scaled(.seconds(200))) { slow.state.withLock { $0.finished } }
         let slowState = slow.state.withLock { $0 }
         #expect(slowState.failure == nil)
         #expect(slowState.seqs == seqs)

@@ -46,6 +46,19 @@ public enum SanitizerEnvironment {
         print("memory bound not checked under the \(kind) sanitizer: \(what)")
     }
 
+    /// How many times longer the few waits that measure throughput may take in a sanitized run:
+    /// `SMARTICO_SANITIZER_TIME_SCALE`, set by `scripts/sanitize.sh` only (1 otherwise, and never
+    /// below 1). Used only where a sanitized run was measured to need it (docs/reliability.md,
+    /// "Sanitizers"); every other wait keeps its bound.
+    public static let timeScale: Double = {
+        guard let text = ProcessInfo.processInfo.environment["SMARTICO_SANITIZER_TIME_SCALE"],
+              let value = Double(text), value > 1 else { return 1 }
+        return value
+    }()
+
+    /// `duration` × ``timeScale``.
+    public static func scaled(_ duration: Duration) -> Duration { duration * timeScale }
+
     /// `systemd-socket-activate` gives the program it starts only PATH, TERM, USER, HOME and
     /// the `LISTEN_*` variables: the `-E NAME` arguments that copy the handed-on ones too.
     public static var socketActivateArguments: [String] {
