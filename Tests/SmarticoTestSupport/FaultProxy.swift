@@ -276,7 +276,7 @@ public final class FaultProxy: Sendable {
             let mode = now.0
             if mode == .freeze || mode == .halfOpen { continue }
             if case .lossy(let delayMs, let lossPercent, let seed) = mode {
-                if seeded != seed { random = SplitMix64(seed: seed ^ UInt64(bitPattern: Int64(client))); seeded = seed }
+                if seeded != seed { random = SplitMix64(seed: seed); seeded = seed }  // the same losses on every connection
                 let clock = ContinuousClock.now
                 for (direction, count) in [(Direction.toServer, readToServer), (.toClient, readToClient)] where count > 0 {
                     var extra = 0
