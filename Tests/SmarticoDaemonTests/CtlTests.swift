@@ -7,7 +7,7 @@ import SmarticoTestSupport
 import Transport
 @testable import SmarticoDaemon
 
-@Suite("smarticoctl")
+@Suite("smarticoctl", .awaitsCleanup)
 struct CtlTests {
     static let subcommands = [
         "status", "hello", "tail", "identify", "logout", "login", "push-token", "language", "event", "report",
@@ -99,7 +99,7 @@ struct CtlTests {
             status["state"] = .string(state)
             status["backoff"] = ["attempt": .number(attempt), "retry_at_ms": retryAtMs.map { JSONValue.number($0) } ?? .null]
             let rig = try await CtlRig.start(status: .object(status))
-            defer { Task { await rig.stop() } }
+            defer { cleanUpAfterTest { await rig.stop() } }
             let run = try await rig.ctl(["status"])
             #expect(run.status == 0, "\(run)")
             return run.stdoutLines.first { $0.hasPrefix("backoff:") }
@@ -114,7 +114,7 @@ struct CtlTests {
 
     @Test func statusPrintsAnAlignedSummaryOrTheLineAsReceived() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
 
         let human = try await rig.ctl(["status"])
         #expect(human.status == 0, "\(human)")
@@ -167,7 +167,7 @@ struct CtlTests {
 
     @Test func everyOpSendsItsArgumentsAndPrintsItsResult() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let uuid = "00000000-0000-4000-8000-00000000abcd"
         let cases: [(args: [String], stdin: String?, call: SocketAPICall, out: String)] = [
             (["hello"], nil, .hello, "smarticod 9.9.9, socket API 1, session ready"),
@@ -221,7 +221,7 @@ struct CtlTests {
 
     @Test func errorAnswersExit1WithCodeAndMessage() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
 
         let rejected = try await rig.ctl(["identify", "bad-hash", "--hash", "x"])
         #expect(rejected.status == 1, "\(rejected)")
@@ -280,7 +280,7 @@ struct CtlTests {
 
     @Test func tailPrintsOneLinePerEventWithTheEssentials() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         async let run = rig.ctl(["tail", "--count", "10"])
         try await rig.waitForSubscribers(1)
         Self.publishSample(rig.server)
@@ -302,7 +302,7 @@ struct CtlTests {
 
     @Test func tailJSONPrintsTheLinesAsReceivedAndFiltersTypes() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         // A raw client subscribed to the same types sees exactly what the daemon sends.
         let clientLoop = try EventLoop(name: "ctl-test-client")
         let raw = try await SocketTestClient.connect(rig.path, loop: clientLoop)
@@ -324,7 +324,7 @@ struct CtlTests {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await CtlRig.start(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         let seqs = try await journalAndPublish(5, name: "deeplink", store: store, server: rig.server)
         #expect(seqs == [1, 2, 3, 4, 5])
 
@@ -347,7 +347,7 @@ struct CtlTests {
 
     @Test func tailEndsWith69WhenTheDaemonGoesAwayAnd1OnATooLongLine() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         async let run = rig.ctl(["tail"])
         try await rig.waitForSubscribers(1)
         rig.server.publish(DaemonEvent(name: "message", data: ["message": ["cid": 504], "name": nil], journaled: true), seq: 7, tsMs: 1_700_000_000_000)
@@ -359,7 +359,7 @@ struct CtlTests {
         #expect(r.stderr.contains("smarticod closed the connection on \(rig.path) while following events (last seq 7; continue with --since 7)"), "\(r.stderr)")
 
         let other = try await CtlRig.start()
-        defer { Task { await other.stop() } }
+        defer { cleanUpAfterTest { await other.stop() } }
         async let long = other.ctl(["tail", "--max-line-bytes", "1024"])
         try await other.waitForSubscribers(1)
         other.server.publish(DaemonEvent(name: "message", data: ["blob": .string(String(repeating: "x", count: 4096))], journaled: false), seq: nil, tsMs: 1)
@@ -370,7 +370,7 @@ struct CtlTests {
 
     @Test func tailPrintsAGapAndGoesOnAndExits1OnARefusedSubscription() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         async let run = rig.ctl(["tail", "--count", "2"])
         try await rig.waitForSubscribers(1)
         rig.server.publish(DaemonEvent(name: "gap", data: ["first_available_seq": 42, "missed": 41], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
@@ -391,7 +391,7 @@ struct CtlTests {
 
     @Test func tailStopsAfterDuration() async throws {
         let rig = try await CtlRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let started = ContinuousClock.now
         let r = try await rig.ctl(["tail", "--duration", "0.3"])
         #expect(r.status == 0, "\(r)")

@@ -124,14 +124,14 @@ private final class SlowReader: Sendable {
     }
 }
 
-@Suite("Socket API backpressure", .serialized)
+@Suite("Socket API backpressure", .serialized, .awaitsCleanup)
 struct SocketAPIBackpressureTests {
     @Test func aBurstReachesFastAndSlowReadersWholeAndANeverReadingPeerCostsAtMostItsQueue() async throws {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state", options: StoreOptions(retentionEvents: 100_000))
         let maxQueue = 256 << 10
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: maxQueue), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         let total = 10_000
 
         let fast = [try await rig.connect(keepLines: false), try await rig.connect(keepLines: false)]
@@ -182,7 +182,7 @@ struct SocketAPIBackpressureTests {
         let maxTotal = 1 << 20
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: 512 << 10, maxTotalQueueBytes: maxTotal),
                                                 store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         // 2,000 engagements: about 4 MiB journaled, 8 MiB of lines.
         let expected = try await journalAndPublishEngagements(2_000, store: store, server: rig.server)
         let never = try await rig.connect(read: false, keepLines: false)
@@ -212,7 +212,7 @@ struct SocketAPIBackpressureTests {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state", options: StoreOptions(retentionEvents: 100))
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: 4096), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(1000, store: store, server: rig.server)
         try await store.applyRetention(nowMs: 1_700_000_000_000)
         let first = try #require(try await store.journalBounds().firstSeq)
@@ -237,7 +237,7 @@ struct SocketAPIBackpressureTests {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state", options: StoreOptions(retentionEvents: 100_000))
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: 16_384), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(100, store: store, server: rig.server)
         var client = try await rig.connect()
         _ = try await client.call(#"{"id":1,"op":"subscribe","durable":"kiosk","since":0}"#, id: 1)
@@ -262,7 +262,7 @@ struct SocketAPIBackpressureTests {
         let store = try await SmarticoStore.open(directory: dir + "/state", options: StoreOptions(retentionEvents: 100_000))
         let maxQueue = 8192
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: maxQueue), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         let live = try await rig.connect()
         _ = try await live.call(#"{"id":1,"op":"subscribe","types":["session","props"]}"#, id: 1)
         let late = try await rig.connect(read: false)

@@ -116,12 +116,12 @@ private func openRig(
 
 private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"}"#
 
-@Suite struct SocketAPIPermissionTests {
+@Suite(.awaitsCleanup) struct SocketAPIPermissionTests {
     /// Every data API call from a peer of the read role: the calls that change something are refused
     /// with `not_permitted` naming the call and never reach the session; the reads go through.
     @Test func dataAPICallsTakeTheirCallsRole() async throws {
         let rig = try await openRig()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let calls = DataAPICatalog.calls
         try #require(calls.contains { $0.role == .control } && calls.contains { $0.role == .read })
         let lines = calls.enumerated().map { i, spec in
@@ -147,7 +147,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func controlIsDeniedByDefaultToOtherUIDs() async throws {
         let rig = try await openRig()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let nobody = ForeignPeer(uid: 65534, gid: 65534)
         let answers = try await nobody.calls(
             rig, identifyLine, #"{"id":2,"op":"send","message":{"cid":500}}"#, #"{"id":3,"op":"hello"}"#,
@@ -173,7 +173,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func controlUIDsGrantControl() async throws {
         let rig = try await openRig(.init(controlUIDs: [4242]))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let listed = try await ForeignPeer(uid: 4242, gid: 4242).calls(rig, identifyLine)
         #expect(listed.first?["ok"] == true, "\(listed)")
         let other = try await ForeignPeer(uid: 4243, gid: 4242).calls(rig, identifyLine)
@@ -182,7 +182,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func controlGIDsMatchThePrimaryGroupAndSupplementaryGroups() async throws {
         let rig = try await openRig(.init(controlGIDs: [4300]))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let primary = try await ForeignPeer(uid: 4244, gid: 4300).calls(rig, identifyLine)
         #expect(primary.first?["ok"] == true, "primary group: \(primary)")
         // The group is only a supplementary one (as `usermod -aG` makes it).
@@ -197,7 +197,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await openRig(.init(maxDurablePerUID: 2), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(5, store: store, server: rig.server)
         let owner = ForeignPeer(uid: 4242, gid: 4242)
         let other = ForeignPeer(uid: 4243, gid: 4243)
@@ -237,7 +237,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await openRig(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(3, store: store, server: rig.server)
         // uid 4242 subscribes with "app" and stays connected; meanwhile root forgets the name and
         // uid 4243 makes it again: 4242's ack is refused.
@@ -264,7 +264,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await openRig(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(3, store: store, server: rig.server)
         try await store.setCursor("legacy", 1)  // no uid: as a schema v1 name
         #expect(try await store.cursorOwner("legacy") == nil)
@@ -280,7 +280,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await openRig(.init(maxDurablePerUID: 2), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(2, store: store, server: rig.server)
         let peer = ForeignPeer(uid: 4250, gid: 4250)
         let answers = try await peer.calls(
@@ -303,7 +303,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await CtlRig.start(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(2, store: store, server: rig.server)
         try await store.claimCursor("kiosk", uid: 0, start: 1)
         let forgotten = try await rig.ctl(["forget", "kiosk"])
@@ -317,7 +317,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func connectionsPerUIDAreCapped() async throws {
         let rig = try await openRig(.init(maxPeersPerUID: 3))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let answers = try await ForeignPeer(uid: 65534, gid: 65534).run(dir: rig.dir, ["conns", rig.path, "5"])
         try #require(answers.count == 5, "\(answers)")
         #expect(answers.prefix(3).allSatisfy { $0["ok"] == true }, "\(answers)")
@@ -338,7 +338,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func allPeersTogetherAreCappedToKeepDescriptorsInReserve() async throws {
         let rig = try await openRig(.init(maxPeers: 4))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         var held: [SocketTestClient] = []
         for i in 0..<4 {
             let client = try await rig.connect()
@@ -360,7 +360,7 @@ private let identifyLine = #"{"id":1,"op":"identify","ext_user_id":"victim-user"
 
     @Test func atMost64RequestsPendPerConnection() async throws {
         let rig = try await openRig()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect()
         // The fake session answers a request after its timeout_ms.
         var lines = ""

@@ -4,13 +4,14 @@ import Foundation
 import Testing
 import SmarticoProtocol
 import Transport
+import SmarticoTestSupport
 @testable import SmarticoDaemon
 
-@Suite("Socket API server")
+@Suite("Socket API server", .awaitsCleanup)
 struct SocketAPIServerTests {
     @Test func everyOpReachesTheHandlerOrTheServerAndIdsAreEchoed() async throws {
         let rig = try await SocketTestRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect()
         let hello = try await client.call(#"{"op":"hello","id":12345678901234567890}"#, id: .number(JSONNumber(literal: "12345678901234567890")!))
         #expect(hello.serializedString().contains(#""id":12345678901234567890,"ok":true,"result":{"api":1"#))
@@ -58,7 +59,7 @@ struct SocketAPIServerTests {
 
     @Test func everyErrorCodeIsProduced() async throws {
         let rig = try await SocketTestRig.start(configuration: .init(maxLineBytes: 4096))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect()
         func code(_ line: String, _ id: JSONValue) async throws -> String? {
             try await client.call(line, id: id)["error"]?["code"]?.stringValue
@@ -84,7 +85,7 @@ struct SocketAPIServerTests {
 
     @Test func answersGoOutAsTheyComplete() async throws {
         let rig = try await SocketTestRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect()
         try await client.send(#"{"id":"slow","op":"request","message":{"cid":500},"timeout_ms":300}"# + "\n" + #"{"id":"fast","op":"status"}"# + "\n")
         _ = try await client.response(id: "slow")
@@ -94,7 +95,7 @@ struct SocketAPIServerTests {
 
     @Test func aTwoMiBLineIsRefusedAndOthersAreStillServed() async throws {
         let rig = try await SocketTestRig.start()  // max_line_bytes 1 MiB
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let other = try await rig.connect()
         let big = try await rig.connect()
         var line = Array(#"{"op":"event","event_type":""#.utf8)
@@ -113,7 +114,7 @@ struct SocketAPIServerTests {
 
     @Test func tenThousandGarbageLinesAreEachAnsweredBadJSON() async throws {
         let rig = try await SocketTestRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect(keepLines: false)
         var generator = SystemRandomNumberGenerator()
         var blob: [UInt8] = []
@@ -145,7 +146,7 @@ struct SocketAPIServerTests {
     @Test func theDaemonsOwnUIDAlwaysControls() async throws {
         let me = getuid()
         let rig = try await SocketTestRig.start(configuration: .init(controlUIDs: [me &+ 1], controlGIDs: [getgid() &+ 1]))
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let client = try await rig.connect()
         let ok = try await client.call(#"{"id":1,"op":"identify","ext_user_id":"u"}"#, id: 1)
         #expect(ok["ok"] == true, "\(ok)")
@@ -155,7 +156,7 @@ struct SocketAPIServerTests {
 
     @Test func aThousandPeersAtOnce() async throws {
         let rig = try await SocketTestRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let clients = try await withThrowingTaskGroup(of: SocketTestClient.self) { group in
             for _ in 0..<1000 { group.addTask { try await rig.connect() } }
             var all: [SocketTestClient] = []
@@ -177,7 +178,7 @@ struct SocketAPIServerTests {
         // Published to several peers, every peer gets that event's own line, never the one before
         // it, whatever peers are subscribed or filtered out.
         let rig = try await SocketTestRig.start()
-        defer { Task { await rig.stop() } }
+        defer { cleanUpAfterTest { await rig.stop() } }
         let readers = [try await rig.connect(), try await rig.connect(), try await rig.connect()]
         for reader in readers { _ = try await reader.call(#"{"id":1,"op":"subscribe"}"#, id: 1) }
         let filtered = try await rig.connect()
@@ -217,7 +218,7 @@ struct SocketAPIServerTests {
     }
 }
 
-@Suite("Socket API replay")
+@Suite("Socket API replay", .awaitsCleanup)
 struct SocketAPIReplayTests {
     /// The race behind an intermittent duplicate in the test below, made deterministic: the
     /// driver journals, then publishes; a replay that reads the journal in between sends events
@@ -226,7 +227,7 @@ struct SocketAPIReplayTests {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await SocketTestRig.start(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(5, store: store, server: rig.server)
         // Journaled, not published yet: the driver's commit has returned, its publish has not run.
         let pending = try await journalAndPublish(5, store: store, server: rig.server, from: 5, publishing: false)
@@ -248,7 +249,7 @@ struct SocketAPIReplayTests {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await SocketTestRig.start(store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(50, store: store, server: rig.server)
         let first = try await rig.connect()
         let subscribed = try await first.call(#"{"id":1,"op":"subscribe"}"#, id: 1)
@@ -314,7 +315,7 @@ struct SocketAPIReplayTests {
         // Restart: the store is reopened and a new server started on the same path.
         let reopened = try await SmarticoStore.open(directory: statePath)
         let restarted = try await SocketTestRig.start(store: reopened, dir: dir)
-        defer { Task { await restarted.stop(); await reopened.close() } }
+        defer { cleanUpAfterTest { await restarted.stop(); await reopened.close() } }
         try await journalAndPublish(5, store: reopened, server: restarted.server, from: 20)
         client = try await restarted.connect()
         let resumed = try await client.call(#"{"id":5,"op":"subscribe","durable":"kiosk"}"#, id: 5)
@@ -327,7 +328,7 @@ struct SocketAPIReplayTests {
     }
 }
 
-@Suite("Socket API socket file")
+@Suite("Socket API socket file", .awaitsCleanup)
 struct SocketAPIFileTests {
     @Test func theSocketFileGetsItsModeAndGroup() async throws {
         let dir = try makeSocketTempDir()
@@ -362,14 +363,14 @@ extension EventLoop {
     func shutdownAndJoinLater() { Task { await self.shutdown() } }
 }
 
-@Suite("Socket API long replay")
+@Suite("Socket API long replay", .awaitsCleanup)
 struct SocketAPILongReplayTests {
     /// A replay longer than the queue bound reaches a reading peer whole: pages wait for the peer.
     @Test func aReplayLongerThanTheQueueIsPacedNotDropped() async throws {
         let dir = try makeSocketTempDir()
         let store = try await SmarticoStore.open(directory: dir + "/state")
         let rig = try await SocketTestRig.start(configuration: .init(maxQueueBytes: 16_384), store: store, dir: dir)
-        defer { Task { await rig.stop(); await store.close() } }
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
         try await journalAndPublish(3000, store: store, server: rig.server)
         let client = try await rig.connect(keepLines: false)
         _ = try await client.call(#"{"id":1,"op":"subscribe","since":0}"#, id: 1)

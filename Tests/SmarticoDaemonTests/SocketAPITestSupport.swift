@@ -108,8 +108,13 @@ final class SocketTestClient: Sendable {
     }
 
     private func install(read: Bool) {
-        connection.onRead = { [self] bytes in self.received(bytes) }
-        connection.onClose = { [self] _ in self.state.withLock { $0.closed = true } }
+        // Weak: the connection must not keep its client alive. A client that never reads, or stopped
+        // reading after a hang-up, is not registered with the loop, so the loop's shutdown never
+        // closes it; with strong captures client and connection kept each other (and, through the
+        // connection, the loop) alive for good, which LeakSanitizer reported. Dropped, the client
+        // frees its connection, whose deinit closes the descriptor.
+        connection.onRead = { [weak self] bytes in self?.received(bytes) }
+        connection.onClose = { [weak self] _ in self?.state.withLock { $0.closed = true } }
         if read { connection.start() }
     }
 

@@ -19,7 +19,7 @@ enum StateDirMounts {
             .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
 }
 
-@Suite(.serialized, .enabled(if: StateDirMounts.available, "needs root with mount, mkfs.ext4 and e2fsck (CI runs as root)"))
+@Suite(.serialized, .awaitsCleanup, .enabled(if: StateDirMounts.available, "needs root with mount, mkfs.ext4 and e2fsck (CI runs as root)"))
 struct StateDirFaultTests {
 
     /// Runs a command; throws with its output when it exits non-zero (unless `allowed`).
@@ -91,7 +91,7 @@ struct StateDirFaultTests {
         defer { sim.child.signal(SIGKILL) }
         try setup.writeConfig(url: sim.serverURL)
         var ops = try await setup.start()
-        defer { Task { await setup.kill9() } }
+        defer { cleanUpAfterTest { await setup.kill9() } }
         var app = try await DaemonClient.connect(path: setup.socketPath)
         _ = try await app.ok("subscribe")
         #expect(await eventually { (try? await ops.ok("status", timeoutMs: 2_000))?["state"]?.stringValue == "ready" })

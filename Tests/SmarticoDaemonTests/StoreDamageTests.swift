@@ -8,7 +8,7 @@ import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
 
-@Suite(.serialized) struct StoreDamageTests {
+@Suite(.serialized, .awaitsCleanup) struct StoreDamageTests {
     enum Damage: String, CaseIterable, Sendable { case garbage, truncated }
 
     static func damage(_ path: String, _ kind: Damage) throws {
@@ -85,7 +85,7 @@ import Testing
         let setup = try DaemonSetup()
         defer { setup.remove() }
         let sim = try await SimProcess.start(dir: setup.dir)
-        defer { Task { _ = await sim.stop() } }
+        defer { cleanUpAfterTest { _ = await sim.stop() } }
         try setup.writeConfig(url: sim.serverURL)
         var ops = try await setup.start()
         #expect(try await eventually(timeout: .seconds(20)) { try await ops.ok("status")["state"]?.stringValue == "ready" }, "log:\n\(setup.log)")

@@ -8,7 +8,7 @@ import Testing
 /// docs/api.md and `smarticoctl api` against the catalog: the table in the docs is what
 /// `smarticoctl api list` prints, each call has its section, and the command-line converts
 /// `key=value` to the argument types.
-@Suite("Data API: docs and smarticoctl")
+@Suite("Data API: docs and smarticoctl", .awaitsCleanup)
 struct DataAPIDocsTests {
     static let docsPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .appendingPathComponent("../../../docs/api.md").standardized.path
@@ -60,7 +60,7 @@ struct DataAPIDocsTests {
 
     @Test func smarticoctlApiConvertsArgumentsToTheirTypes() async throws {
         let daemon = try await CtlRig.start()
-        defer { Task { await daemon.stop() } }
+        defer { cleanUpAfterTest { await daemon.stop() } }
         let spec = try #require(DataAPICatalog.calls.first { c in c.args.contains { $0.type == .integer } })
         let intArg = try #require(spec.args.first { $0.type == .integer })
         var words = ["\(intArg.name)=7"]
@@ -83,7 +83,7 @@ struct DataAPIDocsTests {
 
     @Test func smarticoctlApiPrintsListsAsATable() async throws {
         let daemon = try await CtlRig.start()
-        defer { Task { await daemon.stop() } }
+        defer { cleanUpAfterTest { await daemon.stop() } }
         let spec = try #require(DataAPICatalog.calls.first { !$0.args.contains(where: \.required) })
         // The canned daemon answers a raw call with a two-row list.
         let run = try await daemon.ctl(["api", spec.name, "--raw"])

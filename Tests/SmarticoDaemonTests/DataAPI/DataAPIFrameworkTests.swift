@@ -9,7 +9,7 @@ import Testing
 /// daemon and simulator: `not_ready` while anonymous, `server_error`, timeouts, waiting for the
 /// session while offline, `raw`, and lenient reading of answers with extra and missing fields.
 /// (The role check is SocketAPIPermissionTests' `dataAPICallsTakeTheirCallsRole`.)
-@Suite("Data API: the op")
+@Suite("Data API: the op", .awaitsCleanup)
 struct DataAPIFrameworkTests {
     /// Read calls without required arguments that send one request: the ones these tests make.
     static var simpleReads: [DataAPICallSpec] {
@@ -84,7 +84,7 @@ struct DataAPIFrameworkTests {
 
     @Test func anonymousCallsAnswerNotReadyAtOnceAndSendNothing() async throws {
         let f = try await DataAPIFixture.start(user: nil)
-        defer { Task { await f.stop() } }
+        defer { cleanUpAfterTest { await f.stop() } }
         let cids = Set(DataAPICatalog.calls.flatMap(\.cids)).map(Int64.init)
         for spec in DataAPICatalog.calls where spec.needsUser {
             let started = ContinuousClock.now
@@ -99,7 +99,7 @@ struct DataAPIFrameworkTests {
 
     @Test func aServerErrCodeIsServerErrorWithItsCodeAndASilentServerATimeout() async throws {
         let f = try await DataAPIFixture.start()
-        defer { Task { await f.stop() } }
+        defer { cleanUpAfterTest { await f.stop() } }
         let spec = try #require(Self.simpleReads.first)
         try await f.dataFault(cid: Int64(spec.cids[0]), "error", ["errCode": 30002, "errMsg": "not enough points"])
         let e = try await f.failure(spec.name)
@@ -117,14 +117,14 @@ struct DataAPIFrameworkTests {
 
     @Test func aReadWhileOfflineWaitsForTheSessionWithinItsTimeout() async throws {
         let f = try await DataAPIFixture.start()
-        defer { Task { await f.stop() } }
+        defer { cleanUpAfterTest { await f.stop() } }
         let spec = try #require(Self.simpleReads.first)
         let port = try await Self.stopTheSimulator(f)
         // Answered after the simulator is back (same port), not refused while offline.
         async let answer = f.client.request("api", DataAPIFixture.op(spec.name, [:], raw: false, timeoutMs: 15_000), timeoutMs: 30_000)
         try await Task.sleep(for: .milliseconds(500))
         let sim = try await SimProcess.start(dir: f.setup.dir, port: port)
-        defer { Task { _ = await sim.stop() } }
+        defer { cleanUpAfterTest { _ = await sim.stop() } }
         let response = try await answer
         #expect(response["ok"] == true, "\(response)")
         #expect(try await sim.received(cids: [Int64(spec.cids[0])]).count == 1)
@@ -134,7 +134,7 @@ struct DataAPIFrameworkTests {
     /// `not_ready` naming alice, and nothing of it is sent on bob's session.
     @Test func aCallNeverAnswersForAnotherUserThanItWasMadeFor() async throws {
         let f = try await DataAPIFixture.start()
-        defer { Task { await f.stop() } }
+        defer { cleanUpAfterTest { await f.stop() } }
         let spec = try #require(Self.simpleReads.first)
         let port = try await Self.stopTheSimulator(f)
         let other = try await DaemonClient.connect(path: f.setup.socketPath)
@@ -144,7 +144,7 @@ struct DataAPIFrameworkTests {
         // Offline, identify waits for the server: its answer is not needed here.
         _ = try? await f.client.request("identify", ["ext_user_id": "bob", "hash": "h"], timeoutMs: 1_000)
         let sim = try await SimProcess.start(dir: f.setup.dir, port: port)
-        defer { Task { _ = await sim.stop() } }
+        defer { cleanUpAfterTest { _ = await sim.stop() } }
         let response = try await answer
         #expect(response["error"]?["code"] == "not_ready", "\(response)")
         let message = response["error"]?["message"]?.stringValue ?? ""
@@ -161,7 +161,7 @@ struct DataAPIFrameworkTests {
     /// (null when unknown).
     @Test func answersWithExtraAndMissingFieldsAreStillDecoded() async throws {
         let f = try await DataAPIFixture.start()
-        defer { Task { await f.stop() } }
+        defer { cleanUpAfterTest { await f.stop() } }
         for spec in Self.simpleReads {
             let cid = Int64(spec.cids[0])
             let raw = try #require(try await f.call(spec.name, raw: true).objectValue, "\(spec.name) raw")

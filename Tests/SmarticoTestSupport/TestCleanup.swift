@@ -1,0 +1,71 @@
+import Synchronization
+import Testing
+
+/// Asynchronous clean-up a test starts in `defer` (where it cannot `await`), awaited before the
+/// test counts as finished when the test or its suite carries `.awaitsCleanup`:
+///
+///     @Suite("…", .awaitsCleanup) struct SomeTests {
+///         @Test func something() async throws {
+///             let rig = try await SocketTestRig.start()
+///             defer { cleanUpAfterTest { await rig.stop() } }
+///             …
+///         }
+///     }
+///
+/// Before, these tests wrote `defer { cleanUpAfterTest { await rig.stop() } }`: nothing waited for that task,
+/// so a rig could still be running when the next test started, and the last test's loops and
+/// connections were never shut down before the process exited (LeakSanitizer reported them).
+/// Without the trait the clean-up still runs, unawaited, as it did then.
+public func cleanUpAfterTest(_ body: @escaping @Sendable () async -> Void) {
+    let task = Task { await body() }
+    PendingCleanups.current?.add(task)
+}
+
+/// The clean-ups started during one test (a task-local set by ``AwaitsCleanupTrait``).
+public final class PendingCleanups: Sendable {
+    @TaskLocal public static var current: PendingCleanups?
+
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+
+    func add(_ task: Task<Void, Never>) {
+        tasks.withLock { $0.append(task) }
+    }
+
+    /// Awaits every clean-up, including any started by another clean-up.
+    func drain() async {
+        while true {
+            let batch = tasks.withLock { t -> [Task<Void, Never>] in
+                defer { t.removeAll() }
+                return t
+            }
+            if batch.isEmpty { return }
+            for task in batch { await task.value }
+        }
+    }
+}
+
+/// Runs each test with a fresh ``PendingCleanups`` and awaits them after the test body, whether it
+/// returned or threw.
+public struct AwaitsCleanupTrait: TestTrait, SuiteTrait, TestScoping {
+    public var isRecursive: Bool { true }
+
+    public func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // Scopes nest (the suite's around each test's, a test function's around its cases); a
+        // clean-up joins the innermost, so each is awaited when its own test case ends.
+        let cleanups = PendingCleanups()
+        do {
+            try await PendingCleanups.$current.withValue(cleanups) { try await function() }
+        } catch {
+            await cleanups.drain()
+            throw error
+        }
+        await cleanups.drain()
+    }
+}
+
+extension Trait where Self == AwaitsCleanupTrait {
+    /// Await the clean-ups each test starts with ``cleanUpAfterTest(_:)`` before the test ends.
+    public static var awaitsCleanup: Self { AwaitsCleanupTrait() }
+}
