@@ -47,6 +47,8 @@ public final class PendingCleanups: Sendable {
 /// Runs each test with a fresh ``PendingCleanups`` and awaits them after the test body, whether it
 /// returned or threw.
 public struct AwaitsCleanupTrait: TestTrait, SuiteTrait, TestScoping {
+    public init() {}
+
     public var isRecursive: Bool { true }
 
     public func provideScope(
