@@ -295,11 +295,14 @@ final class SimProcess: @unchecked Sendable {  // immutable after start; `child`
     func control(_ request: JSONObject) async throws -> JSONObject {
         let path = controlPath
         let line = String(decoding: request.serialized(), as: UTF8.self)
+        // An emit of hundreds of engagements is throughput: under ThreadSanitizer the simulator
+        // took longer than 15 s to answer one of 500 (the first TSan run, docs/reliability.md).
+        let timeoutMs = Int(15_000 * SanitizerEnvironment.timeScale)
         let answer: String? = await TestExecutables.onThread {
             guard let s = LineSocket.connect(path: path) else { return nil }
             defer { s.close() }
             guard s.writeLine(line) else { return nil }
-            return s.readLine(timeoutMs: 15_000)
+            return s.readLine(timeoutMs: timeoutMs)
         }
         guard let answer, let object = (try? JSONValue(parsing: answer))?.objectValue else {
             throw EngineTestError("no control answer to \(line)")

@@ -46,6 +46,11 @@ public enum SanitizerEnvironment {
         print("memory bound not checked under the \(kind) sanitizer: \(what)")
     }
 
+    /// Threads a sanitizer's runtime adds to every process it runs in, named like the process:
+    /// ThreadSanitizer's background thread (seen as a third `smarticod` thread in the first TSan
+    /// run); none otherwise.
+    public static let runtimeThreads: Int = ProcessInfo.processInfo.environment["SMARTICO_SANITIZER_RUN"] == "thread" ? 1 : 0
+
     /// How many times longer the few waits that measure throughput may take in a sanitized run:
     /// `SMARTICO_SANITIZER_TIME_SCALE`, set by `scripts/sanitize.sh` only (1 otherwise, and never
     /// below 1). Used only where a sanitized run was measured to need it (docs/reliability.md,
