@@ -193,7 +193,7 @@ struct SocketAPIBackpressureTests {
             let answer = try await reader.call(#"{"id":1,"op":"subscribe","since":0}"#, id: 1)
             #expect(answer["result"]?["last_seq"] == 2000)
         }
-        try await waitUntil("every replayed event", timeout: .seconds(120)) { readers.allSatisfy { $0.eventCount == 2_000 } }
+        try await waitUntil("every replayed event", timeout: SanitizerEnvironment.scaled(.seconds(120))) { readers.allSatisfy { $0.eventCount == 2_000 } }
         for reader in readers {
             #expect(reader.eventSeqs == Array(1...2000))
             #expect(reader.state.withLock { $0.eventHashes } == expected)
