@@ -1,4 +1,4 @@
-// The test-support trait that awaits clean-ups started in `defer` (Tests/SmarticoTestSupport/TestCleanup.swift).
+// The test-support trait that awaits clean-ups started in `defer` (Tests/SmarticoDaemonTests/TestCleanup.swift).
 import Synchronization
 import Testing
 import SmarticoTestSupport

@@ -16,14 +16,17 @@ import Testing
 /// so a rig could still be running when the next test started, and the last test's loops and
 /// connections were never shut down before the process exited (LeakSanitizer reported them).
 /// Without the trait the clean-up still runs, unawaited, as it did then.
-public func cleanUpAfterTest(_ body: @escaping @Sendable () async -> Void) {
+///
+/// It lives in the test target, not in SmarticoTestSupport: that is a plain target, which the
+/// release build (scripts/package.sh) compiles too, and `Testing` exists only for test builds.
+func cleanUpAfterTest(_ body: @escaping @Sendable () async -> Void) {
     let task = Task { await body() }
     PendingCleanups.current?.add(task)
 }
 
 /// The clean-ups started during one test (a task-local set by ``AwaitsCleanupTrait``).
-public final class PendingCleanups: Sendable {
-    @TaskLocal public static var current: PendingCleanups?
+final class PendingCleanups: Sendable {
+    @TaskLocal static var current: PendingCleanups?
 
     private let tasks = Mutex<[Task<Void, Never>]>([])
 
@@ -46,12 +49,12 @@ public final class PendingCleanups: Sendable {
 
 /// Runs each test with a fresh ``PendingCleanups`` and awaits them after the test body, whether it
 /// returned or threw.
-public struct AwaitsCleanupTrait: TestTrait, SuiteTrait, TestScoping {
-    public init() {}
+struct AwaitsCleanupTrait: TestTrait, SuiteTrait, TestScoping {
+    init() {}
 
-    public var isRecursive: Bool { true }
+    var isRecursive: Bool { true }
 
-    public func provideScope(
+    func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         // Scopes nest (the suite's around each test's, a test function's around its cases); a
@@ -69,5 +72,5 @@ public struct AwaitsCleanupTrait: TestTrait, SuiteTrait, TestScoping {
 
 extension Trait where Self == AwaitsCleanupTrait {
     /// Await the clean-ups each test starts with ``cleanUpAfterTest(_:)`` before the test ends.
-    public static var awaitsCleanup: Self { AwaitsCleanupTrait() }
+    static var awaitsCleanup: Self { AwaitsCleanupTrait() }
 }
