@@ -58,7 +58,7 @@ struct CtlFollowTests {
         #expect(before, "\(diagnostics())")
 
         client.close()
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         try await Task.sleep(for: .milliseconds(700))  // the tail finds no socket at least once
         #expect(tail.isRunning, "tail --follow exited with the daemon: \(diagnostics())")
         let restarted = try await setup.start()
@@ -83,7 +83,7 @@ struct CtlFollowTests {
             seqs.append(try #require(value["seq"]?.int64Value, "\(line)"))
         }
         #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count, "seqs \(seqs)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -107,7 +107,7 @@ struct CtlFollowTests {
         client.close()
 
         tail.signal(SIGSTOP)  // the tail reconnects only once the new journal is past its old seqs
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let db = try #require(FileHandle(forWritingAtPath: setup.stateDir + "/" + SmarticoStore.fileName))
         try db.write(contentsOf: Data(String(repeating: "not a database, ", count: 64).utf8))
         try db.close()
@@ -128,7 +128,7 @@ struct CtlFollowTests {
         let engagements = printed.filter { $0.contains(#""event":"engagement""#) }
         #expect(engagements.count == emitted.count)
         for (line, uid) in zip(engagements, emitted) { #expect(line.contains(uid), "expected \(uid) in \(line.prefix(200))") }
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

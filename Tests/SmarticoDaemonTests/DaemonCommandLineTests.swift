@@ -128,7 +128,7 @@ struct DaemonCommandLineTests {
         #expect(initMessage["ua"]?["tzoffset"]?.int64Value == expected, "INIT: \(initMessage)")
         #expect(expected == -60 || expected == -120)
         #expect(abs(ts - Int64(Date().timeIntervalSince1970 * 1000)) < 120_000, "ts is not the wall clock: \(ts)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -196,7 +196,7 @@ struct EngineBackpressureTests {
             return seqs
         }
         #expect(late.count == total && Self.contiguous(late), "the silent peer, reading late, got \(late.count) of \(total)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -232,7 +232,7 @@ struct EngineBackpressureTests {
         } else {
             SanitizerEnvironment.memoryBoundNotChecked("VmRSS grew by \(peak - idle) KiB while 10 peers replayed ~6 MB each")
         }
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -262,7 +262,7 @@ struct EngineBackpressureTests {
         #expect(reader.gaps.first?["first_available_seq"]?.int64Value == first, "gap: \(reader.gaps)")
         #expect(reader.seqs.first == first && reader.seqs.last == last && Self.contiguous(reader.seqs),
                 "after the gap: \(reader.seqs.first ?? -1)…\(reader.seqs.last ?? -1), \(reader.seqs.count) events")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -300,7 +300,7 @@ struct EngineBackpressureTests {
         #expect(second.seqs.first == start + 201, "resumed at \(second.seqs.first ?? -1), acknowledged \(start + 200)")
         #expect(second.seqs.count == 1_150 && Self.contiguous(second.seqs),
                 "resumed: \(second.seqs.count) of 1150, contiguous \(Self.contiguous(second.seqs))")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -107,7 +107,7 @@ struct EngineCrashTests {
         #expect(repeatsOnOneConnection == 0)
         let resent = copies.values.filter { $0 > 1 }.count
 
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let store = try await SmarticoStore.open(directory: setup.stateDir)
         #expect(try await store.integrityCheck().isEmpty, "PRAGMA integrity_check found problems")
         #expect(try await store.outboxStatus().depth == 0)

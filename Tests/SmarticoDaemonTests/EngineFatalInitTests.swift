@@ -49,7 +49,7 @@ struct EngineFatalInitTests {
         let after = try await client.ok("status")
         #expect(after["last_error"]?["code"] == .string("init_rejected")) // kept after recovery
         #expect(try await sim.received(cids: [3]).count == 2)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -72,14 +72,14 @@ struct EngineFidelityTests {
 
         // A close we start and the server completes proves everything was read: after a clean
         // stop the outbox is empty, and a restart sends nothing again.
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let before = try await sim.received(cids: [9]).count
         let restarted = try await setup.start()
         defer { restarted.close() }
         #expect(try await eventually { try await Self.isReady(restarted) })
         #expect(try await Self.status(restarted)["outbox"]?["depth"]?.int64Value == 0)
         #expect(try await sim.received(cids: [9]).count == before)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -100,7 +100,7 @@ struct EngineFidelityTests {
         }
         let entries = try await sim.receivedEntries()
         #expect(all, "every kind of message reached the sim: \(entries.map(\.text))")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         return try await sim.receivedEntries()
     }
 
@@ -140,7 +140,7 @@ struct EngineFidelityTests {
         #expect(answer["cid"]?.int64Value == 701 && answer["templates"]?.arrayValue?.isEmpty == false, "\(spins)")
         let request = try #require(try await sim.received(cids: [700]).last)
         #expect(answer["uuid"] != request["uuid"], "the sim did not echo the uuid")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -186,7 +186,7 @@ struct EngineFidelityTests {
         let s = try await Self.status(client)
         #expect(s["state"]?.stringValue == "ready")
         #expect(s["counters"]?["reconnects"]?.int64Value == reconnectsBefore, "no reconnect over content: \(s)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -95,7 +95,7 @@ struct EngineHTTPQueueTests {
         let done = try await client.ok("status")
         #expect(done["http_queue"]?["depth"] == 0 && done["http_queue"]?["delivered"] == 6, "\(done)")
         // Once per user and token: a restart does not register it again.
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let again = try await setup.start()
         defer { again.close() }
         _ = try await again.ok("identify", ["ext_user_id": "alice", "hash": "h"])
@@ -104,7 +104,7 @@ struct EngineHTTPQueueTests {
         // The metrics op carries the queue's depth.
         let metrics = try await again.ok("metrics")["text"]?.stringValue ?? ""
         #expect(metrics.contains("\nsmarticod_http_queue_calls 0\n"), "\(metrics)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -191,7 +191,7 @@ struct EngineHTTPQueueTests {
         _ = try await client.ok("push_report", ["kind": "delivered", "engagement_uid": "e-at-shutdown"])
         try await Task.sleep(for: .milliseconds(300))
         let stopping = ContinuousClock.now
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         #expect(ContinuousClock.now - stopping < .seconds(5), "SIGTERM took \(ContinuousClock.now - stopping)")
         _ = await sim.stop()
     }
@@ -243,7 +243,7 @@ struct EngineHTTPQueueTests {
         #expect(Set(uids).count == uids.count, "a report was delivered twice")
         #expect(uids == (0..<count).map { String(format: "e-%04d", $0) }, "not in order")
         #expect(try await client.ok("status")["http_queue"]?["depth"] == 0)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -282,7 +282,7 @@ struct EngineHTTPQueueTests {
         let report = entries.first { $0["message"]?["payload"]?["engagement_uid"] == "e-ctl" }?["message"]
         #expect(report?["user_ext_id"] == "bob" && report?["event_type"] == "engagement_action"
                 && report?["payload"]?["action"] == "dp:ok" && report?["payload"]?["message_id"] == "9", "\(String(describing: report))")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -317,7 +317,7 @@ struct EngineHTTPQueueTests {
         #expect(setup.log.contains(expected), "log:\n\(setup.log.suffix(2000))")
         let attempts = try await httpEntries(sim).filter { $0["message"]?["uuid"]?.stringValue == uuid }
         #expect(attempts.map { $0["error"]?.stringValue } == ["http_fault \(answer)", nil], "\(attempts)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 

@@ -75,7 +75,7 @@ import SmarticoTestSupport
         #expect(events.last?.1 == "bob")
         let identifies = try await sim2.received(cids: [5]).compactMap { $0["ext_user_id"]?.stringValue }
         #expect(identifies == ["alice", "bob"])
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim2.stop()
     }
 
@@ -103,7 +103,7 @@ import SmarticoTestSupport
         let entries = try await sim2.receivedEntries(cids: [8, 9])
         let logout = entries.firstIndex { $0["message"]?["cid"]?.int64Value == 8 }
         #expect(logout != nil && logout! > 2 && entries[logout!]["user"]?.stringValue == "alice", "\(entries)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim2.stop()
     }
 
@@ -133,7 +133,7 @@ import SmarticoTestSupport
         let events = try await Self.events(sim2)
         #expect(events.map(\.0) == ["bob_event"], "\(events)")
         #expect(events.first?.1 == "bob")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim2.stop()
     }
 }
@@ -181,7 +181,7 @@ extension EngineIdentityTests {
         let again = await client.drainEvents(forMs: 1_500)
         let repeats = again.filter { event in event["data"]?["message"]?["engagement_uid"]?.stringValue == uid }
         #expect(repeats.isEmpty, "shown twice: \(repeats)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -55,7 +55,7 @@ struct EngineMemoryTests {
         } else {
             SanitizerEnvironment.memoryBoundNotChecked("RssAnon idle \(idle) KiB, after the burst \(peak) KiB, after the trim \(after) KiB")
         }
-        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop(), "log:\n\(setup.log)")
         _ = await sim.stop()
     }
 
@@ -102,7 +102,7 @@ struct EngineMemoryTests {
             SanitizerEnvironment.memoryBoundNotChecked("RssAnon grew by \(grew) KiB during the flood")
         }
         #expect(setup.log.contains("server reading paused"), "the flood never made the daemon pause: the test shows nothing")
-        #expect(await setup.stop() == 0, "log:\n\(setup.log.suffix(3000))")
+        expectExitedZero(await setup.stop(), "log:\n\(setup.log.suffix(3000))")
         _ = await sim.stop()
     }
 }

@@ -130,7 +130,7 @@ struct EngineOpsTests {
         let afterUnsubscribe = await client.drainEvents(forMs: 1_000)
         #expect(afterUnsubscribe.isEmpty, "events after unsubscribe: \(afterUnsubscribe)")
 
-        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop(), "log:\n\(setup.log)")
         _ = await sim.stop()
     }
 
@@ -162,7 +162,7 @@ struct EngineOpsTests {
 
         for round in 0 ..< 2 {
             client.close()
-            if round == 0 { #expect(await setup.stop() == 0, "log:\n\(setup.log)") } else { await setup.kill9() }
+            if round == 0 { expectExitedZero(await setup.stop(), "log:\n\(setup.log)") } else { await setup.kill9() }
             // Engagements while the daemon is down wait at the sim (pending) and arrive after IDENTIFY.
             _ = try await sim.emitEngagement(to: "alice")
             client = try await setup.start()
@@ -178,7 +178,7 @@ struct EngineOpsTests {
             #expect(identifies >= round + 2, "IDENTIFY after every start: \(identifies)")
         }
         client.close()
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

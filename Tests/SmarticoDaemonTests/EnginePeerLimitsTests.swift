@@ -57,7 +57,7 @@ import Glibc
         let answered = try await next.request("request", ["message": ["cid": 77777], "expect_cid": 77778, "timeout_ms": 200])
         #expect(answered["error"]?["code"]?.stringValue == "timeout", "\(answered.text)")
         #expect(try await Self.isReady(watcher))
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -81,7 +81,7 @@ import Glibc
             dir: setup.dir, ["calls", setup.socketPath, event, #"{"id":2,"op":"hello"}"#])
         #expect(other.first?["error"]?["code"] == "not_permitted", "\(other)")
         #expect(other.last?["ok"] == true, "\(other)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -134,7 +134,7 @@ import Glibc
         let refusalLines = setup.log.split(separator: "\n").filter { $0.contains("refused a local connection of uid 0") }
         #expect((1...3).contains(refusalLines.count) && refusalLines.allSatisfy { $0.contains("warning") },
                 "\(refusalLines.count) lines: \(refusalLines.prefix(3))")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

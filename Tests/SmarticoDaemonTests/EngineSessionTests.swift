@@ -139,7 +139,7 @@ struct EngineSessionTests {
         let firstEventIndex = cids.firstIndex(of: 9) ?? -1
         #expect(firstEventIndex > identifyIndex)
 
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim2.stop()
     }
 
@@ -168,14 +168,14 @@ struct EngineSessionTests {
         #expect(e2?["seq"]?.int64Value == (e1?["seq"]?.int64Value ?? 0) + 1)
 
         // After a restart too (the seen-set is on disk).
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let again = try await setup.start()
         defer { again.close() }
         #expect(try await eventually { try await Self.isReady(again) })
         _ = try await again.ok("subscribe", ["since": 0, "types": ["engagement"]])
         let all = await again.drainEvents(forMs: 1000)
         #expect(all.compactMap { $0["data"]?["message"]?["engagement_uid"]?.stringValue } == [uid1, uid2])
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -216,7 +216,7 @@ struct EngineSessionTests {
             .compactMap { $0["client"]?.stringValue }
         #expect(copies && Set(clientsOfCopies).count == 2, "once on the silent connection, once on the next: \(clientsOfCopies)")
         #expect(try await eventually { try await Self.status(client)["outbox"]?["depth"]?.int64Value == 0 })
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -253,7 +253,7 @@ struct EngineSessionTests {
         let identified = try await client.ok("identify", ["ext_user_id": "alice", "hash": "fresh-hash"])
         #expect(identified["ext_user_id"]?.stringValue == "alice")
         #expect(try await Self.isReady(client, identified: true))
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -273,7 +273,7 @@ struct EngineSessionTests {
         #expect(backoff != nil)
         #expect(try await sim.received(cids: [5]).isEmpty, "IDENTIFY without a hash")
         #expect(try await sim.received(cids: [3]).count >= 1)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -294,7 +294,7 @@ struct EngineSessionTests {
         let failed = await client.nextEvent(timeoutMs: 20_000) { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
         #expect(failed != nil, "log:\n\(setup.log)")
         #expect(try await sim.received(cids: [5]).isEmpty)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -310,7 +310,7 @@ struct EngineSessionTests {
         let pid = try #require(Int32(String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         // SIGTERM while the command runs (its timeout is 10 s): the daemon exits at once and the
         // command with it.
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         #expect(await processEnds(pid), "the hash command \(pid) outlived the daemon")
         #expect(setup.log.contains("killed 1 hash command(s) still running"), "log:\n\(setup.log)")
         _ = await sim.stop()
@@ -358,7 +358,7 @@ struct EngineSessionTests {
         let inits = try await sim.received(cids: [3])
         #expect(inits.last?["ua"]?["device_type"]?.stringValue == "MOBILE")
         #expect(try await eventually { try await Self.isReady(client) })
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -381,7 +381,7 @@ struct EngineSessionTests {
         setup.daemon?.signal(SIGTERM)
         let late = await notify.datagrams(forMs: 10_000) { got in got.contains { $0.contains("STATUS=disconnected") } }
         #expect(late.contains { $0.hasPrefix("STOPPING=1") }, "datagrams: \(late)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -400,7 +400,7 @@ struct EngineSessionTests {
         #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
         #expect(!FileManager.default.fileExists(atPath: setup.socketPath), "socket.path must not be used when a socket is passed")
         #expect(setup.log.contains("(socket passed by systemd)"))
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -433,7 +433,7 @@ struct EngineSessionTests {
         #expect(try await eventually { try await Self.isReady(client, identified: false) })
         #expect(try await sim.received(cids: [5]).count == 2)
         #expect(try await Self.status(client)["user"]?["ext_user_id"]?.isNull != false)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -52,7 +52,7 @@ struct EngineTLSFailureTests {
         #expect(ready, "log:\n\(setup.log)")
         let after = try await client.ok("status")
         #expect(after["last_error"]?["code"] == .string("tls_error"), "\(after)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 import SmarticoProtocol
 import SmarticoTestSupport
 #if canImport(Glibc)
@@ -505,4 +506,12 @@ final class NotifySocket: @unchecked Sendable {  // `fd` is immutable; reads com
             return out
         }
     }
+}
+
+/// `#expect(await setup.stop() == 0)` would not show the status when it fails (the macro
+/// does not expand an expression that awaits); this does: "status → 66 == 0", with the comment.
+func expectExitedZero<Status: BinaryInteger>(
+    _ status: Status?, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(status == 0, comment, sourceLocation: sourceLocation)
 }

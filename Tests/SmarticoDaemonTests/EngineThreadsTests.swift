@@ -74,7 +74,7 @@ struct EngineThreadsTests {
         #expect(!after.contains { $0.contains("qos") || $0.contains("dispatch") }, "libdispatch threads after SIGHUP: \(after)")
 
         // SIGTERM: graceful, exit 0.
-        #expect(await setup.stop() == 0, "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop(), "log:\n\(setup.log)")
         _ = await sim.stop()
     }
 }

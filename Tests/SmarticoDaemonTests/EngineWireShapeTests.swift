@@ -64,14 +64,14 @@ struct EngineWireShapeTests {
 
         // A restart remembers the language sent for alice: not sent again.
         client.close()
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         client = try await setup.start()
         defer { client.close() }
         #expect(try await eventually { try await sim.received(cids: [3]).count == 2 })
         #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("request", ["message": ["cid": 500]])
         #expect(try await Self.languageEvents(sim).count == 1)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -229,7 +229,7 @@ struct FaultProxyTests {
             // The sim restarts on the same port while IDENTIFY waits; what the app queues and the
             // new sim emits meanwhile must arrive once.
             let port = rig.sim.port
-            #expect(await rig.sim.stop() == 0)
+            expectExitedZero(await rig.sim.stop())
             rig.sim = try await SimProcess.start(dir: rig.setup.dir, port: port)
             try await rig.queue(3, fault.rawValue)
             try await rig.emit(2)

@@ -33,7 +33,7 @@ struct HostileInputEngineTests {
         _ = try await sim.control(["op": "fault", "kind": "clear", "only": "reject_init"])
         let identifyRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
         #expect(identifyRejected != nil, "log:\n\(setup.log)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
 
         let log = setup.log
@@ -67,7 +67,7 @@ struct HostileInputEngineTests {
         // Nothing reached the session: the configured user is still the one identified.
         #expect(try await eventually { try await client.ok("status")["user"]?["ext_user_id"]?.stringValue == "alice" })
         #expect(try await sim.received(cids: [5]).allSatisfy { $0["ext_user_id"]?.stringValue == "alice" })
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
         #expect(Self.lines(of: setup.log, startingWith: "2026-11-27T23:00:00+0000").isEmpty, "log:\n\(setup.log)")
     }
@@ -102,7 +102,7 @@ struct HostileInputEngineTests {
         // DaemonSetup starts the daemon with PATH=/usr/bin:/bin.
         #expect(seen == ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "SMARTICO_EXT_USER_ID": "alice", "VAULT_ADDR": "https://vault.local"])
         #expect(try await sim.received(cids: [5]).first?["hash"]?.stringValue == "h-alice")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -124,7 +124,7 @@ struct HostileInputEngineTests {
         for e in await client.drainEvents(forMs: 300) {
             for secret in ["SECRET-abc", "hunter2"] { #expect(!e.text.contains(secret), "event: \(e.text)") }
         }
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
 
         let log = setup.log
@@ -143,7 +143,7 @@ struct HostileInputEngineTests {
         _ = try await client.ok("subscribe", ["types": ["error"]])
         let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
         #expect(failed != nil, "log:\n\(setup.log)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
         let log = setup.log
         #expect(log.contains("hash_command_failed"), "log:\n\(log)")  // the failure itself is logged

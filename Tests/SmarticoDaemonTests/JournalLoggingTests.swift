@@ -86,7 +86,7 @@ struct JournalLoggingDaemonTests {
         _ = await sim.stop()
         let warned = await eventually { setup.log.split(separator: "\n").contains { $0.hasPrefix("<4>warning ") } }
         #expect(warned, "no <4> warning after the server went away; log:\n\(setup.log)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         let lines = setup.log.split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("<6>info smarticod: ") }, "\(setup.log)")
         #expect(lines.contains { $0.hasPrefix("<7>debug ") }, "\(setup.log)")
@@ -143,7 +143,7 @@ struct JournalLoggingDaemonTests {
         let reloaded = await eventually { setup.log.contains("configuration reloaded") }
         #expect(reloaded, "no reload; log:\n\(setup.log.suffix(2000))")
         #expect(try await client.ok("log_level", ["level": "info"]) == ["level": "info", "previous": "info"])
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 }

@@ -214,7 +214,7 @@ struct MetricsTests {
             return failing.value("smarticod_last_error_info", ["code": code]) == 1
                 && failing.value("smarticod_last_error_timestamp_seconds").map { abs($0 * 1000 - atMs) < 1 } == true
         }, "\(shown)")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
     }
 
     @Test func aPeerWithoutControlReadsMetricsAndSmarticoctlPrintsThem() async throws {
@@ -248,7 +248,7 @@ struct MetricsTests {
         #expect(line["ok"] == true)
         #expect(line["result"]?["content_type"]?.stringValue == DaemonMetrics.contentType)
         #expect(line["result"]?["text"]?.stringValue?.contains("smarticod_session_state{state=\"ready\"} 1\n") == true)
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -293,8 +293,8 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(moved), "interval_s": 1], logLevel: "info")
         setup.daemon?.signal(SIGHUP)
         #expect(try await eventually { try await fileMetrics(moved)?.state == "ready" }, "log:\n\(setup.log.suffix(2000))")
-        #expect(try await eventually { !FileManager.default.fileExists(atPath: textfile) }, "the old textfile stayed")
-        #expect(await setup.stop() == 0)
+        #expect(await eventually { !FileManager.default.fileExists(atPath: textfile) }, "the old textfile stayed")
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 
@@ -309,13 +309,13 @@ struct MetricsTests {
         let client = try await setup.start()
         defer { client.close() }
         #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
-        #expect(try await eventually { setup.log.contains("metrics.textfile: ") }, "log:\n\(setup.log)")
+        #expect(await eventually { setup.log.contains("metrics.textfile: ") }, "log:\n\(setup.log)")
         try await Task.sleep(for: .milliseconds(3_500))  // three more intervals, three more failures
         let warnings = setup.log.split(separator: "\n").filter { $0.contains("metrics.textfile: ") }
         #expect(warnings.count == 1, "\(warnings)")
         #expect(warnings.first?.contains("warning") == true && warnings.first?.contains(blocker) == true, "\(warnings)")
         #expect(try await Self.metrics(client).state == "ready")
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
 

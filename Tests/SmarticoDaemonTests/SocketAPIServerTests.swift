@@ -4,7 +4,6 @@ import Foundation
 import Testing
 import SmarticoProtocol
 import Transport
-import SmarticoTestSupport
 @testable import SmarticoDaemon
 
 @Suite("Socket API server", .awaitsCleanup)

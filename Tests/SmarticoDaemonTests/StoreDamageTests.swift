@@ -97,7 +97,7 @@ import Testing
         let oldJournal = try #require(try await before.ok("subscribe")["journal"]?.stringValue)
         before.close()
         ops.close()
-        #expect(await setup.stop() == 0)
+        expectExitedZero(await setup.stop())
 
         let path = setup.stateDir + "/" + SmarticoStore.fileName
         try Self.damage(path, kind)

@@ -12,16 +12,23 @@ import Testing
 ///         }
 ///     }
 ///
-/// Before, these tests wrote `defer { cleanUpAfterTest { await rig.stop() } }`: nothing waited for that task,
+/// Before, these tests wrote `defer { Task { await rig.stop() } }`: nothing waited for that task,
 /// so a rig could still be running when the next test started, and the last test's loops and
 /// connections were never shut down before the process exited (LeakSanitizer reported them).
-/// Without the trait the clean-up still runs, unawaited, as it did then.
+/// Called in a test without the trait, it records an issue (the test fails) and still runs the
+/// clean-up, unawaited: a new suite that forgets the trait is caught at once, not by the next
+/// LeakSanitizer run.
 ///
 /// It lives in the test target, not in SmarticoTestSupport: that is a plain target, which the
 /// release build (scripts/package.sh) compiles too, and `Testing` exists only for test builds.
 func cleanUpAfterTest(_ body: @escaping @Sendable () async -> Void) {
     let task = Task { await body() }
-    PendingCleanups.current?.add(task)
+    guard let pending = PendingCleanups.current else {
+        Issue.record(
+            "cleanUpAfterTest was called in a test without the .awaitsCleanup trait, so nothing awaits this clean-up: add .awaitsCleanup to the test or its suite")
+        return
+    }
+    pending.add(task)
 }
 
 /// The clean-ups started during one test (a task-local set by ``AwaitsCleanupTrait``).

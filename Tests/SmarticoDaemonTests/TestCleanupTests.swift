@@ -1,7 +1,6 @@
 // The test-support trait that awaits clean-ups started in `defer` (Tests/SmarticoDaemonTests/TestCleanup.swift).
 import Synchronization
 import Testing
-import SmarticoTestSupport
 
 @Suite struct TestCleanupTests {
     /// A clean-up that takes a while has finished when the scope returns; without the scope it
@@ -20,11 +19,16 @@ import SmarticoTestSupport
         }
         #expect(done.withLock { $0 } == 2)
 
-        // Outside any scope the clean-up still runs, but nothing waits for it.
+        // Outside any scope the clean-up still runs, but nothing waits for it, and the test is
+        // told so (withKnownIssue fails unless exactly that issue is recorded).
         let unscoped = Mutex(0)
-        cleanUpAfterTest {
-            try? await Task.sleep(for: .milliseconds(300))
-            unscoped.withLock { $0 += 1 }
+        withKnownIssue {
+            cleanUpAfterTest {
+                try? await Task.sleep(for: .milliseconds(300))
+                unscoped.withLock { $0 += 1 }
+            }
+        } matching: { issue in
+            issue.description.contains("without the .awaitsCleanup trait")
         }
         #expect(unscoped.withLock { $0 } == 0)
     }

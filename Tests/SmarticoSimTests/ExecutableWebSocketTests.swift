@@ -107,7 +107,8 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
                 #expect("\(error)".contains("404"), "\(error)")
             }
         }
-        #expect(await sim.stop() == 0)
+        let simStatus = await sim.stop()
+        #expect(simStatus == 0)
     }
 
     /// The `malformed_frame` fault puts the raw bytes 83 00 on the stream (Transport's test-only raw
@@ -147,7 +148,8 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
         #expect(second.status == 1)
         #expect(second.stdout.isEmpty)
         #expect(second.stderr.contains("cannot listen for WebSocket clients on --host 127.0.0.1 --port \(first.port)"), "\(second.stderr)")
-        #expect(await first.stop() == 0)
+        let firstStatus = await first.stop()
+        #expect(firstStatus == 0)
     }
 
     @Test func servesWSSWithTheGivenCertificate() async throws {
@@ -171,7 +173,8 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
             #expect(await nextMessage(&events, cid: 4)?.int("errCode") == 0)
             try await conn.closeAsync()
         }
-        #expect(await sim.stop() == 0)
+        let simStatus = await sim.stop()
+        #expect(simStatus == 0)
     }
 
     /// 1,000 concurrent clients on two loops each INIT and get their answer, while one client that
@@ -241,7 +244,8 @@ func nextMessage(_ iterator: inout AsyncStream<WebSocketConnectionEvent>.Iterato
             Issue.record(error)  // then stop the loops and the simulator all the same
         }
         for loop in loops { await loop.shutdown() }
-        #expect(await sim.stop() == 0)
+        let simStatus = await sim.stop()
+        #expect(simStatus == 0)
     }
 }
 
