@@ -57,6 +57,17 @@ more, or RSS by 64 MiB or more, from its first sample to its last, over lifetime
 samples). Output: one sample line a minute (RSS, fds, threads, CPU seconds summed over every
 daemon process, counts, faults) and a summary.
 
+Segments (--work DIR, --stop-at HH:MM): on a machine that does not keep processes for the whole
+soak (a sandbox that ends every session), run it in segments. Each segment ends at --stop-at
+with the same drain and checks as the end of a run, and appends a line to DIR/segments.ndjson;
+every uid sent and handed out is appended to DIR/ledger.ndjson as it happens. Running again with
+the same --work goes on from there: the same state directory (journal, durable cursor), the
+same sim record, elapsed time and fault rotation continuing, sent = delivered and "none twice"
+checked over all segments, and a summary across them. --duration is then the total over the
+segments. A run that was killed before its drain cannot be continued (it says so): its sim
+lost what it held. The boundary between segments is a clean stop of the daemon, the sim and
+the app, with nothing outstanding, like a daemon_term fault with the sim restarted.
+
 Usage (from the repository root, after the release build of smarticod and smartico-sim):
     swift build -c release --static-swift-stdlib --disable-local-rpath --build-path .build-release
     source scripts/deps.sh; setup_python_venv
@@ -65,10 +76,13 @@ Usage (from the repository root, after the release build of smarticod and smarti
     nice -n 10 $SMARTICO_TEST_PYTHON scripts/soak.py --duration 300 --fault-every 30
     $SMARTICO_TEST_PYTHON scripts/soak.py --duration 3600 --faults none --every 0.1 --burst 0 \
         --template-bytes 2048                    # the memory soak: ten 2 KB engagements a second
+    nice -n 10 $SMARTICO_TEST_PYTHON scripts/soak.py --work /var/tmp/soak --stop-at 10:55  # a segment
+    nice -n 10 $SMARTICO_TEST_PYTHON scripts/soak.py --work /var/tmp/soak                  # the next one
 --bin defaults to .build-release/release (scripts/package.sh's build), else .build/release.
 Python 3 standard library plus the client library in clients/python.
 """
 import argparse
+import calendar
 import collections
 import json
 import os
@@ -293,7 +307,11 @@ def control(path, request, timeout=10.0):
 class Soak:
     def __init__(self, args):
         self.args = args
-        self.work = tempfile.mkdtemp(prefix="smarticod-soak-")
+        if args.work:
+            self.work = os.path.abspath(args.work)
+            os.makedirs(self.work, exist_ok=True)
+        else:
+            self.work = tempfile.mkdtemp(prefix="smarticod-soak-")
         self.sim_sock = os.path.join(self.work, "sim.sock")
         self.record = os.path.join(self.work, "sim-record.ndjson")
         self.sock_path = os.path.join(self.work, "smarticod.sock")
@@ -331,7 +349,42 @@ class Soak:
         self.daemon_expected_exit = False
         self.sim_port = 0
         self.final_reconnect = 0
-        self.start = time.monotonic()
+        # Segments (--work DIR again after a run that ended at --stop-at, or was killed after
+        # finishing): the ledger of every uid sent and handed out, appended as it happens, and one
+        # line per finished segment. A resumed run loads both, so sent = delivered and "none twice"
+        # are checked across all segments, and its elapsed time goes on from theirs.
+        self.ledger_path = os.path.join(self.work, "ledger.ndjson")
+        self.segments_path = os.path.join(self.work, "segments.ndjson")
+        self.segments = []
+        self.fault_index = 0
+        elapsed_before = 0.0
+        if os.path.exists(self.segments_path):
+            with open(self.segments_path) as f:
+                self.segments = [json.loads(line) for line in f if line.strip()]
+        if self.segments:
+            last = self.segments[-1]
+            elapsed_before = last["elapsed_end_s"]
+            self.fault_index = last["fault_index"]
+            if os.path.getsize(self.ledger_path) != last["ledger_bytes"]:
+                raise SystemExit(f"{self.work}: the ledger goes on past segment {last['segment']}: a later run did not "
+                                 "finish (killed before its drain), so sent/delivered cannot be continued; use a new --work")
+            with open(self.ledger_path) as f:
+                for line in f:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut by a kill
+                    if "sent" in entry:
+                        self.sent[entry["sent"]] = 0.0
+                    elif "handed" in entry:
+                        self.handed[entry["handed"]] += 1
+        elif os.path.exists(self.ledger_path) and os.path.getsize(self.ledger_path) > 0:
+            raise SystemExit(f"{self.work} holds a ledger but no finished segment: that run did not finish "
+                             "(killed before its drain), so its sent/delivered cannot be continued; use a new --work")
+        self.resumed = bool(self.segments)
+        self.ledger = open(self.ledger_path, "a")
+        self.start = time.monotonic() - elapsed_before
+        self.segment_start = time.monotonic()
 
     # processes
     def binary(self, name):
@@ -427,6 +480,8 @@ class Soak:
         with self.lock:
             for u in uids:
                 self.sent[u] = now
+                self.ledger.write(json.dumps({"sent": u}) + "\n")
+            self.ledger.flush()
 
     def generator(self):
         next_burst = time.monotonic() + self.args.burst_every
@@ -448,7 +503,7 @@ class Soak:
 
     # subscriber
     def subscriber(self):
-        first = True
+        first = not self.resumed  # a resumed run goes on from the durable cursor
         soak = self
 
         class CountingDeque(collections.deque):
@@ -476,6 +531,8 @@ class Soak:
                         uid = event.engagement_uid
                         with self.lock:
                             self.handed[uid] += 1
+                            self.ledger.write(json.dumps({"handed": uid}) + "\n")
+                            self.ledger.flush()
                         while not self.stop_sub:
                             try:
                                 client.report("impression", event)
@@ -646,6 +703,9 @@ class Soak:
 
     def run(self):
         a = self.args
+        if self.resumed:
+            log(f"resuming after segment {len(self.segments)} at {self.elapsed():.0f} s: "
+                f"{len(self.sent)} sent, {sum(self.handed.values())} handed out so far")
         log(f"soak: {a.duration:.0f} s, a fault every {a.fault_every:.0f} s ({', '.join(a.faults) or 'none'}), "
             f"binaries {a.bin}, work dir {self.work}")
         self.start_sim()
@@ -661,8 +721,10 @@ class Soak:
               f"{'sent':>7} {'deliv':>7} {'outst':>6} {'dups':>4} {'rawdp':>5} {'flts':>4}", flush=True)
         next_sample = time.monotonic()
         next_fault = time.monotonic() + a.fault_every if a.faults else float("inf")
-        index = 0
+        index = self.fault_index
         end = self.start + a.duration
+        if a.stop_at is not None:
+            end = min(end, time.monotonic() + max(0.0, a.stop_at - time.time()))
         while time.monotonic() < end:
             now = time.monotonic()
             if now >= next_sample:
@@ -674,6 +736,7 @@ class Soak:
                 next_fault = time.monotonic() + a.fault_every
             self.check_daemon()
             time.sleep(0.5)
+        self.fault_index = index
         return self.finish(gen, sub)
 
     def drain(self, timeout):
@@ -790,6 +853,45 @@ class Soak:
             failures.append(f"leak: {leaks}")
         if self.sub_errors:
             failures.append(f"subscriber errors: {self.sub_errors[:3]}")
+        segment = {
+            "segment": len(self.segments) + 1,
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - (time.monotonic() - self.segment_start))),
+            "ended_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "segment_s": round(time.monotonic() - self.segment_start), "elapsed_end_s": round(self.elapsed()),
+            "fault_index": self.fault_index, "faults": dict(self.faults),
+            "sent_total": len(sent), "delivered_total": len(sent) - len(lost), "duplicates_total": len(dups),
+            "rss_kib": summary["rss_kib"], "rss_kib_min": min(rss) if rss else None, "fds_max": summary["fds"]["max"],
+            "daemon_processes": len(self.lifetimes), "daemon_cpu_s": summary["daemon_cpu_s"], "pass": not failures,
+        }
+        with self.lock:
+            self.ledger.flush()
+            segment["ledger_bytes"] = os.path.getsize(self.ledger_path)
+        with open(self.segments_path, "a") as f:
+            f.write(json.dumps(segment) + "\n")
+        segments = self.segments + [segment]
+        if len(segments) > 1:
+            faults = collections.Counter()
+            for seg in segments:
+                faults.update(seg["faults"])
+            rss_max = [seg["rss_kib"]["max"] for seg in segments if seg["rss_kib"]["max"] is not None]
+            rss_min = [seg["rss_kib_min"] for seg in segments if seg["rss_kib_min"] is not None]
+            cumulative = {
+                "segments": [(seg["started_utc"], seg["ended_utc"], seg["pass"]) for seg in segments],
+                "soak_s (sum of segments)": sum(seg["segment_s"] for seg in segments),
+                "faults": dict(faults), "sent": len(sent), "delivered": len(sent) - len(lost),
+                "duplicates": len(dups), "rss_kib": {"min": min(rss_min) if rss_min else None,
+                                                     "max": max(rss_max) if rss_max else None},
+                "fds_max": max((seg["fds_max"] or 0) for seg in segments),
+                "daemon_processes": sum(seg["daemon_processes"] for seg in segments),
+                "daemon_cpu_s": round(sum(seg["daemon_cpu_s"] for seg in segments), 1),
+            }
+            print("across all segments: " + json.dumps(cumulative, indent=1), flush=True)
+            earlier = [seg["segment"] for seg in self.segments if not seg["pass"]]
+            if earlier:
+                failures.append(f"earlier segment(s) failed: {earlier}")
+        if self.elapsed() < self.args.duration - 60:
+            log(f"segment {segment['segment']} ended at --stop-at, {self.elapsed():.0f} of {self.args.duration:.0f} s; "
+                f"go on with: --work {self.work}")
         for f in failures:
             log(f"FAIL: {f}")
         log("PASS" if not failures else f"{len(failures)} check(s) failed")
@@ -825,7 +927,26 @@ def main():
     ap.add_argument("--bin", default=default_bin,
                     help="directory holding smarticod and smartico-sim (default .build-release/release, "
                          "scripts/package.sh's build, else .build/release)")
+    ap.add_argument("--work", default=None,
+                    help="work directory (default: a new temporary one). Given again after a run that finished "
+                         "(e.g. at --stop-at), the run goes on from there: same state directory and durable "
+                         "cursor, and sent/delivered counted over every segment")
+    ap.add_argument("--stop-at", default=None,
+                    help="UTC time HH:MM: end this segment there (drain, check, record it) even if --duration "
+                         "is not reached; for machines that do not keep processes for the whole soak")
     args = ap.parse_args()
+    if args.stop_at is not None:
+        try:
+            hh, mm = (int(x) for x in args.stop_at.split(":"))
+            now = time.time()
+            if not (0 <= hh < 24 and 0 <= mm < 60):
+                raise ValueError
+            at = calendar.timegm(time.gmtime(now)[:3] + (hh, mm, 0))
+            if at <= now:
+                at += 86400
+            args.stop_at = at
+        except ValueError:
+            ap.error(f"--stop-at {args.stop_at!r}: expected HH:MM (UTC)")
     args.faults = [f for f in args.faults.split(",") if f and f != "none"]
     unknown = [f for f in args.faults if f not in ALL_FAULTS]
     if unknown:
