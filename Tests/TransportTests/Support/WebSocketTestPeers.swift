@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SmarticoTestSupport
 @testable import Transport
 
 /// Our own echo server on `WebSocketServer`: every text and binary message goes back unchanged.
@@ -66,8 +67,10 @@ final class EventInbox: Sendable {
 
     deinit { task.cancel() }
 
-    /// The next text, binary or closed event after those already returned; bounded.
-    func nextMessage(timeout: Duration = .seconds(60)) async throws -> WebSocketConnectionEvent {
+    /// The next text, binary or closed event after those already returned; bounded (60 s, times
+    /// the sanitizer time scale: the 16 MiB echoes over TLS and in 4,096 fragments ran out of 60 s
+    /// under ThreadSanitizer).
+    func nextMessage(timeout: Duration = SanitizerEnvironment.scaled(.seconds(60))) async throws -> WebSocketConnectionEvent {
         let found = Shared<WebSocketConnectionEvent?>(nil)
         try await waitUntil("a message", timeout: timeout) { [self] in
             let all = events.value
