@@ -99,7 +99,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SmarticoProtocolTests",
-            dependencies: ["SmarticoProtocol"],
+            dependencies: ["SmarticoProtocol", "SmarticoTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),

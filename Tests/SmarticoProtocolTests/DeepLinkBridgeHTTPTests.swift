@@ -1,5 +1,6 @@
 import Testing
 import SmarticoProtocol
+import SmarticoTestSupport
 
 @Suite struct DeepLinkTests {
     @Test(arguments: [

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import SmarticoProtocol
+import SmarticoTestSupport
 
 @Suite struct EncodingTests {
     @Test func tzoffsetFollowsTheBrowserConvention() throws {

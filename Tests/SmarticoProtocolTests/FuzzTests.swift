@@ -1,5 +1,6 @@
 import Testing
 import SmarticoProtocol
+import SmarticoTestSupport
 
 /// Seeded, bounded fuzzing: every input gives a value or a typed error, and whatever the
 /// parser accepts serializes to something that parses back to an equal value.
