@@ -1,4 +1,5 @@
 import COpenSSL
+import Transport
 
 /// Smartico's user hash (notes): `md5(lower(ext_user_id + ':' + salt + ':' + validity_ms)) + ':' + validity_ms`,
 /// valid while `validity_ms >= now`.
@@ -26,6 +27,7 @@ public enum SimHash {
 
     /// Lowercase hex MD5 of the UTF-8 bytes of `text` (OpenSSL's EVP MD5).
     public static func md5Hex(_ text: String) -> String {
+        OpenSSLLibrary.initialize()
         var digest = [UInt8](repeating: 0, count: 16)
         var size: UInt32 = 0
         let bytes = Array(text.utf8)

@@ -34,6 +34,7 @@ public enum Base64 {
 public enum Digest {
     /// SHA-256 of `bytes` (32 bytes).
     public static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        OpenSSLLibrary.initialize()
         let input = Array(bytes)
         var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         SHA256(input, input.count, &digest)

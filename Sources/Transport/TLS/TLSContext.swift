@@ -82,6 +82,7 @@ public final class TLSContext:
 
     /// A client context; `systemTrust` overrides the choice ``systemTrustSource()`` makes for `.system` (tests).
     init(client config: TLSClientConfiguration, systemTrust: SystemTrustSource?) throws(TLSError) {
+        OpenSSLLibrary.initialize()
         guard let ctx = SSL_CTX_new(TLS_client_method()) else {
             throw .configuration("SSL_CTX_new failed: \(tlsErrorQueueText())")
         }
@@ -132,6 +133,7 @@ public final class TLSContext:
 
     /// A server context.
     public init(server config: TLSServerConfiguration) throws(TLSError) {
+        OpenSSLLibrary.initialize()
         guard let ctx = SSL_CTX_new(TLS_server_method()) else {
             throw .configuration("SSL_CTX_new failed: \(tlsErrorQueueText())")
         }

@@ -11,6 +11,7 @@ public struct WebSocketRandomSource: RandomNumberGenerator, Sendable {
 
     public mutating func next() -> UInt64 {
         if used == pool.count {
+            OpenSSLLibrary.initialize()
             let ok = pool.withUnsafeMutableBytes { RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32($0.count)) }
             if ok != 1 {
                 // OpenSSL could not seed itself; fall back to the kernel (getrandom), one call per word.
