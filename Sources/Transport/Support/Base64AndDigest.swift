@@ -43,6 +43,7 @@ public enum Digest {
 
     /// SHA-1 of `bytes` (20 bytes): only for `Sec-WebSocket-Accept` (RFC 6455 §4.2.2).
     public static func sha1(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        OpenSSLLibrary.initialize()
         let input = Array(bytes)
         var digest = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
         SHA1(input, input.count, &digest)

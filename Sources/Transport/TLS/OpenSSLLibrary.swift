@@ -8,8 +8,8 @@ import COpenSSL
 /// afterwards never frees its per-thread random generator (LeakSanitizer reported that one:
 /// docs/reliability.md, "AddressSanitizer"; Tests/sanitizers/lsan-openssl-thread-exit-repro.c).
 /// A daemon gains nothing from that clean-up, since the process's memory goes back to the system
-/// anyway. So every entry point of this module that reaches libcrypto calls ``initialize()``
-/// first, and so do the executables, before anything else.
+/// anyway. So every function of this package that reaches libcrypto's initialisation (TLS
+/// contexts, `RAND_bytes`, the digests; base64 does not) calls ``initialize()`` first.
 public enum OpenSSLLibrary {
     /// Initialises OpenSSL once with `OPENSSL_INIT_NO_ATEXIT`. It only takes effect as the
     /// process's first OpenSSL call; later calls cost one atomic load.
