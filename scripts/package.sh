@@ -7,12 +7,25 @@
 # `ldd`) in .build-release/, apart from the debug build, and stripped. The tree laid out in
 # dist/root/ is what both archives hold (docs/operations.md, "Package"). scripts/check-package.sh
 # checks the result. `--build-only`: the release build and nothing else (scripts/test.sh runs it
-# in the background while the suite runs).
+# in the background while the suite runs). `--print-bin-path`: prints the directory of the release
+# binaries and builds nothing (scripts/test.sh runs the Autobahn suite against that smartico-ws).
 set -euo pipefail
 umask 022
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-source scripts/deps.sh
+# Anything deps.sh prints goes to stderr, so that --print-bin-path prints only the path.
+source scripts/deps.sh >&2
+
+BUILD_PATH="$ROOT/.build-release"
+# The release build: the one set of flags for the binaries, the package and the tests' path.
+# --disable-local-rpath: no RUNPATH $ORIGIN in binaries that live in /usr/bin.
+release_build() {
+    swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$BUILD_PATH" "$@"
+}
+if [ "${1:-}" = "--print-bin-path" ]; then
+    release_build --show-bin-path
+    exit 0
+fi
 
 # dpkg-shlibdeps (dpkg-dev) computes Depends from the binaries' NEEDED libraries.
 if ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
@@ -21,18 +34,16 @@ if ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dpkg-dev
 fi
 
-BUILD_PATH="$ROOT/.build-release"
 DIST="$ROOT/dist"
 STAGE="$DIST/root"
 PRODUCTS=(smarticod smarticoctl smartico-sim smartico-ws)
 
 echo "==> building the release binaries (--static-swift-stdlib, $BUILD_PATH)"
 started=$(date +%s)
-# --disable-local-rpath: no RUNPATH $ORIGIN in binaries that live in /usr/bin.
-swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$BUILD_PATH"
+release_build
 echo "    built in $(( $(date +%s) - started )) s"
 [ "${1:-}" = "--build-only" ] && exit 0
-BIN="$(swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$BUILD_PATH" --show-bin-path)"
+BIN="$(release_build --show-bin-path)"
 
 VERSION="$("$BIN/smarticod" --version)"
 source_version="$(sed -n 's/.*public static let string = "\(.*\)".*/\1/p' Sources/SmarticoSocketAPI/SocketAPIShared.swift)"

@@ -54,14 +54,16 @@ else
     # node:test needs Node 18; older distributions (Ubuntu 22.04's nodejs 12) cannot run them.
     echo "==> NOT testing the Node.js client: node $(node --version 2>/dev/null || echo missing) is older than 18"
 fi
-echo "==> packaging (release build in .build-release)"
+echo "==> waiting for the release build (.build-release)"
 finish_build "$release_build" "$BG_LOGS/release-build.log"
 # The Autobahn conformance run (ConformanceTests) against the release smartico-ws, the build users
 # get: the debug client took about as much CPU as the Python fuzzing server and made this the
 # longest test by far (docs/conformance.md has the figures). Same cases, same verdicts required.
 echo "==> Autobahn conformance (ConformanceTests) against the release smartico-ws"
-SMARTICO_WS_BINARY="$(swift build -c release --static-swift-stdlib --disable-local-rpath --build-path "$ROOT/.build-release" --show-bin-path)/smartico-ws" \
-    swift test --skip-build --no-parallel --filter ConformanceTests
+# (An assignment of its own, so that a failure of package.sh stops the script here.)
+release_bin="$(bash scripts/package.sh --print-bin-path)"
+SMARTICO_WS_BINARY="$release_bin/smartico-ws" swift test --skip-build --no-parallel --filter ConformanceTests
+echo "==> packaging (.build-release)"
 bash scripts/package.sh
 echo "==> checking the package"
 bash scripts/check-package.sh
