@@ -79,7 +79,10 @@ private final class SlowReader: Sendable {
             state.withLock { $0.failure = "connect to \(path): errno \(errno)" }
             return
         }
-        var wait = timeval(tv_sec: 5, tv_usec: 0)
+        // At most this long without a byte (scaled in a sanitized run: a ThreadSanitizer run with a
+        // build beside it went 5 s without one, and the server was only starved, not stuck).
+        let silence = SanitizerEnvironment.scaled(.seconds(5)).components.seconds
+        var wait = timeval(tv_sec: Int(silence), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         let request = Array((subscribe + "\n").utf8)
         guard send(fd, request, request.count, Int32(MSG_NOSIGNAL)) == request.count else {
