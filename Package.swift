@@ -17,6 +17,8 @@ let package = Package(
         .executable(name: "smartico-ws", targets: ["smartico-ws"]),
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "SmarticoProtocol", targets: ["SmarticoProtocol"]),
+        // The Swift client of the local socket, for smarticoctl, smartico-wrapper and other apps.
+        .library(name: "SmarticoClient", targets: ["SmarticoClient"]),
         // The simulator in-process, for the Benchmarks package (its push rate); users run the executable.
         .library(name: "SmarticoSim", targets: ["SmarticoSim"]),
         // The daemon's sans-I/O parts (socket request parser, configuration decoder) for the Fuzz
@@ -43,6 +45,9 @@ let package = Package(
         .target(name: "SmarticoProtocol", swiftSettings: strict),
         // What smarticoctl shares with the daemon (version, socket path): no SQLite, no OpenSSL.
         .target(name: "SmarticoSocketAPI", swiftSettings: strict),
+        // The client of the local socket (blocking SmarticoClient, reconnecting DaemonLink): Glibc
+        // only, no Foundation, no SQLite, no OpenSSL.
+        .target(name: "SmarticoClient", dependencies: ["SmarticoProtocol", "SmarticoSocketAPI"], swiftSettings: strict),
         // Session engine, store, local socket server, configuration.
         .target(
             name: "SmarticoDaemon",
@@ -57,7 +62,7 @@ let package = Package(
         .executableTarget(
             name: "smarticoctl",
             dependencies: [
-                "SmarticoSocketAPI", "SmarticoProtocol",
+                "SmarticoClient", "SmarticoSocketAPI", "SmarticoProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SmarticoClient
 import SmarticoSocketAPI
 import SmarticoProtocol
 
@@ -32,55 +33,18 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// `--socket`, else `SMARTICOD_SOCKET` (when set and not empty), else the default path.
-    var socketPath: String {
-        if let socket { return socket }
-        if let env = getenv("SMARTICOD_SOCKET").map({ String(cString: $0) }), !env.isEmpty { return env }
-        return SocketAPIDefaults.socketPath
-    }
+    var socketPath: String { socket ?? SmarticoClient.defaultSocketPath }
 
-    func connect(deadline: Deadline) throws(CtlError) -> DaemonConnection {
-        try DaemonConnection(path: socketPath, maxLineBytes: maxLineBytes, deadline: deadline)
-    }
-}
-
-/// The answer to one request.
-struct Answer {
-    /// The line as received.
-    let line: [UInt8]
-    let value: JSONValue
-    var ok: Bool { value["ok"]?.boolValue == true }
-}
-
-/// The request line `{"id":ID,"op":OP,…arguments}` (id and op first, the arguments in order).
-func requestLine(id: Int, op: String, _ arguments: JSONObject) -> [UInt8] {
-    var object = JSONObject()
-    object.append(key: "id", value: .number(id))
-    object.append(key: "op", value: .string(op))
-    for (key, value) in arguments { object.append(key: key, value: value) }
-    var bytes = JSONValue.object(object).serialized()
-    bytes.append(0x0A)
-    return bytes
-}
-
-/// Reads lines until the answer to `id` (or an `"id": null` error about our line); other lines
-/// (events) are skipped.
-func readAnswer(_ connection: DaemonConnection, id: Int, op: String, deadline: Deadline) throws(CtlError) -> Answer {
-    let waiting = "waiting for the answer to \(op)"
-    while true {
-        guard let line = try connection.readLine(deadline: deadline, waitingFor: waiting) else {
-            throw .closed(path: connection.path, waitingFor: waiting)
+    /// Connects to the socket (waiting at most until `deadline`); calls then wait `--timeout`.
+    func connect(deadline: Deadline) throws(CtlError) -> SmarticoClient {
+        let path = socketPath
+        guard !path.utf8.isEmpty, !path.utf8.contains(0) else {
+            throw .usage("--socket: an empty path or a path with a NUL byte is not a socket path")
         }
-        if line.isEmpty { continue }
-        let value: JSONValue
         do {
-            value = try JSONValue(parsing: line)
+            return SmarticoClient(connection: try DaemonConnection(path: path, maxLineBytes: maxLineBytes, deadline: deadline), timeout: timeout)
         } catch {
-            throw .badAnswer(path: connection.path, detail: "a line that is not JSON (\(error)): \(oneLine(String(decoding: line.prefix(200), as: UTF8.self)))")
-        }
-        guard value["ok"] != nil else { continue }  // an event
-        let answerID = value["id"]
-        if answerID?.intValue == id || answerID == nil || answerID?.isNull == true {
-            return Answer(line: line, value: value)
+            throw .client(error)
         }
     }
 }
@@ -89,20 +53,21 @@ func readAnswer(_ connection: DaemonConnection, id: Int, op: String, deadline: D
 /// `.refused` for `ok: false` (exit 1).
 func runOp(_ op: String, _ arguments: JSONObject = JSONObject(), options: GlobalOptions, waitSeconds: Double? = nil) throws(CtlError) {
     let deadline = Deadline.after(seconds: max(options.timeout, waitSeconds ?? 0))
-    let connection = try options.connect(deadline: deadline)
-    try connection.write(requestLine(id: 1, op: op, arguments), deadline: deadline, what: op)
-    let answer = try readAnswer(connection, id: 1, op: op, deadline: deadline)
-    if options.json { Output.lineBytes(answer.line) }
-    guard answer.ok else {
-        let (code, message) = Format.error(answer.value["error"])
-        throw .refused(op: op, code: code, message: message)
+    let client = try options.connect(deadline: deadline)
+    let answer: Answer
+    do {
+        answer = try client.answer(op, arguments, deadline: deadline)
+    } catch {
+        throw .client(error)
     }
+    if options.json { Output.lineBytes(answer.line) }
+    guard answer.ok else { throw .client(answer.refusal(op: op)) }
     if !options.json {
-        let result = answer.value["result"] ?? .object(JSONObject())
+        let result = answer.result
         if op == "metrics" {
             // The exposition text as the daemon made it, for a scraper or a person.
             guard let text = result["text"]?.stringValue else {
-                throw .badAnswer(path: connection.path, detail: "the metrics answer has no \"text\": \(oneLine(String(decoding: answer.line.prefix(200), as: UTF8.self)))")
+                throw .client(.badAnswer(path: client.path, detail: "the metrics answer has no \"text\": \(oneLine(String(decoding: answer.line.prefix(200), as: UTF8.self)))"))
             }
             Output.text(text)
             return
@@ -126,7 +91,7 @@ func jsonObjectArgument(_ text: String, name: String, limit: Int) throws(CtlErro
             } else if n == 0 {
                 break
             } else if errno != EINTR {
-                throw .usage("\(name): cannot read stdin: \(errnoText(errno))")
+                throw .usage("\(name): cannot read stdin: \(ClientError.errnoText(errno))")
             }
         }
     } else {

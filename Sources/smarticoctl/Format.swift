@@ -1,3 +1,4 @@
+import SmarticoClient
 import SmarticoProtocol
 
 /// Human-readable renderings of the daemon's answers and events (socket-api.md). Every field is
@@ -169,18 +170,6 @@ enum Format {
         }
     }
 
-    /// An `ok: false` answer: `code: message`, plus the server's `errCode`/`errMsg`.
-    static func error(_ e: JSONValue?) -> (code: String, message: String) {
-        let code = e?["code"]?.stringValue ?? "unknown"
-        var message = describe(e?["message"], limit: 2000)
-        if let errCode = e?["errCode"], !errCode.isNull {
-            message += " (errCode \(describe(errCode))"
-            if let errMsg = e?["errMsg"], !errMsg.isNull { message += ", errMsg \(describe(errMsg))" }
-            message += ")"
-        }
-        return (code, message)
-    }
-
     // MARK: events
 
     /// The names of socket-api.md's events (what `tail --types` accepts).
@@ -192,14 +181,12 @@ enum Format {
 
     /// One line for an event: local time, type, the essentials, `[seq N]`.
     /// `previousProps` is the last `props` data seen (to show what changed); updated here.
-    static func event(_ e: JSONValue, previousProps: inout JSONObject?) -> String {
-        let name = e["event"]?.stringValue ?? "?"
-        let time = e["ts"]?.int64Value.map { localTime(ms: $0) } ?? "—"
-        let data = e["data"] ?? .null
-        let text = essentials(name, data, previousProps: &previousProps)
-        let column = oneLine(name, limit: 40)
+    static func event(_ e: SmarticoEvent, previousProps: inout JSONObject?) -> String {
+        let time = e.ts.map { localTime(ms: $0) } ?? "—"
+        let text = essentials(e.name, e.data, previousProps: &previousProps)
+        let column = oneLine(e.name, limit: 40)
         let padded = column + String(repeating: " ", count: max(1, typeWidth - column.count + 1))
-        let seq = e["seq"].map { "  [seq \(describe($0))]" } ?? ""
+        let seq = e.seq.map { "  [seq \($0)]" } ?? ""
         return time + "  " + padded + text + seq
     }
 

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SmarticoClient
 import SmarticoProtocol
 
 /// Unbuffered writes to stdout and stderr: every line is out when the call returns (`tail` in a
@@ -39,26 +40,7 @@ enum Output {
 
 /// Text for people: one line, control characters escaped (a server string cannot break the
 /// one-line-per-event layout), at most `limit` characters with `…`.
-func oneLine(_ text: String, limit: Int = 300) -> String {
-    var out = ""
-    var count = 0
-    for scalar in text.unicodeScalars {
-        if count >= limit {
-            out += "…"
-            break
-        }
-        switch scalar.value {
-        case 0x0A: out += "\\n"
-        case 0x0D: out += "\\r"
-        case 0x09: out += "\\t"
-        case 0..<0x20, 0x7F, 0x80..<0xA0, 0x2028, 0x2029:
-            out += "\\u{" + String(scalar.value, radix: 16) + "}"
-        default: out.unicodeScalars.append(scalar)
-        }
-        count += 1
-    }
-    return out
-}
+func oneLine(_ text: String, limit: Int = 300) -> String { ClientError.oneLine(text, limit: limit) }
 
 /// A JSON value for a human: strings bare, everything else compact JSON; one line, bounded.
 func describe(_ value: JSONValue?, limit: Int = 300) -> String {

@@ -4,6 +4,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import SmarticoClient
 import SmarticoProtocol
 
 struct Tail: ParsableCommand {
@@ -112,108 +113,86 @@ struct Tail: ParsableCommand {
 
     /// The errors of a daemon that stopped, restarts or has not created its socket yet.
     static func daemonIsAway(_ error: CtlError) -> Bool {
-        switch error {
-        case .connectFailed(_, let e): e == ENOENT || e == ECONNREFUSED || e == ECONNRESET || e == EAGAIN
-        case .ioFailed, .closed: true
-        default: false
-        }
+        if case .client(let e) = error { e.daemonIsAway } else { false }
     }
 
     /// One connection: subscribes (after `progress.lastSeq` once one is known) and prints events
     /// until --count or --duration (returns) or the connection fails (throws).
     private func subscription(end: Deadline, progress: inout Progress) throws(CtlError) {
         let startDeadline = Deadline.after(seconds: options.timeout)
-        let connection = try options.connect(deadline: startDeadline)
-        var arguments = JSONObject()
-        if let list = try? typeList() { arguments.append(key: "types", value: .array(list.map(JSONValue.string))) }
+        let client = try options.connect(deadline: startDeadline)
         // A reconnect of a durable subscription resumes from its cursor, not from a seq.
         let from = durable != nil ? (progress.subscribed ? nil : since) : progress.lastSeq
-        if let from { arguments.append(key: "since", value: .number(from)) }
-        if let durable { arguments.append(key: "durable", value: .string(durable)) }
         // A daemon whose store was replaced meanwhile (a damaged one moved aside) has another
         // journal: it replays the new one from its start rather than from our old position.
-        if progress.subscribed, let journal = progress.journal { arguments.append(key: "journal", value: .string(journal)) }
-        try connection.write(requestLine(id: 1, op: "subscribe", arguments), deadline: startDeadline, what: "subscribe")
-        let answer = try readAnswer(connection, id: 1, op: "subscribe", deadline: startDeadline)
+        let request = ClientRequest.subscribe(
+            types: try? typeList(), since: from, durable: durable, journal: progress.subscribed ? progress.journal : nil)
+        let answer: Answer
+        do {
+            answer = try client.answer(request.op, request.arguments, deadline: startDeadline)
+        } catch {
+            throw .client(error)
+        }
         guard answer.ok else {
             if options.json { Output.lineBytes(answer.line) }
-            let (code, message) = Format.error(answer.value["error"])
-            throw .refused(op: "subscribe", code: code, message: message)
+            throw .client(answer.refusal(op: "subscribe"))
         }
-        let journal = answer.value["result"]?["journal"]?.stringValue
+        let journal = answer.result["journal"]?.stringValue
         if progress.subscribed, let journal, let old = progress.journal, journal != old {
             progress.lastSeq = 0  // the seqs of the new journal begin again at 1
         }
         progress.journal = journal
         // The last seq this client has seen: where a resume starts.
-        var lastSeq = progress.lastSeq ?? answer.value["result"]?["last_seq"]?.int64Value ?? 0
+        var lastSeq = progress.lastSeq ?? answer.result["last_seq"]?.int64Value ?? 0
         progress.lastSeq = lastSeq
         progress.subscribed = true
         if isatty(2) == 1 {
-            Output.error("following \(connection.path) (last seq \(answer.value["result"]?["last_seq"].map { describe($0) } ?? "?")); Ctrl-C to stop")
+            Output.error("following \(client.path) (last seq \(answer.result["last_seq"].map { describe($0) } ?? "?")); Ctrl-C to stop")
         }
 
         var acked: Int64 = -1
-        var nextID = 2
-        while true {
-            let line: [UInt8]?
-            do {
-                line = try connection.readLine(deadline: end, waitingFor: "following events")
-            } catch .timedOut where end.ns != nil {
-                try finish(connection, ack: lastSeq, acked: acked, id: nextID)
-                return
-            }
-            guard let line else {
-                throw .closed(path: connection.path, waitingFor: "following events (last seq \(lastSeq); continue with --since \(lastSeq))")
-            }
-            if line.isEmpty { continue }
-            let value: JSONValue
-            do {
-                value = try JSONValue(parsing: line)
-            } catch {
-                throw .badAnswer(path: connection.path, detail: "a line that is not JSON (\(error)): \(oneLine(String(decoding: line.prefix(200), as: UTF8.self)))")
-            }
-            if value["event"] != nil {
-                if options.json {
-                    Output.lineBytes(line)
-                } else {
-                    Output.line(Format.event(value, previousProps: &progress.previousProps))
+        do throws(ClientError) {
+            while true {
+                let event: SmarticoEvent
+                do throws(ClientError) {
+                    guard let next = try client.nextEvent(deadline: end, waitingFor: "following events") else {
+                        try finish(client, ack: lastSeq, acked: acked)  // --duration
+                        return
+                    }
+                    event = next
+                } catch .closed {
+                    throw .closed(path: client.path, waitingFor: "following events (last seq \(lastSeq); continue with --since \(lastSeq))")
                 }
-                if let seq = value["seq"]?.int64Value, seq > lastSeq { lastSeq = seq }
+                if options.json {
+                    Output.lineBytes(event.line)
+                } else {
+                    Output.line(Format.event(event, previousProps: &progress.previousProps))
+                }
+                if let seq = event.seq, seq > lastSeq { lastSeq = seq }
                 progress.lastSeq = lastSeq
                 progress.printed += 1
                 if let count, progress.printed >= count {
-                    try finish(connection, ack: lastSeq, acked: acked, id: nextID)
+                    try finish(client, ack: lastSeq, acked: acked)
                     return
                 }
-                if durable != nil, !connection.hasBufferedLine, lastSeq > acked {
-                    // Acknowledge what is printed, once per batch of lines that arrived together.
-                    try connection.write(requestLine(id: nextID, op: "ack", ["seq": .number(lastSeq)]), deadline: .after(seconds: options.timeout), what: "ack")
+                if durable != nil, !client.hasPendingInput, lastSeq > acked {
+                    // Acknowledge what is printed, once per batch of lines that arrived together;
+                    // a refusal is thrown by a later nextEvent.
+                    try client.post("ack", ["seq": .number(lastSeq)])
                     acked = lastSeq
-                    nextID += 1
                 }
-            } else if value["ok"] != nil, value["ok"]?.boolValue != true {
-                // The answer to one of our acks.
-                let (code, message) = Format.error(value["error"])
-                throw .refused(op: "ack", code: code, message: message)
             }
+        } catch {
+            throw .client(error)
         }
     }
 
     /// Before exiting 0 with a durable subscription: acknowledge the last seq and wait for the
     /// daemon to confirm, so the cursor is stored.
-    private func finish(_ connection: DaemonConnection, ack seq: Int64, acked: Int64, id: Int) throws(CtlError) {
+    private func finish(_ client: SmarticoClient, ack seq: Int64, acked: Int64) throws(ClientError) {
         guard durable != nil, seq > acked else { return }
-        let deadline = Deadline.after(seconds: options.timeout)
-        try connection.write(requestLine(id: id, op: "ack", ["seq": .number(seq)]), deadline: deadline, what: "ack")
-        while true {
-            let answer = try readAnswer(connection, id: id, op: "ack", deadline: deadline)
-            guard answer.ok else {
-                let (code, message) = Format.error(answer.value["error"])
-                throw .refused(op: "ack", code: code, message: message)
-            }
-            if answer.value["id"]?.intValue == id { return }
-        }
+        let answer = try client.answer("ack", ["seq": .number(seq)], deadline: .after(seconds: options.timeout))
+        guard answer.ok else { throw answer.refusal(op: "ack") }
     }
 }
 
