@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+// smartico-wrapper: shows Smartico's popups, mini-games and gamification widget on a Linux screen
+// (GTK 4, WebKitGTK 6.0), as a client of smarticod's local socket. Its own package, so the
+// daemon's build, dependencies and tests never need GTK or WebKit.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "smartico-wrapper",
+    products: [
+        .executable(name: "smartico-wrapper", targets: ["smartico-wrapper"]),
+    ],
+    dependencies: [
+        .package(name: "smarticod", path: ".."),
+    ],
+    targets: [
+        // GTK 4's and WebKitGTK 6.0's C API, found with pkg-config.
+        .systemLibrary(
+            name: "CWebKitGTK",
+            pkgConfig: "webkitgtk-6.0",
+            providers: [.apt(["libwebkitgtk-6.0-dev", "libgtk-4-dev"])]
+        ),
+        // The wrapper's logic without a display: the bridge conversations, the popup queue and its
+        // acknowledgements, deep-link routing, the origin allow-list, the configuration.
+        .target(
+            name: "SmarticoWrapperCore",
+            dependencies: [.product(name: "SmarticoProtocol", package: "smarticod")],
+            swiftSettings: strict
+        ),
+        // The GObject glue (signals, callbacks, the main loop) and main().
+        .executableTarget(
+            name: "smartico-wrapper",
+            dependencies: [
+                "CWebKitGTK", "SmarticoWrapperCore",
+                .product(name: "SmarticoProtocol", package: "smarticod"),
+                .product(name: "SmarticoClient", package: "smarticod"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "SmarticoWrapperCoreTests", dependencies: ["SmarticoWrapperCore"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

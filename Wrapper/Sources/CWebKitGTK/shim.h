@@ -1,0 +1,18 @@
+#pragma once
+#include <gtk/gtk.h>
+#include <webkit/webkit.h>
+#include <glib-unix.h>
+
+// Variadic and macro-only parts of the GObject API, as functions Swift can call.
+static inline GtkWidget *smw_web_view_new(WebKitNetworkSession *session, WebKitUserContentManager *manager, WebKitSettings *settings) {
+    return GTK_WIDGET(g_object_new(WEBKIT_TYPE_WEB_VIEW, "network-session", session, "user-content-manager", manager,
+                                   "settings", settings, NULL));
+}
+
+static inline gulong smw_connect(gpointer instance, const char *signal, GCallback handler, gpointer data) {
+    return g_signal_connect_data(instance, signal, handler, data, NULL, (GConnectFlags)0);
+}
+
+static inline int smw_error_is(const GError *error, GQuark domain, int code) {
+    return error != NULL && error->domain == domain && error->code == code;
+}

@@ -1,0 +1,252 @@
+import CWebKitGTK
+import SmarticoProtocol
+import SmarticoWrapperCore
+
+/// The daemon as the host sees it: requests out, answered later on the main thread.
+protocol DaemonPort: AnyObject {
+    func request(_ op: String, _ arguments: JSONObject, completion: @escaping @Sendable (Result<JSONValue, any Error>) -> Void)
+    /// How many engagements the model holds now (the link waits while it is at the limit).
+    func popupsHeld(_ count: Int)
+    func stop()
+}
+
+/// The one object of the main thread: the model, the two surfaces, the daemon link, the timers.
+/// Everything here runs in GLib's main loop; the link's thread reaches it only through `onMain`.
+final class Host {
+    let app: UnsafeMutablePointer<GtkApplication>?
+    let config: WrapperConfig
+    let kiosk: Bool
+    let log: Logger
+    var model: WrapperModel
+    var daemon: (any DaemonPort)?
+    let popup = WebSurface(kind: .popup)
+    let widget = WebSurface(kind: .widget)
+    private var networkSession: OpaquePointer?
+    private var deadlineTimer: MainTimer?
+    private var releaseTimer: MainTimer?
+    /// `--open` asked before a widget URL was known: served once one is.
+    private var pendingOpen: String??
+
+    init(app: UnsafeMutablePointer<GtkApplication>?, config: WrapperConfig, kiosk: Bool, log: Logger) {
+        self.app = app
+        self.config = config
+        self.kiosk = kiosk
+        self.log = log
+        self.model = WrapperModel(config: config)
+    }
+
+    func start() {
+        deadlineTimer = MainTimer { [unowned self] in self.perform(self.model.tick(now: monotonicMs())) }
+        releaseTimer = MainTimer { [unowned self] in self.releaseIdleViews() }
+        let css = gtk_css_provider_new()
+        gtk_css_provider_load_from_data(css, "window.smartico-popup { background: transparent; }", -1)
+        gtk_style_context_add_provider_for_display(gdk_display_get_default(), opaque(css), UInt32(GTK_STYLE_PROVIDER_PRIORITY_APPLICATION))
+        g_object_unref(raw(css))
+    }
+
+    // MARK: - The daemon
+
+    func daemonConnected(version: String) {
+        log.info("connected to smarticod \(version)")
+        perform(model.linkConnected())
+        daemon?.request("status", JSONObject()) { result in
+            guard case .success(let status) = result else { return }
+            onMain { host.statusReceived(status) }
+        }
+    }
+
+    func statusReceived(_ status: JSONValue) {
+        perform(model.statusReceived(status))
+        servePendingOpen()
+    }
+
+    func daemonDisconnected(reason: String) {
+        log.warning("lost smarticod (\(reason)); reconnecting; what is on screen stays, and nothing acknowledged is lost")
+    }
+
+    func daemonEvent(name: String, seq: Int64?, data: JSONValue) {
+        perform(model.receive(event: name, seq: seq, data: data, now: monotonicMs()))
+        if name == "identified" || name == "props" { servePendingOpen() }
+    }
+
+    /// `--open [DP]`, from this process's command line or another invocation's.
+    func open(deepLink: String?) {
+        guard model.canOpenWidget else {
+            log.info("--open: waiting for the gamification URL from smarticod (no user identified yet?)")
+            pendingOpen = .some(deepLink)
+            return
+        }
+        perform(model.open(deepLink: deepLink))
+    }
+
+    private func servePendingOpen() {
+        guard let pending = pendingOpen, model.canOpenWidget else { return }
+        pendingOpen = nil
+        perform(model.open(deepLink: pending))
+    }
+
+    // MARK: - Commands
+
+    func perform(_ commands: [WrapperCommand]) {
+        for command in commands {
+            switch command {
+            case .log(let level, let text): log.write(level, text)
+            case .popup(let c): apply(c, to: popup)
+            case .widget(let c): apply(c, to: widget)
+            case .daemon(let op, let arguments): request(op, arguments)
+            case .run(let argv): spawn(argv)
+            case .openExternal(let url): openExternal(url)
+            }
+        }
+        daemon?.popupsHeld(model.popupsHeld)
+        if let deadline = model.deadline {
+            deadlineTimer?.schedule(afterMs: deadline - monotonicMs())
+        } else {
+            deadlineTimer?.cancel()
+        }
+        if model.isBusy {
+            releaseTimer?.cancel()
+        } else if (popup.exists || widget.exists), releaseTimer?.isScheduled == false {
+            releaseTimer?.schedule(afterMs: Int64(config.releaseAfterSeconds) * 1000)
+        }
+    }
+
+    private func apply(_ command: ViewCommand, to surface: WebSurface) {
+        switch command {
+        case .load(let url):
+            if !surface.exists {
+                if networkSession == nil {
+                    // One ephemeral session for both views: one network process, nothing on disk.
+                    networkSession = webkit_network_session_new_ephemeral()
+                }
+                surface.create(app: app, session: networkSession, config: config, kiosk: kiosk)
+            }
+            surface.load(url)
+        case .inject(let script): surface.run(script)
+        case .show: surface.show()
+        case .close: surface.hide()
+        }
+    }
+
+    private func request(_ op: String, _ arguments: JSONObject) {
+        guard let daemon else { return }
+        let log = self.log
+        daemon.request(op, arguments) { result in
+            if case .failure(let error) = result {
+                log.warning("\(op) to smarticod failed: \(error)")
+            }
+        }
+    }
+
+    private func spawn(_ argv: [String]) {
+        var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
+        cArgs.append(nil)
+        defer { for p in cArgs { free(p) } }
+        var error: UnsafeMutablePointer<GError>?
+        let flags = GSpawnFlags(rawValue: G_SPAWN_STDIN_FROM_DEV_NULL.rawValue)
+        if g_spawn_async(nil, &cArgs, nil, flags, nil, nil, nil, &error) == 0 {
+            log.error("cannot run \(Text.quoted(argv[0])): \(error.map { String(cString: $0.pointee.message) } ?? "unknown error")")
+            g_error_free(error)
+        }
+    }
+
+    private func openExternal(_ url: String) {
+        var error: UnsafeMutablePointer<GError>?
+        if g_app_info_launch_default_for_uri(url, nil, &error) == 0 {
+            log.warning("cannot open \(Text.quoted(url)) in the default browser: \(error.map { String(cString: $0.pointee.message) } ?? "unknown error")")
+            g_error_free(error)
+        }
+    }
+
+    /// Nothing on screen for `release_after_s`: the views go, and their web processes with them.
+    private func releaseIdleViews() {
+        guard !model.isBusy else { return }
+        if popup.exists || widget.exists { log.debug("nothing on screen for \(config.releaseAfterSeconds) s: releasing the web views") }
+        popup.destroy()
+        widget.destroy()
+        if let networkSession {
+            g_object_unref(raw(networkSession))
+            self.networkSession = nil
+        }
+    }
+
+    // MARK: - The pages (signal handlers call these)
+
+    func pageMessage(_ text: String, from kind: SurfaceKind) {
+        switch kind {
+        case .popup: perform(model.popupMessage(text, frameURL: popup.currentURL, now: monotonicMs()))
+        case .widget: perform(model.widgetMessage(text, frameURL: widget.currentURL))
+        }
+    }
+
+    /// Whether a navigation may happen in a view. Top-level loads the wrapper starts itself are
+    /// already checked; `about:blank` is how it unloads a page.
+    func decideNavigation(url: String, userGesture: Bool, newWindow: Bool, surface kind: SurfaceKind) -> Bool {
+        if url == "about:blank" || url == "about:srcdoc" { return !newWindow }
+        if !newWindow, model.allowsNavigation(to: url) { return true }
+        let isWeb = (try? WebOrigin(url: url)) != nil
+        if isWeb, userGesture, config.externalLinksAllowed {
+            log.info("\(kind.name): opening \(Text.quoted(url)) in the default browser (not an allowed origin)")
+            openExternal(url)
+        } else {
+            log.warning("\(kind.name): refused a navigation to \(Text.quoted(url)) (\(isWeb ? "not an allowed origin" : "not an http(s) URL"))")
+        }
+        return false
+    }
+
+    func loadFinished(_ kind: SurfaceKind, url: String, httpStatus: Int) {
+        guard url != "about:blank" else { return }
+        switch kind {
+        case .popup:
+            if httpStatus >= 400 { perform(model.popupLoadFailed("HTTP \(httpStatus) from \(url)", now: monotonicMs())) }
+        case .widget:
+            if httpStatus >= 400 {
+                perform(model.widgetClosed("HTTP \(httpStatus) from \(url)"))
+            } else {
+                perform(model.widgetLoaded())
+            }
+        }
+    }
+
+    func loadFailed(_ kind: SurfaceKind, url: String, reason: String) {
+        guard url != "about:blank" else { return }
+        switch kind {
+        case .popup: perform(model.popupLoadFailed("\(reason) (\(url))", now: monotonicMs()))
+        case .widget: perform(model.widgetClosed("\(reason) (\(url))"))
+        }
+    }
+
+    func webProcessEnded(_ kind: SurfaceKind, reason: String) {
+        switch kind {
+        case .popup: perform(model.popupDismissed(reason, now: monotonicMs()))
+        case .widget: perform(model.widgetClosed(reason))
+        }
+        // A crashed view is not reused.
+        (kind == .popup ? popup : widget).destroy()
+    }
+
+    func pageClosedItself(_ kind: SurfaceKind) {
+        switch kind {
+        case .popup: perform(model.popupDismissed("the page called window.close()", now: monotonicMs()))
+        case .widget: perform(model.widgetClosed(nil))
+        }
+    }
+
+    func windowCloseRequested(_ kind: SurfaceKind) {
+        switch kind {
+        case .popup: perform(model.popupDismissed("its window was closed", now: monotonicMs()))
+        case .widget: perform(model.widgetClosed(nil))
+        }
+    }
+
+    func shutdown() {
+        daemon?.stop()
+        daemon = nil
+        deadlineTimer?.cancel()
+        releaseTimer?.cancel()
+    }
+}
+
+/// The one `Host`. Set once in main() before the main loop runs; used only on the main thread
+/// (GLib calls every signal handler, timer and idle callback there), so it needs no lock.
+nonisolated(unsafe) var host: Host!

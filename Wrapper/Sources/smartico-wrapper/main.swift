@@ -1,0 +1,114 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CWebKitGTK
+import SmarticoClient
+import SmarticoWrapperCore
+
+// smartico-wrapper: shows what smarticod receives from Smartico (popups, mini-games, the
+// gamification widget) on this screen. One instance per graphical session (GApplication's
+// single-instance activation over the session bus): a later `smartico-wrapper --open DP` hands
+// its command line to the running instance and exits.
+
+let appID = "ai.smartico.Wrapper"
+
+func fail(_ text: String, code: Int32) -> Never {
+    writeStderr("smartico-wrapper: error: \(text)\n")
+    exit(code)
+}
+
+let arguments: WrapperArguments
+do {
+    arguments = try WrapperArguments.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fail("\(error)\n\(WrapperArguments.usage)", code: 2)
+}
+if arguments.help {
+    print(WrapperArguments.usage)
+    exit(0)
+}
+if arguments.version {
+    print("smartico-wrapper \(SmarticoClient.version)")
+    exit(0)
+}
+
+var config = WrapperConfig()
+if let path = arguments.config {
+    guard let file = fopen(path, "rb") else { fail("cannot read --config \(path): \(String(cString: strerror(errno)))", code: 78) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = fread(&chunk, 1, chunk.count, file)
+        if n > 0 { bytes += chunk[0..<n] }
+        if n < chunk.count { break }
+        if bytes.count > 1 << 20 { fail("\(path) is larger than 1 MiB: not a wrapper configuration", code: 78) }
+    }
+    fclose(file)
+    do {
+        config = try WrapperConfig.parse(bytes, file: path)
+    } catch {
+        fail("invalid configuration:\n\(error)", code: 78)
+    }
+}
+let kiosk = arguments.kiosk || config.kiosk
+if kiosk, config.openExternalLinks == nil { config.openExternalLinks = false }
+let socketPath = arguments.socket ?? config.socket ?? SmarticoClient.defaultSocketPath
+let logger = Logger(minimum: arguments.logLevel)
+
+// GTK's Cairo renderer unless the user chose another: a popup is a few rectangles and text,
+// and the GL renderer costs ~100 MB more under Xvfb and on boxes without working GL
+// (docs/wrapper.md has the figures).
+setenv("GSK_RENDERER", "cairo", 0)
+
+let app = gtk_application_new(appID, G_APPLICATION_HANDLES_COMMAND_LINE)
+
+/// Every invocation's command line, in the running (primary) instance.
+let onCommandLine: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, commandLine, _ in
+    var argc: Int32 = 0
+    let argv = g_application_command_line_get_arguments(cast(commandLine), &argc)
+    var args: [String] = []
+    if let argv {
+        for i in 1..<max(Int(argc), 1) { if let p = argv[i] { args.append(String(cString: p)) } }
+        g_strfreev(argv)
+    }
+    let invocation: WrapperArguments
+    do {
+        invocation = try WrapperArguments.parse(args)
+    } catch {
+        logger.warning("ignored an invocation: \(error)")
+        return 2
+    }
+    if host == nil {
+        host = Host(app: app, config: config, kiosk: kiosk, log: logger)
+        host.start()
+        g_application_hold(cast(app))
+        do {
+            host.daemon = try LinkAdapter(path: socketPath, durable: config.durable, maxHeld: config.maxQueuedPopups)
+        } catch {
+            logger.error("cannot start the link to smarticod: \(error)")
+            g_application_release(cast(app))
+            return 1
+        }
+        logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(config.durable))\(kiosk ? ", kiosk mode" : "")")
+    } else if !invocation.open {
+        logger.info("already running; another invocation without --open changed nothing")
+    }
+    if invocation.open { host.open(deepLink: invocation.openDeepLink) }
+    return 0
+}
+connect(raw(app), "command-line", onCommandLine)
+
+/// SIGTERM, SIGINT: stop the link (nothing unacknowledged is lost: the daemon replays it next
+/// time) and leave the main loop.
+let onSignal: @convention(c) (UnsafeMutableRawPointer?) -> Int32 = { _ in
+    logger.info("stopping")
+    host?.shutdown()
+    g_application_quit(cast(app))
+    return 1
+}
+g_unix_signal_add(SIGTERM, onSignal, nil)
+g_unix_signal_add(SIGINT, onSignal, nil)
+
+let status = g_application_run(cast(app), CommandLine.argc, CommandLine.unsafeArgv)
+host?.shutdown()
+exit(status)
