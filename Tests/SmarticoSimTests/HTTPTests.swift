@@ -54,14 +54,20 @@ func body(_ r: SimHTTPResponse) -> String { String(decoding: r.body, as: UTF8.se
         #expect(html.contains("bcid:1"))
     }
 
-    @Test func popupWrapperSaysTheEngagementArrivesViaTheBridge() {
-        let html = body(SimHTTPRouter().respond(to: request("/wrapper-popup.html?user_ext_id=alice&dp=dp%3Aok")))
-        #expect(html.contains("<dd id=\"user\"><code>alice</code></dd>"))
-        #expect(html.contains("<dd id=\"dp\"><code>dp:ok</code></dd>"))
-        #expect(html.contains("arrives via the bridge"))
-        #expect(html.contains("SHOW_ENGAGEMENT (bcid 3)"))
-        let noUser = body(SimHTTPRouter().respond(to: request("/wrapper-popup.html")))
-        #expect(noUser.contains("<dd id=\"user\"><em>(none)</em></dd>"))
+    @Test func popupWrapperTakesTheEngagementFromTheBridgeAndReportsItself() {
+        let html = body(SimHTTPRouter().respond(to: request("/wrapper-popup.html?user_ext_id=alice&label_key=k1")))
+        #expect(html.contains("User <code>alice</code> · label <code>k1</code>"))
+        #expect(html.contains("waiting for SHOW_ENGAGEMENT (bcid 3)"))
+        // PAGE_READY first; on SHOW_ENGAGEMENT its own impression (103) through SEND_TO_SOCKET,
+        // then READY_TO_BE_SHOWN; OK reports the click (104) and sends EXECUTE_DEEP_LINK.
+        #expect(html.contains("bridgeSend({bcid:1});"))
+        #expect(html.contains("bridgeSend({bcid:6,cid:103,"))
+        #expect(html.contains("bridgeSend({bcid:5});"))
+        #expect(html.contains("bridgeSend({bcid:6,cid:104,"))
+        #expect(html.contains("bridgeSend({bcid:4,dp:dp});"))
+        #expect(html.contains("<button id=\"ok\" autofocus>"))
+        let noUser = body(SimHTTPRouter().respond(to: request("/wrapper-popup.html?user_ext_id=%3Cb%3Ebob")))
+        #expect(noUser.contains("<b>bob") == false)
     }
 
     @Test func avatarIsAnSVGAndOtherRoutesAnswerProperly() {

@@ -145,12 +145,12 @@ public enum SimPages {
         return out
     }
 
-    static func page(title: String, body: String, script: String = "") -> String {
+    static func page(title: String, body: String, script: String = "", style: String = "") -> String {
         """
         <!doctype html>
         <html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         <title>\(escape(title))</title>
-        <style>body{font-family:sans-serif;margin:1.5em}dt{font-weight:bold}code{background:#eee;padding:0 .2em}</style>
+        <style>body{font-family:sans-serif;margin:1.5em}dt{font-weight:bold}code{background:#eee;padding:0 .2em}\(style)</style>
         </head><body>
         \(body)
         \(script.isEmpty ? "" : "<script>\n\(script)\n</script>")
@@ -208,30 +208,45 @@ public enum SimPages {
     }
 
     /// The popup wrapper: the engagement itself is not in the URL; it arrives through the Native
-    /// Bridge as SHOW_ENGAGEMENT (bcid 3) after the page sent PAGE_READY (bcid 1).
+    /// Bridge as SHOW_ENGAGEMENT (bcid 3) after the page sent PAGE_READY (bcid 1). Like Smartico's
+    /// page, it is meant for a transparent full-screen web view: it draws its own backdrop and a
+    /// centred card with the engagement's title and template (`template_html`, rendered as HTML),
+    /// reports its impression itself (SEND_TO_SOCKET, cid 103), then READY_TO_BE_SHOWN. OK
+    /// (focused, so Enter presses it) reports the click (cid 104) and sends EXECUTE_DEEP_LINK.
     public static func popupWrapper(_ request: SimHTTPRequest) -> String {
         page(title: "Popup (simulated)", body: """
-            <h1>Popup wrapper (simulated)</h1>
-            <dl>
-            <dt>User</dt><dd id="user">\(field(request, "user_ext_id"))</dd>
-            <dt>Label key</dt><dd>\(field(request, "label_key"))</dd>
-            <dt>Brand key</dt><dd>\(field(request, "brand_key"))</dd>
-            <dt>Deep link (dp)</dt><dd id="dp">\(field(request, "dp"))</dd>
-            </dl>
-            <p id="note">The engagement arrives via the bridge: this page sends PAGE_READY (bcid 1), then the
-            app injects SHOW_ENGAGEMENT (bcid 3) with the CLIENT_ENGAGEMENT_EVENT (cid 110) payload.</p>
+            <div id="backdrop"><div id="card">
+            <h1 id="title">Popup wrapper (simulated)</h1>
+            <p class="who">User \(field(request, "user_ext_id")) · label \(field(request, "label_key"))</p>
             <div id="engagement"><em>waiting for SHOW_ENGAGEMENT (bcid 3)…</em></div>
-            <p><button onclick="bridgeSend({bcid:4,dp:'dp:ok'})">OK (bcid 4)</button>
-            <button onclick="bridgeSend({bcid:2})">Close (bcid 2)</button></p>
+            <div id="template"></div>
+            <p class="buttons"><button id="ok" autofocus>OK</button>
+            <button id="close">Close</button></p>
+            </div></div>
             """, script: bridgeScript + """
 
+            var current=null;
+            document.getElementById('ok').onclick=function(){
+              if(current){bridgeSend({bcid:6,cid:104,engagement_uid:current.engagement_uid,activityType:current.activityType,action:'dp:ok'});}
+              var dp=(current&&current.params&&current.params.button_dp)||'dp:ok';
+              bridgeSend({bcid:4,dp:dp});};
+            document.getElementById('close').onclick=function(){bridgeSend({bcid:2});};
             window.addEventListener('message',function(e){var m;try{m=typeof e.data==='string'?JSON.parse(e.data):e.data;}catch(x){return;}
-              if(!m||m.bcid!==3)return;var d=document.getElementById('engagement');
-              d.textContent='engagement '+m.engagement_uid+' (engagement_id '+m.engagement_id+')';
+              if(!m||m.bcid!==3)return;current=m;
+              var t=(m.params&&m.params.title)||'Engagement';
+              document.getElementById('title').textContent=t;
+              document.getElementById('engagement').textContent='engagement '+m.engagement_uid+' (engagement_id '+m.engagement_id+')';
+              if(typeof m.template_html==='string'){document.getElementById('template').innerHTML=m.template_html;}
+              document.getElementById('ok').focus();
               bridgeSend({bcid:6,cid:103,engagement_uid:m.engagement_uid,activityType:m.activityType});
               bridgeSend({bcid:5});});
             bridgeSend({bcid:1});
-            """)
+            """, style: "html,body{background:transparent;margin:0;height:100%}"
+                + "#backdrop{position:fixed;inset:0;background:rgba(20,24,40,.72);display:flex;align-items:center;justify-content:center}"
+                + "#card{background:#fff;border-radius:14px;padding:1.5em 2em;max-width:30em;box-shadow:0 8px 40px rgba(0,0,0,.5)}"
+                + "#card h1{margin:.2em 0 .4em;color:#6b2bd9}.who{color:#555;font-size:.9em}#template{margin:1em 0;max-height:40vh;overflow:auto}"
+                + ".buttons{text-align:right}button{font-size:1.1em;padding:.4em 1.2em;margin-left:.5em;border-radius:8px;border:1px solid #6b2bd9}"
+                + "#ok{background:#6b2bd9;color:#fff}")
     }
 
     /// A 96×96 SVG with the first characters of the avatar id.

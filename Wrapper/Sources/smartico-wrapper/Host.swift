@@ -113,6 +113,12 @@ final class Host {
 
     private func apply(_ command: ViewCommand, to surface: WebSurface) {
         switch command {
+        case .load(let url): log.debug("\(surface.kind.name): loading \(Text.quoted(url))")
+        case .inject: log.debug("\(surface.kind.name): SHOW_ENGAGEMENT injected")
+        case .show: log.debug("\(surface.kind.name): on screen")
+        case .close: log.debug("\(surface.kind.name): closed")
+        }
+        switch command {
         case .load(let url):
             if !surface.exists {
                 if networkSession == nil {

@@ -106,7 +106,7 @@ final class WebSurface {
         if kind == .popup {
             // An overlay over the whole screen, like the SDKs' full-screen transparent WebView:
             // the page draws its own backdrop and centres the popup.
-            gtk_window_set_title(w, "Smartico")
+            gtk_window_set_title(w, "Smartico popup")
             gtk_window_set_decorated(w, 0)
             gtk_widget_add_css_class(window, "smartico-popup")
             let (width, height) = monitorSize()
