@@ -1,0 +1,340 @@
+"""smartico-wrapper as a player sees it: a real X server (Xvfb), a session bus, the real smartico-sim
+(its wrapper pages), the real smarticod and the real wrapper, driven with xdotool and looked at
+with ImageMagick's import.
+
+Binaries: $SMARTICOD_BIN, $SMARTICO_SIM_BIN (else <repo>/.build/debug/…) and $SMARTICO_WRAPPER_BIN
+(else <repo>/Wrapper/.build/debug/smartico-wrapper). $SMARTICO_WRAPPER_SHOTS: a folder to copy
+the screenshots into (docs/ when refreshing them). Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import urllib.parse
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
+from support import Rig, stop_process, wait_until  # noqa: E402
+
+
+def wrapper_binary() -> str:
+    path = os.environ.get("SMARTICO_WRAPPER_BIN") or str(REPO / "Wrapper" / ".build" / "debug" / "smartico-wrapper")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"smartico-wrapper not found at {path}: swift build --package-path Wrapper, or set $SMARTICO_WRAPPER_BIN")
+    return path
+
+
+class Screen:
+    """Xvfb on a free display (-displayfd) and a private session bus (GApplication's single instance)."""
+
+    def __init__(self, directory: str) -> None:
+        read, write = os.pipe()
+        self.xvfb = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+                                     pass_fds=(write,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(write)
+        number = b""
+        deadline = time.monotonic() + 20
+        while not number.endswith(b"\n") and time.monotonic() < deadline:
+            chunk = os.read(read, 16)
+            if not chunk:
+                break
+            number += chunk
+        os.close(read)
+        if not number.strip():
+            stop_process(self.xvfb)
+            raise RuntimeError("Xvfb did not start")
+        self.display = ":" + number.decode().strip()
+        bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.split()
+        self.bus_address, self.bus_pid = bus[0], int(bus[1])
+        self.dir = directory
+
+    def env(self) -> Dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "HOME": self.dir, "DISPLAY": self.display,
+                "DBUS_SESSION_BUS_ADDRESS": self.bus_address, "XDG_RUNTIME_DIR": self.dir,
+                "GSK_RENDERER": "cairo"}
+
+    def xdotool(self, *args: str, check: bool = False) -> str:
+        result = subprocess.run(["xdotool", *args], env=self.env(), capture_output=True, text=True, timeout=20)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"xdotool {args}: {result.stderr}")
+        return result.stdout.strip()
+
+    def visible(self, name: str) -> Optional[str]:
+        """The id of a visible window whose title matches the regex `name`, or None."""
+        out = self.xdotool("search", "--onlyvisible", "--name", name)
+        return out.split()[0] if out else None
+
+    def screenshot(self, name: str) -> Path:
+        path = Path(self.dir) / name
+        subprocess.run(["import", "-window", "root", str(path)], env=self.env(), check=True, timeout=30)
+        shots = os.environ.get("SMARTICO_WRAPPER_SHOTS")
+        if shots:
+            shutil.copy(path, Path(shots) / name)
+        return path
+
+    def close(self) -> None:
+        stop_process(self.xvfb)
+        try:
+            os.kill(self.bus_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def colours(path: Path) -> int:
+    """How many distinct colours an image has (a blank or black screen has one)."""
+    out = subprocess.run(["identify", "-format", "%k", str(path)], capture_output=True, text=True, timeout=30, check=True)
+    return int(out.stdout.strip())
+
+
+class Wrapper:
+    def __init__(self, screen: Screen, socket_path: str, config: Dict[str, Any], log_name: str = "wrapper.log") -> None:
+        self.screen = screen
+        self.log_path = os.path.join(screen.dir, log_name)
+        config_path = os.path.join(screen.dir, "wrapper.json")
+        Path(config_path).write_text(json.dumps(config))
+        self.args = [wrapper_binary(), "--socket", socket_path, "--config", config_path, "--log-level", "debug"]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(self.args, env=screen.env(), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        if not wait_until(lambda: "connected to smarticod" in self.log(), timeout=30):
+            raise RuntimeError(f"the wrapper did not connect: {self.log()}")
+
+    def log(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_log(self, pattern: str, timeout: float = 20.0, count: int = 1) -> List[str]:
+        found = wait_until(lambda: len(re.findall(pattern, self.log())) >= count and re.findall(pattern, self.log()), timeout=timeout)
+        if not found:
+            raise AssertionError(f"the wrapper did not log {pattern!r} ({count}×) within {timeout} s:\n{self.log()[-4000:]}")
+        return found
+
+    def stop(self, sig: int = signal.SIGTERM) -> Optional[int]:
+        return stop_process(self.process, sig)
+
+
+class WrapperTestCase(unittest.TestCase):
+    wrapper_config: Dict[str, Any] = {}
+
+    def setUp(self) -> None:
+        self.rig = Rig(sim_extra=["--http-port", "0"])
+        self.addCleanup(self.rig.close)
+        self.screen = Screen(self.rig.dir)
+        self.addCleanup(self.screen.close)
+        self.daemon = self.rig.start()
+        self.daemon.wait_identified()
+        self.wrapper = self.start_wrapper()
+
+    def start_wrapper(self, log_name: str = "wrapper.log") -> Wrapper:
+        wrapper = Wrapper(self.screen, self.daemon.socket_path, self.wrapper_config, log_name)
+        self.addCleanup(wrapper.stop, signal.SIGKILL)
+        return wrapper
+
+    def received(self, cid: int, uid: Optional[str] = None) -> List[Dict[str, Any]]:
+        assert self.rig.sim is not None
+        return [m for m in self.rig.sim.received([cid]) if uid is None or m.get("engagement_uid") == uid]
+
+    def wait_received(self, cid: int, uid: Optional[str] = None, timeout: float = 20.0) -> Dict[str, Any]:
+        found = wait_until(lambda: self.received(cid, uid), timeout=timeout)
+        if not found:
+            self.fail(f"the simulator received no cid {cid} for {uid} within {timeout} s\n{self.wrapper.log()[-3000:]}{self.rig.diagnostics()}")
+        return found[0]
+
+    def press_ok(self) -> None:
+        """The player presses Enter on the popup (its OK button has the focus)."""
+        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=20)
+        self.assertIsNotNone(window, "no visible popup window")
+        self.screen.xdotool("windowfocus", "--sync", window)
+        self.screen.xdotool("key", "Return", check=True)
+
+
+class PopupTests(WrapperTestCase):
+    def test_an_engagement_becomes_a_visible_popup_and_ok_closes_and_acks_it(self) -> None:
+        assert self.rig.sim is not None
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)  # the page's own impression, relayed with the bridge op
+        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=20)
+        self.assertIsNotNone(window, f"no visible popup window\n{self.wrapper.log()}")
+        shot = wait_until(lambda: (p := self.screen.screenshot("wrapper-popup.png")) and colours(p) > 50 and p, timeout=10)
+        self.assertTrue(shot, "the screen shows no page (too few colours)")
+        self.assertEqual(len(self.received(103, uid)), 1, "the impression must be reported once (by the page)")
+
+        self.press_ok()
+        self.wait_received(104, uid)  # the click, by the page
+        self.wrapper.wait_log(r"popup seq \d+ closed for the deep link")
+        self.assertTrue(wait_until(lambda: not self.screen.visible("^Smartico popup$"), timeout=10), "the popup stayed on screen")
+        # The OK button's link (dp:gf_levels) comes back as a deeplink event and opens the widget.
+        self.wrapper.wait_log(r'opening the widget for deep link "dp:gf_levels"')
+
+        # Acknowledged: a new wrapper (same durable name) does not show it again.
+        self.wrapper.stop()
+        second = self.start_wrapper("wrapper2.log")
+        time.sleep(3)
+        self.assertNotIn(uid, second.log())
+        self.assertEqual(len(self.received(103, uid)), 1)
+
+    def test_a_popup_shown_when_the_wrapper_is_killed_is_shown_again_and_an_acked_one_never(self) -> None:
+        assert self.rig.sim is not None
+        first = self.rig.sim.emit_engagement()
+        self.wait_received(103, first)
+        self.press_ok()
+        self.wait_received(104, first)
+        second = self.rig.sim.emit_engagement()
+        self.wait_received(103, second)
+        self.wrapper.stop(signal.SIGKILL)
+
+        again = self.start_wrapper("wrapper2.log")
+        again.wait_log(f"showing engagement {second}")
+        self.assertTrue(wait_until(lambda: len(self.received(103, second)) == 2, timeout=20), "not shown again after the restart")
+        self.assertNotIn(first, again.log(), "an acknowledged popup was shown again")
+        self.assertEqual(len(self.received(103, first)), 1)
+
+    def test_fifty_engagements_are_shown_one_after_the_other_in_order(self) -> None:
+        assert self.rig.sim is not None
+        answer = self.rig.sim.control({"op": "emit", "kind": "engagement", "user": "alice", "count": 50, "bodies": False})
+        uids = [d["engagement_uid"] for d in answer["deliveries"]]
+        self.assertEqual(len(uids), 50)
+        for i, uid in enumerate(uids):
+            self.wait_received(103, uid, timeout=30)
+            # One at a time: the next is not shown before this one is closed.
+            if i + 1 < len(uids):
+                self.assertEqual(self.received(103, uids[i + 1]), [], f"popup {i + 2} shown while {i + 1} was on screen")
+            self.press_ok()
+            self.wait_received(104, uid)
+        shown = re.findall(r"showing engagement (\S+)", self.wrapper.log())
+        self.assertEqual(shown, uids, "popups shown out of order or more than once")
+
+    def test_a_popup_page_that_cannot_load_ends_in_a_106(self) -> None:
+        assert self.rig.sim is not None
+        # The wrapper is away; an engagement is journaled by the daemon; then the simulator, which
+        # also serves the popup page, goes away: the page cannot load.
+        self.wrapper.stop()
+        uid = self.rig.sim.emit_engagement()
+        self.assertTrue(wait_until(lambda: self.daemon.status()["journal"]["last_seq"] >= 1, timeout=10))
+        port = self.rig.sim.ws_url.rsplit(":", 1)[1].split("/")[0]
+        self.rig.sim.stop()
+        self.rig.sim = None
+        wrapper = self.start_wrapper("wrapper2.log")
+        wrapper.wait_log(rf"engagement {uid} failed: .*reported to the server \(cid 106\)", timeout=30)
+        self.assertFalse(self.screen.visible("^Smartico popup$"), "a popup that failed is on screen")
+        # The server comes back on its port; the daemon sends the 106 from its outbox.
+        control = os.path.join(self.rig.dir, "sim2.sock")
+        sim = subprocess.Popen([os.environ.get("SMARTICO_SIM_BIN") or str(REPO / ".build/debug/smartico-sim"),
+                                "--port", port, "--control", control],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(stop_process, sim, signal.SIGKILL)
+        from support import line_request
+
+        def failed() -> List[Dict[str, Any]]:
+            try:
+                answer = line_request(control, {"op": "received", "cid": [106]}, timeout=5)
+            except OSError:
+                return []
+            return [e["message"] for e in answer.get("messages", []) if e.get("message", {}).get("engagement_uid") == uid]
+        reports = wait_until(failed, timeout=30)
+        self.assertTrue(reports, f"no 106 for {uid} at the simulator\n{wrapper.log()[-3000:]}{self.rig.diagnostics()}")
+        self.assertEqual(reports[0]["activityType"], 30)
+
+
+class WidgetTests(WrapperTestCase):
+    def test_a_minigame_opens_the_widget_at_gf_saw_and_sends_711(self) -> None:
+        assert self.rig.sim is not None
+        message = self.rig.sim.emit("show_spin")
+        template = message["saw_template_id"]
+        self.wrapper.wait_log(r'widget: loading ".*dp=dp%3Agf_saw%26id%3D' + str(template) + r'%26standalone%3Dtrue.*force_mobile=true"')
+        ack = wait_until(lambda: self.received(711), timeout=20)
+        self.assertTrue(ack, "no 711 at the simulator")
+        self.assertEqual(ack[0]["saw_template_id"], template)
+        self.assertEqual(ack[0]["pending_message_id"], message["pending_message_id"])
+        self.assertTrue(wait_until(lambda: self.screen.visible("^Smartico$"), timeout=20), "no visible widget window")
+
+    def test_open_on_a_running_wrapper_opens_the_widget_there(self) -> None:
+        second = subprocess.run([wrapper_binary(), "--open", "dp:gf_missions"], env=self.screen.env(),
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.wrapper.wait_log(r"opening the widget for --open dp:gf_missions")
+        self.wrapper.wait_log(r'widget: loading ".*dp=dp%3Agf_missions.*"')
+        self.assertTrue(wait_until(lambda: self.screen.visible("^Smartico$"), timeout=20), "no visible widget window")
+        shot = wait_until(lambda: (p := self.screen.screenshot("wrapper-widget.png")) and colours(p) > 20 and p, timeout=10)
+        self.assertTrue(shot, "the widget shows no page")
+        self.assertEqual(self.wrapper.process.poll(), None, "the running wrapper exited")
+
+
+class EvilFrame(http.server.BaseHTTPRequestHandler):
+    """A page of another origin, framed by an engagement's template: it tries every way to post a
+    bridge message, then tells this server it ran."""
+    ran: List[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.startswith("/ran"):
+            EvilFrame.ran.append(self.path)
+            self.send_response(204)
+            self.end_headers()
+            return
+        body = b"""<!doctype html><script>
+var m = JSON.stringify({bcid: 6, cid: 9, eventType: 'evil_frame', payload: {}});
+var tried = [];
+try { window.SmarticoBridge.postMessage(m); tried.push('own'); } catch (e) { tried.push('own:' + e.name); }
+try { window.webkit.messageHandlers.smarticoBridge.postMessage(m); tried.push('handler'); } catch (e) { tried.push('handler:' + e.name); }
+try { parent.SmarticoBridge.postMessage(m); tried.push('parent'); } catch (e) { tried.push('parent:' + e.name); }
+try { top.document.dispatchEvent(new CustomEvent('smartico-wrapper-post', {detail: m})); tried.push('event'); } catch (e) { tried.push('event:' + e.name); }
+try { top.postMessage(m, '*'); tried.push('postMessage'); } catch (e) { tried.push('postMessage:' + e.name); }
+new Image().src = '/ran?' + encodeURIComponent(tried.join(','));
+</script>evil"""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class IframeTests(WrapperTestCase):
+    def setUp(self) -> None:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EvilFrame)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+        EvilFrame.ran = []
+        # Allowed, so that the frame loads at all: what is tested is that its origin's messages are
+        # refused because it is not the top frame.
+        self.wrapper_config = {"allowed_origins": [f"http://127.0.0.1:{self.server.server_address[1]}"]}
+        super().setUp()
+
+    def test_a_bridge_message_from_an_iframe_of_another_origin_is_ignored(self) -> None:
+        assert self.rig.sim is not None
+        uid = "evil-frame-engagement"
+        frame = f'<iframe src="http://127.0.0.1:{self.server.server_address[1]}/frame.html"></iframe>'
+        self.rig.sim.control({"op": "emit", "user": "alice", "message": {
+            "cid": 110, "engagement_uid": uid, "activityType": 30, "engagement_id": 1,
+            "template_html": frame, "params": {"title": "Framed"}}})
+        self.wait_received(103, uid)  # the top frame's own messages still work
+        self.assertTrue(wait_until(lambda: EvilFrame.ran, timeout=20), "the frame never ran")
+        time.sleep(2)
+        events = [m for m in self.rig.sim.received([9]) if m.get("eventType") == "evil_frame"]
+        self.assertEqual(events, [], f"a message from the frame reached the server (frame tried {EvilFrame.ran})")
+        tried = urllib.parse.unquote(EvilFrame.ran[0])
+        # No bridge in the frame, none reachable through its parent, and no way into the top
+        # document's events: each attempt threw.
+        for attempt in ("own:TypeError", "handler:TypeError", "parent:SecurityError", "event:SecurityError"):
+            self.assertIn(attempt, tried)
+
+
+if __name__ == "__main__":
+    unittest.main()
