@@ -21,9 +21,9 @@ BIN="$(swift build -c release --show-bin-path)"
 SECONDS_TOTAL="${DEMO_SECONDS:-24}"
 
 work="$(mktemp -d /tmp/smarticod-demo.XXXXXX)"
-sim=""; daemon=""; tailer=""
+sim=""; daemon=""; tailer=""; wrapper=""
 cleanup() {
-    for pid in $tailer $daemon $sim; do kill "$pid" 2>/dev/null || true; done
+    for pid in ${wrapper:-} $tailer $daemon $sim; do kill "$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -74,6 +74,21 @@ echo "==> smarticod --config $work/config.json   (its log: $work/smarticod.log)"
 daemon=$!
 for _ in $(seq 1 100); do [ -S "$SMARTICOD_SOCKET" ] && break; sleep 0.1; done
 [ -S "$SMARTICOD_SOCKET" ] || { echo "smarticod did not open its socket; its log:" >&2; cat "$work/smarticod.log" >&2; exit 1; }
+
+# With a display (and WebKitGTK 6.0), smartico-wrapper shows the popups, mini-games and the
+# gamification widget on it while the events scroll by.
+wrapper=""
+if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && pkg-config --exists webkitgtk-6.0 gtk4; then
+    echo
+    echo "==> building and starting smartico-wrapper on $DISPLAY$([ -n "${WAYLAND_DISPLAY:-}" ] && echo " $WAYLAND_DISPLAY")"
+    swift build -c release --package-path Wrapper --product smartico-wrapper
+    "$(swift build -c release --package-path Wrapper --show-bin-path)/smartico-wrapper" \
+        --socket "$SMARTICOD_SOCKET" >"$work/wrapper.log" 2>&1 &
+    wrapper=$!
+else
+    echo
+    echo "==> no display: smartico-wrapper not started (run this from a desktop session to see the popups)"
+fi
 
 echo
 echo "==> smarticoctl identify demo-user"

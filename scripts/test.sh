@@ -19,8 +19,14 @@ setsid chrt --idle 0 bash scripts/fuzz.sh --build-only >"$BG_LOGS/fuzz-build.log
 fuzz_build=$!
 setsid chrt --idle 0 bash scripts/package.sh --build-only >"$BG_LOGS/release-build.log" 2>&1 &
 release_build=$!
+# smartico-wrapper (Wrapper/, GTK 4 + WebKitGTK 6.0) and its tests, a package of its own.
+wrapper_build=0
+if pkg-config --exists webkitgtk-6.0 gtk4; then
+    setsid chrt --idle 0 swift build --package-path Wrapper --build-tests >"$BG_LOGS/wrapper-build.log" 2>&1 &
+    wrapper_build=$!
+fi
 # On a failure before they are done: stop them (each is a session of its own, its compilers included).
-trap 'kill -- -$fuzz_build -$release_build 2>/dev/null || true' EXIT
+trap 'kill -- -$fuzz_build -$release_build 2>/dev/null || true; [ "$wrapper_build" -eq 0 ] || kill -- -$wrapper_build 2>/dev/null || true' EXIT
 # Waits for a background build; its log on failure.
 finish_build() {
     local pid="$1" log="$2"
@@ -53,6 +59,18 @@ if [ "$node_major" -ge 18 ]; then
 else
     # node:test needs Node 18; older distributions (Ubuntu 22.04's nodejs 12) cannot run them.
     echo "==> NOT testing the Node.js client: node $(node --version 2>/dev/null || echo missing) is older than 18"
+fi
+if [ "$wrapper_build" -ne 0 ]; then
+    echo "==> waiting for smartico-wrapper's build (Wrapper/.build)"
+    finish_build "$wrapper_build" "$BG_LOGS/wrapper-build.log"
+    echo "==> testing smartico-wrapper's logic (SmarticoWrapperCore, no display)"
+    swift test --package-path Wrapper --skip-build
+    echo "==> testing smartico-wrapper on a screen (Xvfb, xdotool; the real daemon, simulator and wrapper)"
+    SMARTICOD_BIN="$ROOT/.build/debug/smarticod" SMARTICO_SIM_BIN="$ROOT/.build/debug/smartico-sim" \
+        SMARTICO_WRAPPER_BIN="$ROOT/Wrapper/.build/debug/smartico-wrapper" \
+        "$SMARTICO_TEST_PYTHON" -m unittest discover -s Wrapper/tests -v
+else
+    echo "==> NOT testing smartico-wrapper: this system has no WebKitGTK 6.0 (libwebkitgtk-6.0-dev)"
 fi
 echo "==> waiting for the release build (.build-release)"
 finish_build "$release_build" "$BG_LOGS/release-build.log"
