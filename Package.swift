@@ -94,7 +94,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // Helpers shared by the test targets (they all link into one test process).
-        .target(name: "SmarticoTestSupport", path: "Tests/SmarticoTestSupport", swiftSettings: strict),
+        .target(
+            name: "SmarticoTestSupport", dependencies: ["SmarticoProtocol"], path: "Tests/SmarticoTestSupport", swiftSettings: strict
+        ),
         .testTarget(
             name: "TransportTests",
             // COpenSSL: the TCP option constants (netinet/tcp.h) the socket tests read back.

@@ -1,4 +1,5 @@
 import Foundation
+import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
 

@@ -1,5 +1,6 @@
 import Foundation
 import SmarticoProtocol
+import SmarticoTestSupport
 import Testing
 @testable import SmarticoDaemon
 
