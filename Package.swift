@@ -110,6 +110,12 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strict
         ),
+        // The client library through the real daemon and simulator (run as subprocesses).
+        .testTarget(
+            name: "SmarticoClientTests",
+            dependencies: ["SmarticoClient", "SmarticoProtocol", "SmarticoSocketAPI", "SmarticoTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon", "SmarticoTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SmarticoSimTests",
