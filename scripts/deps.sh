@@ -13,10 +13,29 @@ for pkg in libssl-dev zlib1g-dev libsqlite3-dev pkg-config openssl python3-venv;
 done
 # Node.js (18 or newer) runs the Node client's tests; Debian's nodejs when none is on PATH.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    echo "==> installing system packages: ${need_apt[*]}"
+# smartico-wrapper (Wrapper/): GTK 4's and WebKitGTK 6.0's headers to build it; an X server
+# (xvfb), a session bus (dbus-x11, which brings the daemon and dbus-launch), xdotool and
+# ImageMagick for its tests on a screen; desktop-file-validate for its desktop entry
+# (scripts/package-wrapper.sh, scripts/check-package-wrapper.sh).
+need_wrapper=()
+for pkg in libwebkitgtk-6.0-dev libgtk-4-dev xvfb xdotool imagemagick dbus-x11 desktop-file-utils; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_wrapper+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_wrapper[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+    # WebKitGTK 6.0 is in Debian 12 and Ubuntu 23.04 and later. Where the distribution has none,
+    # the daemon's packages are installed alone: the daemon needs none of the wrapper's.
+    if [ ${#need_wrapper[@]} -gt 0 ]; then
+        if apt-cache show libwebkitgtk-6.0-dev >/dev/null 2>&1; then
+            need_apt+=("${need_wrapper[@]}")
+        else
+            echo "==> NOT installing what smartico-wrapper needs (${need_wrapper[*]}): this distribution has no libwebkitgtk-6.0-dev; the wrapper cannot be built here"
+        fi
+    fi
+    if [ ${#need_apt[@]} -gt 0 ]; then
+        echo "==> installing system packages: ${need_apt[*]}"
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+    fi
 fi
 
 if ! command -v swift >/dev/null 2>&1; then
