@@ -61,6 +61,8 @@ public struct WebOrigin: Hashable, Sendable, CustomStringConvertible {
         } else if let c = text.lastIndex(of: ":") {
             host = text[..<c]
             portText = text[text.index(after: c)...]
+            // `h:80:80` is no host and port (an IPv6 address is written in brackets).
+            guard !host.contains(":") else { throw .malformed("a host with a colon outside brackets") }
         } else {
             host = text
         }
