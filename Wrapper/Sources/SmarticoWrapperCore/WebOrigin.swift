@@ -90,6 +90,8 @@ public struct WebOrigin: Hashable, Sendable, CustomStringConvertible {
 public struct OriginAllowList: Sendable, Equatable {
     public private(set) var configured: Set<WebOrigin>
     public private(set) var learned: Set<WebOrigin> = []
+    /// `learned`, least recently handed out first: the one dropped when the set is full.
+    private var learnedOrder: [WebOrigin] = []
     /// At most this many learned origins (a daemon that hands out many hosts does not grow the set without end).
     public static let maxLearned = 64
 
@@ -102,9 +104,15 @@ public struct OriginAllowList: Sendable, Equatable {
     @discardableResult
     public mutating func learn(fromDaemonURL url: String) -> Bool {
         guard let origin = try? WebOrigin(url: url) else { return false }
-        if configured.contains(origin) || learned.contains(origin) { return true }
-        if learned.count >= OriginAllowList.maxLearned { learned.remove(learned.first!) }
-        learned.insert(origin)
+        if configured.contains(origin) { return true }
+        if learned.contains(origin) {
+            // Handed out again: the most recent one now.
+            learnedOrder.removeAll { $0 == origin }
+        } else {
+            if learned.count >= OriginAllowList.maxLearned { learned.remove(learnedOrder.removeFirst()) }
+            learned.insert(origin)
+        }
+        learnedOrder.append(origin)
         return true
     }
 

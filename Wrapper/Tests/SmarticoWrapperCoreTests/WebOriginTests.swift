@@ -166,6 +166,27 @@ struct OriginAllowListTests {
         let allowed = (0..<n).filter { list.allows(url: "https://h\($0).example/") }
         #expect(allowed.count == OriginAllowList.maxLearned)
     }
+
+    @Test("the oldest learned origin goes first; one learned again is kept as recent")
+    func evictionOrder() throws {
+        var list = OriginAllowList(configured: [])
+        let cap = OriginAllowList.maxLearned
+        do { let learned = list.learn(fromDaemonURL: "https://libs.smartico.ai/wrapper-popup.html"); #expect(learned) }
+        for k in 0..<(cap - 1) { list.learn(fromDaemonURL: "https://h\(k).example/") }
+        #expect(list.learned.count == cap)
+        // The popup page's origin is handed out again (each engagement carries it): it stays.
+        list.learn(fromDaemonURL: "https://libs.smartico.ai/wrapper-popup.html?fresh")
+        list.learn(fromDaemonURL: "https://new1.example/")
+        #expect(list.allows(url: "https://libs.smartico.ai/"))
+        #expect(!list.allows(url: "https://h0.example/"), "the least recently learned is dropped")
+        #expect(list.allows(url: "https://h1.example/"))
+        list.learn(fromDaemonURL: "https://new2.example/")
+        #expect(!list.allows(url: "https://h1.example/"))
+        #expect(list.allows(url: "https://h2.example/"))
+        #expect(list.allows(url: "https://new1.example/"))
+        #expect(list.allows(url: "https://new2.example/"))
+        #expect(list.learned.count == cap)
+    }
 }
 
 @Suite("WrapperPageURL.forcingMobile")
