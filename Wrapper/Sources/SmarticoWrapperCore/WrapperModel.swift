@@ -215,8 +215,13 @@ public struct WrapperModel: Sendable {
             return [.log(.error, "mini-game event seq \(seq) cannot be opened: \(template == nil ? "no saw_template_id" : "no gamification URL (native_app_gf_url) is known")")]
         }
         var out = openWidget(url: url, why: "mini-game \(template.map(String.init) ?? "?") (seq \(seq))")
-        if let template, let pending = message["pending_message_id"], pending.numberValue != nil {
-            out.append(.daemon(op: "minigame_ack", arguments: ["saw_template_id": .number(template), "pending_message_id": pending]))
+        if let template {
+            // pending_message_id is optional: sent when the 707 had one (docs/socket-api.md).
+            var ack: JSONObject = ["saw_template_id": .number(template)]
+            if let pending = message["pending_message_id"], pending.numberValue != nil {
+                ack.append(key: "pending_message_id", value: pending)
+            }
+            out.append(.daemon(op: "minigame_ack", arguments: ack))
         }
         return out
     }
