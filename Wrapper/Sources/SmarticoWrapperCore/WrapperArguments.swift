@@ -50,6 +50,10 @@ public struct WrapperArguments: Sendable, Equatable {
                 }
                 return (arg, nil)
             }()
+            if inline != nil, ["--kiosk", "--help", "--version"].contains(name) {
+                // `--kiosk=false` must not turn kiosk mode on.
+                throw Problem(text: "\(name) takes no value, got \(Text.quoted(arg))")
+            }
             switch name {
             case "--socket": result.socket = try (inline != nil ? inline! : value(name))
             case "--config": result.config = try (inline != nil ? inline! : value(name))
