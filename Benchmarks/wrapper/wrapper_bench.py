@@ -1,0 +1,140 @@
+"""smartico-wrapper's figures under Xvfb (docs/benchmarks.md, "The wrapper"): emit → READY_TO_BE_SHOWN
+latency (cold: the first popup after start; warm: the next ones), PSS summed over the wrapper and
+its WebKit processes (before the first popup, with a popup shown, after release_after_s with
+nothing on screen), and idle wake-ups per minute. Uses the test rig of Wrapper/tests.
+
+    python3 Benchmarks/wrapper/wrapper_bench.py [--warm N] [--cold N] [--idle-seconds S]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "Wrapper" / "tests"))
+sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
+from support import Rig, wait_until  # noqa: E402
+from test_wrapper import Screen, Wrapper  # noqa: E402
+
+
+def tree(pid: int) -> list[int]:
+    """pid and its descendants (WebKit's web and network processes are the wrapper's children)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out
+
+
+def pss_mb(pid: int) -> float:
+    total = 0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def switches(pid: int) -> int:  # noqa: D401
+    """Context switches (voluntary + not) of every thread of every process of the tree: wake-ups."""
+    n = 0
+    for p in tree(pid):
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                for line in Path(f"/proc/{p}/task/{tid}/status").read_text().splitlines():
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        n += int(line.split()[1])
+        except OSError:
+            pass
+    return n
+
+
+def shown_after(rig: Rig, wrapper: Wrapper, screen: Screen, index: int) -> float:
+    """Emits one engagement; seconds until the wrapper logged it on screen (READY_TO_BE_SHOWN)."""
+    start = time.monotonic()
+    rig.sim.emit_engagement()
+    if not wait_until(lambda: len(re.findall(r"popup: on screen", wrapper.log())) >= index, timeout=30, interval=0.005):
+        raise RuntimeError("popup not shown: " + wrapper.log()[-2000:])
+    elapsed = time.monotonic() - start
+    window = wait_until(lambda: screen.visible("^Smartico popup$"), timeout=10)
+    screen.xdotool("windowfocus", "--sync", window)
+    # Close (Tab from the focused OK), not OK: OK's link would open the widget as well.
+    screen.xdotool("key", "Tab", "Return")
+    wait_until(lambda: len(re.findall(r"popup seq \d+ closed", wrapper.log())) >= index, timeout=20)
+    return elapsed
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cold", type=int, default=5)
+    ap.add_argument("--warm", type=int, default=30)
+    ap.add_argument("--idle-seconds", type=int, default=60)
+    ap.add_argument("--release-after", type=int, default=60)
+    a = ap.parse_args()
+    cold, warm = [], []
+    for run in range(a.cold):
+        rig = Rig(sim_extra=["--http-port", "0"])
+        screen = Screen(rig.dir)
+        try:
+            daemon = rig.start()
+            daemon.wait_identified()
+            wrapper = Wrapper(screen, daemon.socket_path, {"release_after_s": a.release_after})
+            if run == 0:
+                time.sleep(3)
+                before = pss_mb(wrapper.process.pid)
+                s0 = switches(wrapper.process.pid)
+                time.sleep(a.idle_seconds)
+                idle_rate = (switches(wrapper.process.pid) - s0) * 60 / a.idle_seconds
+            cold.append(shown_after(rig, wrapper, screen, 1))
+            if run == 0:
+                for i in range(a.warm):
+                    warm.append(shown_after(rig, wrapper, screen, i + 2))
+                # One more on screen, measured while shown.
+                rig.sim.emit_engagement()
+                wait_until(lambda: len(re.findall(r"popup: on screen", wrapper.log())) >= a.warm + 2, timeout=30)
+                time.sleep(1)
+                shown = pss_mb(wrapper.process.pid)
+                window = screen.visible("^Smartico popup$")
+                screen.xdotool("windowfocus", "--sync", window)
+                screen.xdotool("key", "Tab", "Return")
+                time.sleep(a.release_after + 10)
+                released = pss_mb(wrapper.process.pid)
+                s1 = switches(wrapper.process.pid)
+                time.sleep(a.idle_seconds)
+                idle_after = (switches(wrapper.process.pid) - s1) * 60 / a.idle_seconds
+            wrapper.stop(signal.SIGTERM)
+        finally:
+            screen.close()
+            rig.close()
+    print(f"cold emit→shown: median {statistics.median(cold):.3f} s, p95 {pct(cold, 95):.3f} s (n={len(cold)})")
+    print(f"warm emit→shown: median {statistics.median(warm):.3f} s, p95 {pct(warm, 95):.3f} s (n={len(warm)})")
+    print(f"PSS before the first popup {before:.1f} MB; with a popup shown {shown:.1f} MB; "
+          f"{a.release_after + 10} s after the last one closed {released:.1f} MB")
+    print(f"idle context switches per minute: before any popup {idle_rate:.1f}; after release {idle_after:.1f}")
+
+
+if __name__ == "__main__":
+    main()
