@@ -85,3 +85,12 @@ echo "==> packaging (.build-release)"
 bash scripts/package.sh
 echo "==> checking the package"
 bash scripts/check-package.sh
+# smartico-wrapper's package (Wrapper/.build-release); only where WebKitGTK 6.0 exists (deps.sh).
+if pkg-config --exists webkitgtk-6.0 gtk4; then
+    echo "==> packaging smartico-wrapper (Wrapper/.build-release)"
+    bash scripts/package-wrapper.sh
+    echo "==> checking the wrapper's package"
+    bash scripts/check-package-wrapper.sh
+else
+    echo "==> NOT packaging smartico-wrapper: no WebKitGTK 6.0 here"
+fi
