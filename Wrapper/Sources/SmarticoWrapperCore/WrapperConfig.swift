@@ -5,8 +5,13 @@ import SmarticoProtocol
 public struct WrapperConfig: Sendable, Equatable {
     /// The daemon's socket (`--socket` overrides).
     public var socket: String?
-    /// The durable subscription name: the daemon keeps this wrapper's place in its journal.
-    public var durable = "smartico-wrapper"
+    /// The durable subscription name: the daemon keeps this wrapper's place in its journal. Nil:
+    /// `smartico-wrapper-<uid>` (``durableName(uid:)``), since the daemon gives a durable name to
+    /// the uid that first uses it, and every user of a shared daemon runs a wrapper of their own.
+    public var durable: String?
+
+    /// The durable name this user's wrapper subscribes with.
+    public func durableName(uid: UInt32) -> String { durable ?? "smartico-wrapper-\(uid)" }
     /// Origins loaded besides those of the URLs the daemon hands out (`https://host[:port]`).
     public var allowedOrigins: Set<WebOrigin> = []
     /// Custom deep-link actions (`cashier` for `dp:cashier`) → the argv run for them. `{dp}` in an

@@ -247,7 +247,7 @@ public struct WrapperModel: Sendable {
                 return [.openExternal(url: link.raw), .log(.info, "opening \(Text.quoted(link.raw)) in the default browser")]
             }
             if let argv = config.deepLinkCommands[link.action] {
-                return [.run(argv: argv.map { $0.replacingAll("{dp}", with: link.raw) }),
+                return [.run(argv: argv.map { $0.replacing("{dp}", with: link.raw) }),
                         .log(.info, "deep link \(Text.quoted(link.raw)) (seq \(seq)): running \(Text.quoted(argv[0]))")]
             }
             return [.log(.debug, "deep link \(Text.quoted(link.raw)) (seq \(seq)) is left to other apps (no deep_link_commands entry for \(Text.quoted(link.action)))")]
@@ -377,20 +377,6 @@ public enum Text {
             }
         }
         return out + "\""
-    }
-}
-
-extension String {
-    func replacingAll(_ target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var out = ""
-        var rest = self[...]
-        while let r = rest.firstRange(of: target) {
-            out += rest[..<r.lowerBound]
-            out += replacement
-            rest = rest[r.upperBound...]
-        }
-        return out + rest
     }
 }
 

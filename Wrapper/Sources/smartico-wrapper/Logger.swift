@@ -16,14 +16,10 @@ final class Logger: Sendable {
 
     func write(_ level: LogLevel, _ text: String) {
         guard level >= minimum else { return }
-        let line: String
-        if journal {
-            let priority = [7, 6, 4, 3][level.rawValue]
-            line = "<\(priority)>\(level): \(text)\n"
-        } else {
-            line = "smartico-wrapper: \(level): \(text)\n"
-        }
-        writeStderr(line)
+        // Every line of a multi-line text (a configuration's problems) carries the prefix, so the
+        // journal files each at the right priority.
+        let prefix = journal ? "<\([7, 6, 4, 3][level.rawValue])>\(level): " : "smartico-wrapper: \(level): "
+        writeStderr(text.split(separator: "\n", omittingEmptySubsequences: false).map { prefix + $0 + "\n" }.joined())
     }
 
     func debug(_ text: String) { write(.debug, text) }

@@ -13,7 +13,7 @@ import SmarticoWrapperCore
 let appID = "ai.smartico.Wrapper"
 
 func fail(_ text: String, code: Int32) -> Never {
-    writeStderr("smartico-wrapper: error: \(text)\n")
+    Logger(minimum: .error).error(text)
     exit(code)
 }
 
@@ -54,6 +54,7 @@ let kiosk = arguments.kiosk || config.kiosk
 if kiosk, config.openExternalLinks == nil { config.openExternalLinks = false }
 let socketPath = arguments.socket ?? config.socket ?? SmarticoClient.defaultSocketPath
 let logger = Logger(minimum: arguments.logLevel)
+let durableName = config.durableName(uid: getuid())
 
 // GTK's Cairo renderer unless the user chose another: a popup is a few rectangles and text,
 // and the GL renderer costs ~100 MB more under Xvfb and on boxes without working GL
@@ -83,13 +84,13 @@ let onCommandLine: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPoi
         host.start()
         g_application_hold(cast(app))
         do {
-            host.daemon = try LinkAdapter(path: socketPath, durable: config.durable, maxHeld: config.maxQueuedPopups)
+            host.daemon = try LinkAdapter(path: socketPath, durable: durableName, maxHeld: config.maxQueuedPopups)
         } catch {
             logger.error("cannot start the link to smarticod: \(error)")
             g_application_release(cast(app))
             return 1
         }
-        logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(config.durable))\(kiosk ? ", kiosk mode" : "")")
+        logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(durableName))\(kiosk ? ", kiosk mode" : "")")
     } else if !invocation.open {
         logger.info("already running; another invocation without --open changed nothing")
     }

@@ -25,7 +25,8 @@ struct WrapperConfigTests {
         let config = try parse("{}")
         #expect(config == WrapperConfig())
         #expect(config.socket == nil)
-        #expect(config.durable == "smartico-wrapper")
+        #expect(config.durable == nil)
+        #expect(config.durableName(uid: 1000) == "smartico-wrapper-1000")
         #expect(config.allowedOrigins.isEmpty)
         #expect(config.deepLinkCommands.isEmpty)
         #expect(config.openExternalLinks == nil)
@@ -67,6 +68,7 @@ struct WrapperConfigTests {
             """)
         #expect(config.socket == "/run/user/1000/smarticod.sock")
         #expect(config.durable == "kiosk-7")
+        #expect(config.durableName(uid: 1000) == "kiosk-7")
         #expect(config.allowedOrigins == [
             WebOrigin(scheme: "https", host: "static.operator.example", port: 443),
             WebOrigin(scheme: "http", host: "127.0.0.1", port: 36807),
