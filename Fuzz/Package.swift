@@ -16,6 +16,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     dependencies: [
         .package(name: "smarticod", path: ".."),
+        .package(name: "smartico-wrapper", path: "../Wrapper"),
     ],
     targets: [
         // libFuzzer's driver, declared for Swift.
@@ -33,6 +34,11 @@ let package = Package(
         // LineFramer + SocketRequestParser, as the socket server runs them.
         .executableTarget(name: "fuzz-socket-request", dependencies: [
             "FuzzSupport", .product(name: "SmarticoDaemon", package: "smarticod"),
+            .product(name: "SmarticoProtocol", package: "smarticod"),
+        ]),
+        // smartico-wrapper's logic: daemon events, bridge messages, origins, its configuration.
+        .executableTarget(name: "fuzz-wrapper", dependencies: [
+            "FuzzSupport", .product(name: "SmarticoWrapperCore", package: "smartico-wrapper"),
             .product(name: "SmarticoProtocol", package: "smarticod"),
         ]),
         // ConfigLoader.decode/resolve: config.json's decoding and validation.

@@ -10,6 +10,8 @@ let package = Package(
     name: "smartico-wrapper",
     products: [
         .executable(name: "smartico-wrapper", targets: ["smartico-wrapper"]),
+        // The logic without a display, for the Fuzz package's fuzz-wrapper target.
+        .library(name: "SmarticoWrapperCore", targets: ["SmarticoWrapperCore"]),
     ],
     dependencies: [
         .package(name: "smarticod", path: ".."),

@@ -5,14 +5,14 @@
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--no-build | --build-only] [TARGET...]
 #
 # TARGET: fuzz-frames fuzz-handshake fuzz-http-response fuzz-json-protocol fuzz-socket-request
-# fuzz-config (default: all). Each run reads the committed seeds (Fuzz/Corpus/TARGET) and writes
+# fuzz-config fuzz-wrapper (default: all). Each run reads the committed seeds (Fuzz/Corpus/TARGET) and writes
 # the inputs it finds to a scratch corpus ($OUT/corpus/TARGET), never to the committed one; crash,
 # leak and timeout reproducers go to $OUT/artifacts/TARGET/; OUT is $FUZZ_OUT, else
 # ${TMPDIR:-/tmp}/smarticod-fuzz. Prints each target's executions and coverage (libFuzzer's final
 # stats); exits 1 when any target crashed, leaked or timed out, naming the reproducer.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ALL=(fuzz-frames fuzz-handshake fuzz-http-response fuzz-json-protocol fuzz-socket-request fuzz-config)
+ALL=(fuzz-frames fuzz-handshake fuzz-http-response fuzz-json-protocol fuzz-socket-request fuzz-config fuzz-wrapper)
 SECONDS_EACH=60
 JOBS=1
 BUILD=1
