@@ -2,11 +2,13 @@
 #include <gtk/gtk.h>
 #include <webkit/webkit.h>
 #include <glib-unix.h>
+#include <malloc.h>
 
 // Variadic and macro-only parts of the GObject API, as functions Swift can call.
-static inline GtkWidget *smw_web_view_new(WebKitNetworkSession *session, WebKitUserContentManager *manager, WebKitSettings *settings) {
-    return GTK_WIDGET(g_object_new(WEBKIT_TYPE_WEB_VIEW, "network-session", session, "user-content-manager", manager,
-                                   "settings", settings, NULL));
+static inline GtkWidget *smw_web_view_new(WebKitWebContext *context, WebKitNetworkSession *session,
+                                          WebKitUserContentManager *manager, WebKitSettings *settings) {
+    return GTK_WIDGET(g_object_new(WEBKIT_TYPE_WEB_VIEW, "web-context", context, "network-session", session,
+                                   "user-content-manager", manager, "settings", settings, NULL));
 }
 
 static inline gulong smw_connect(gpointer instance, const char *signal, GCallback handler, gpointer data) {
@@ -15,4 +17,8 @@ static inline gulong smw_connect(gpointer instance, const char *signal, GCallbac
 
 static inline int smw_error_is(const GError *error, GQuark domain, int code) {
     return error != NULL && error->domain == domain && error->code == code;
+}
+
+static inline WebKitWebContext *smw_web_context_new(WebKitMemoryPressureSettings *settings) {
+    return WEBKIT_WEB_CONTEXT(g_object_new(WEBKIT_TYPE_WEB_CONTEXT, "memory-pressure-settings", settings, NULL));
 }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CWebKitGTK
 import SmarticoProtocol
 import SmarticoWrapperCore
@@ -21,6 +24,10 @@ final class Host {
     var daemon: (any DaemonPort)?
     let popup = WebSurface(kind: .popup)
     let widget = WebSurface(kind: .widget)
+    /// WebKit's process pool (the web and network processes) and the network session of the two
+    /// views: made with the first view, dropped with the last, so that nothing of WebKit runs
+    /// while nothing is on screen (the default context keeps its processes for reuse).
+    private var webContext: OpaquePointer?
     private var networkSession: OpaquePointer?
     private var deadlineTimer: MainTimer?
     private var releaseTimer: MainTimer?
@@ -121,11 +128,19 @@ final class Host {
         switch command {
         case .load(let url):
             if !surface.exists {
-                if networkSession == nil {
+                if webContext == nil {
+                    // Memory-pressure settings of its own make each web process watch its own
+                    // memory, since main() turns off the monitor WebKit would run in this process
+                    // (a thread polling every 5 s for as long as the process lives).
+                    let pressure = webkit_memory_pressure_settings_new()
+                    webContext = smw_web_context_new(pressure)
+                    webkit_memory_pressure_settings_free(pressure)
+                    // No page cache: a page left is not kept alive in its process.
+                    webkit_web_context_set_cache_model(webContext, WEBKIT_CACHE_MODEL_DOCUMENT_VIEWER)
                     // One ephemeral session for both views: one network process, nothing on disk.
                     networkSession = webkit_network_session_new_ephemeral()
                 }
-                surface.create(app: app, session: networkSession, config: config, kiosk: kiosk)
+                surface.create(app: app, context: webContext, session: networkSession, config: config, kiosk: kiosk)
             }
             surface.load(url)
         case .inject(let script): surface.run(script)
@@ -174,6 +189,13 @@ final class Host {
             g_object_unref(raw(networkSession))
             self.networkSession = nil
         }
+        if let webContext {
+            g_object_unref(raw(webContext))
+            self.webContext = nil
+        }
+        // What the views and WebKit's UI side freed goes back to the system, not to malloc's
+        // free lists (docs/wrapper.md, "Rendering and memory").
+        malloc_trim(0)
     }
 
     // MARK: - The pages (signal handlers call these)

@@ -59,7 +59,7 @@ final class WebSurface {
         return String(cString: p)
     }
 
-    func create(app: UnsafeMutablePointer<GtkApplication>?, session: OpaquePointer?, config: WrapperConfig, kiosk: Bool) {
+    func create(app: UnsafeMutablePointer<GtkApplication>?, context: OpaquePointer?, session: OpaquePointer?, config: WrapperConfig, kiosk: Bool) {
         guard window == nil else { return }
         let settings = webkit_settings_new()
         webkit_settings_set_user_agent(settings, "SMTO-WRAPPER")
@@ -82,7 +82,7 @@ final class WebSurface {
         webkit_user_content_manager_register_script_message_handler(manager, bridgeHandler, bridgeWorld)
         connect(raw(manager), "script-message-received::\(bridgeHandler)", onScriptMessage, tag: kind.rawValue)
 
-        let view = smw_web_view_new(session, manager, settings)
+        let view = smw_web_view_new(context, session, manager, settings)
         g_object_unref(raw(settings))
         g_object_unref(raw(manager))
         contentManager = manager

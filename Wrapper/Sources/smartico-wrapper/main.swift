@@ -60,6 +60,10 @@ let durableName = config.durableName(uid: getuid())
 // and the GL renderer costs ~100 MB more under Xvfb and on boxes without working GL
 // (docs/wrapper.md has the figures).
 setenv("GSK_RENDERER", "cairo", 0)
+// WebKit's memory-pressure monitor thread in this process polls every 5 s from the first web view
+// until exit, views or not: 12 wake-ups a minute with nothing on screen. The web processes watch
+// their own memory instead (Host: the web context's memory-pressure settings).
+setenv("WEBKIT_DISABLE_MEMORY_PRESSURE_MONITOR", "1", 0)
 
 let app = gtk_application_new(appID, G_APPLICATION_HANDLES_COMMAND_LINE)
 
