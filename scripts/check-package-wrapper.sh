@@ -11,11 +11,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ok() { echo "  ok: $*"; }
-skip() { echo "  SKIPPED: $*"; }
+source scripts/package-lib.sh
 
-VERSION="$(sed -n 's/.*public static let string = "\(.*\)".*/\1/p' Sources/SmarticoSocketAPI/SocketAPIShared.swift)"
+VERSION="$(code_version)"
 ARCH="$(dpkg --print-architecture)"
 NAME="smartico-wrapper_${VERSION}_${ARCH}"
 DEB="$ROOT/dist/$NAME.deb"
@@ -267,18 +265,8 @@ dpkg -P smartico-wrapper >/pkg/purge.log 2>&1 || { cat /pkg/purge.log >&2; bad "
 dpkg-query -W smartico-wrapper >/dev/null 2>&1 && bad "dpkg -P left smartico-wrapper known to dpkg"
 echo "    remove, purge: every file gone"
 EOF
-    set +e
-    unshare -m sh -c "
-        mount -t tmpfs tmpfs $O/rw || exit 99
-        mkdir -p $O/rw/upper $O/rw/work
-        mount -t overlay overlay -o lowerdir=/,upperdir=$O/rw/upper,workdir=$O/rw/work $O/merged 2>$T/mount.err || exit 99
-        set -e
-        mount -t proc proc $O/merged/proc
-        mkdir -p $O/merged/pkg
-        mount --bind $O/pkg $O/merged/pkg
-        exec chroot $O/merged /bin/sh /pkg/inside.sh" 2>&1
-    status=$?
-    set -e
+    status=0
+    run_in_overlay "$O" "$T" || status=$?
     if [ $status -eq 99 ]; then
         skip "dpkg -i was NOT run: cannot mount a tmpfs and an overlay of / here ($(cat "$T/mount.err" 2>/dev/null))"
     elif [ $status -ne 0 ]; then

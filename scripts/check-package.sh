@@ -7,11 +7,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-ok() { echo "  ok: $*"; }
-skip() { echo "  SKIPPED: $*"; }
+source scripts/package-lib.sh
 
-VERSION="$(sed -n 's/.*public static let string = "\(.*\)".*/\1/p' Sources/SmarticoSocketAPI/SocketAPIShared.swift)"
+VERSION="$(code_version)"
 ARCH="$(dpkg --print-architecture)"
 NAME="smarticod_${VERSION}_${ARCH}"
 DEB="$ROOT/dist/$NAME.deb"
@@ -307,20 +305,8 @@ done
 [ -f /etc/smarticod/config.json ] || bad "the tarball uninstall removed the config"
 step "tarball: the uninstall removes every file but the config"
 EOF
-    # The overlay's writable layer on a tmpfs of the namespace: / may itself be an overlay (a
-    # container), and an overlay's upper directory cannot be on one. Exit 99: no overlay possible.
-    set +e
-    unshare -m sh -c "
-        mount -t tmpfs tmpfs $O/rw || exit 99
-        mkdir -p $O/rw/upper $O/rw/work
-        mount -t overlay overlay -o lowerdir=/,upperdir=$O/rw/upper,workdir=$O/rw/work $O/merged 2>$T/mount.err || exit 99
-        set -e
-        mount -t proc proc $O/merged/proc
-        mkdir -p $O/merged/pkg
-        mount --bind $O/pkg $O/merged/pkg
-        exec chroot $O/merged /bin/sh /pkg/inside.sh" 2>&1
-    status=$?
-    set -e
+    status=0
+    run_in_overlay "$O" "$T" || status=$?
     if [ $status -eq 99 ]; then
         skip "the maintainer scripts were NOT run: cannot mount a tmpfs and an overlay of / here ($(cat "$T/mount.err" 2>/dev/null))"
     elif [ $status -ne 0 ]; then

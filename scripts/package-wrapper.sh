@@ -15,6 +15,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # Anything deps.sh prints goes to stderr, so that --print-bin-path prints only the path.
 source scripts/deps.sh >&2
+source scripts/package-lib.sh
 
 BUILD_PATH="$ROOT/Wrapper/.build-release"
 # The release build: the one set of flags for the binary, the package and the tests' path.
@@ -28,12 +29,7 @@ if [ "${1:-}" = "--print-bin-path" ]; then
     exit 0
 fi
 
-# dpkg-shlibdeps (dpkg-dev) computes Depends from the binary's NEEDED libraries.
-if ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
-    echo "==> installing dpkg-dev (dpkg-shlibdeps)"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dpkg-dev
-fi
+need_dpkg_shlibdeps
 
 DIST="$ROOT/dist"
 STAGE="$DIST/root-wrapper"
@@ -49,16 +45,10 @@ BIN="$(release_build --show-bin-path)"
 # daemon's SmarticoVersion.string): one version for both packages.
 version_line="$("$BIN/smartico-wrapper" --version)"
 VERSION="${version_line#smartico-wrapper }"
-source_version="$(sed -n 's/.*public static let string = "\(.*\)".*/\1/p' Sources/SmarticoSocketAPI/SocketAPIShared.swift)"
-if [ "$version_line" != "smartico-wrapper $source_version" ]; then
-    echo "error: smartico-wrapper --version says '$version_line' but Sources/SmarticoSocketAPI/SocketAPIShared.swift says '$source_version'" >&2
-    exit 1
-fi
+check_version_line "$version_line" "smartico-wrapper "
 ARCH="$(dpkg --print-architecture)"
 NAME="smartico-wrapper_${VERSION}_${ARCH}"
-# File times: the last commit's, so that two builds of one commit give the same file list and times.
-EPOCH="$(git log -1 --format=%ct 2>/dev/null || date +%s)"
-export SOURCE_DATE_EPOCH="$EPOCH"
+set_package_epoch
 
 echo "==> laying out $STAGE ($NAME)"
 rm -rf "$STAGE"
@@ -117,7 +107,7 @@ echo "    Depends: $DEPENDS"
 
 echo "==> writing DEBIAN/"
 installed_size="$(du -sk --exclude=DEBIAN "$r" | cut -f1)"
-maintainer="${SMARTICOD_MAINTAINER:-$(git log -1 --format='%an <%ae>' 2>/dev/null || echo 'smarticod maintainers <root@localhost>')}"
+maintainer="$(package_maintainer)"
 cat >"$r/DEBIAN/control" <<EOF
 Package: smartico-wrapper
 Version: $VERSION
@@ -141,7 +131,7 @@ Description: shows Smartico's popups, mini-games and widget (GTK 4, WebKitGTK)
  (see smartico-wrapper(1)).
 EOF
 # md5sums of every file, as dh_md5sums writes it (there is no conffile).
-(cd "$r" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$r/DEBIAN/md5sums"
+write_md5sums "$r"
 chmod 0644 "$r/DEBIAN/control" "$r/DEBIAN/md5sums"
 touch -h -d "@$EPOCH" "$r/DEBIAN" "$r/DEBIAN"/*
 

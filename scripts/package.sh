@@ -15,6 +15,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 # Anything deps.sh prints goes to stderr, so that --print-bin-path prints only the path.
 source scripts/deps.sh >&2
+source scripts/package-lib.sh
 
 BUILD_PATH="$ROOT/.build-release"
 # The release build: the one set of flags for the binaries, the package and the tests' path.
@@ -27,12 +28,7 @@ if [ "${1:-}" = "--print-bin-path" ]; then
     exit 0
 fi
 
-# dpkg-shlibdeps (dpkg-dev) computes Depends from the binaries' NEEDED libraries.
-if ! command -v dpkg-shlibdeps >/dev/null 2>&1; then
-    echo "==> installing dpkg-dev (dpkg-shlibdeps)"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq dpkg-dev
-fi
+need_dpkg_shlibdeps
 
 DIST="$ROOT/dist"
 STAGE="$DIST/root"
@@ -46,16 +42,10 @@ echo "    built in $(( $(date +%s) - started )) s"
 BIN="$(release_build --show-bin-path)"
 
 VERSION="$("$BIN/smarticod" --version)"
-source_version="$(sed -n 's/.*public static let string = "\(.*\)".*/\1/p' Sources/SmarticoSocketAPI/SocketAPIShared.swift)"
-if [ "$VERSION" != "$source_version" ]; then
-    echo "error: smarticod --version says '$VERSION' but Sources/SmarticoSocketAPI/SocketAPIShared.swift says '$source_version'" >&2
-    exit 1
-fi
+check_version_line "$VERSION" ""
 ARCH="$(dpkg --print-architecture)"
 NAME="smarticod_${VERSION}_${ARCH}"
-# File times: the last commit's, so that two builds of one commit give the same file list and times.
-EPOCH="$(git log -1 --format=%ct 2>/dev/null || date +%s)"
-export SOURCE_DATE_EPOCH="$EPOCH"
+set_package_epoch
 
 echo "==> laying out $STAGE ($NAME)"
 rm -rf "$STAGE"
@@ -142,7 +132,7 @@ echo "    Depends: $DEPENDS"
 
 echo "==> writing DEBIAN/"
 installed_size="$(du -sk --exclude=DEBIAN "$r" | cut -f1)"
-maintainer="${SMARTICOD_MAINTAINER:-$(git log -1 --format='%an <%ae>' 2>/dev/null || echo 'smarticod maintainers <root@localhost>')}"
+maintainer="$(package_maintainer)"
 cat >"$r/DEBIAN/control" <<EOF
 Package: smarticod
 Version: $VERSION
@@ -166,7 +156,7 @@ EOF
 echo /etc/smarticod/config.json >"$r/DEBIAN/conffiles"
 for s in postinst prerm postrm; do install -m 0755 "packaging/debian/$s" "$r/DEBIAN/$s"; done
 # md5sums of every file but the conffiles (dpkg tracks those itself), as dh_md5sums writes it.
-(cd "$r" && find . -path ./DEBIAN -prune -o -path ./etc -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) >"$r/DEBIAN/md5sums"
+write_md5sums "$r" ./etc
 chmod 0644 "$r/DEBIAN/control" "$r/DEBIAN/conffiles" "$r/DEBIAN/md5sums"
 touch -h -d "@$EPOCH" "$r/DEBIAN" "$r/DEBIAN"/*
 
