@@ -23,6 +23,8 @@ let package = Package(
             pkgConfig: "webkitgtk-6.0",
             providers: [.apt(["libwebkitgtk-6.0-dev", "libgtk-4-dev"])]
         ),
+        // An Xlib I/O error handler, so that the loss of the X server gets a log line.
+        .target(name: "CDisplayWatch", dependencies: ["CWebKitGTK"], linkerSettings: [.linkedLibrary("X11")]),
         // The wrapper's logic without a display: the bridge conversations, the popup queue and its
         // acknowledgements, deep-link routing, the origin allow-list, the configuration.
         .target(
@@ -34,7 +36,7 @@ let package = Package(
         .executableTarget(
             name: "smartico-wrapper",
             dependencies: [
-                "CWebKitGTK", "SmarticoWrapperCore",
+                "CWebKitGTK", "CDisplayWatch", "SmarticoWrapperCore",
                 .product(name: "SmarticoProtocol", package: "smarticod"),
                 .product(name: "SmarticoClient", package: "smarticod"),
             ],

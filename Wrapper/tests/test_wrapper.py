@@ -250,6 +250,61 @@ class PopupTests(WrapperTestCase):
         self.assertEqual(reports[0]["activityType"], 30)
 
 
+class FailureTests(WrapperTestCase):
+    def descendants(self, name: str) -> List[int]:
+        """Processes under the wrapper whose command is `name` (WebKit's, inside bwrap)."""
+        parents: Dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+
+        def under(pid: int) -> bool:
+            for _ in range(64):
+                pid = parents.get(pid, 0)
+                if pid == self.wrapper.process.pid:
+                    return True
+                if pid <= 1:
+                    return False
+            return False
+        found = []
+        for pid in parents:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                if command.rsplit("/", 1)[-1] == name and under(pid):
+                    found.append(pid)
+            except OSError:
+                pass
+        return found
+
+    def test_a_web_process_that_dies_dismisses_its_popup_and_the_next_one_shows(self) -> None:
+        assert self.rig.sim is not None
+        first = self.rig.sim.emit_engagement()
+        self.wait_received(103, first)
+        pids = self.descendants("WebKitWebProcess")
+        self.assertTrue(pids, "no WebKitWebProcess under the wrapper")
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        self.wrapper.wait_log(r"popup seq \d+ dismissed: its web process ended")
+        self.assertTrue(wait_until(lambda: not self.screen.visible("^Smartico popup$"), timeout=10), "the dead popup stayed on screen")
+        second = self.rig.sim.emit_engagement()
+        self.wait_received(103, second)  # a new view, a new web process
+        self.assertEqual(self.received(106, first), [], "a popup already shown was reported failed")
+        self.assertEqual(self.wrapper.process.poll(), None)
+
+    def test_losing_the_display_is_logged_and_exits_1(self) -> None:
+        assert self.rig.sim is not None
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)
+        self.screen.xvfb.kill()
+        self.screen.xvfb.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: self.wrapper.process.poll() is not None, timeout=20), "the wrapper outlived its display")
+        self.assertEqual(self.wrapper.process.returncode, 1)
+        self.assertIn("lost the display (the X server went away)", self.wrapper.log())
+
+
 class WidgetTests(WrapperTestCase):
     def test_a_minigame_opens_the_widget_at_gf_saw_and_sends_711(self) -> None:
         assert self.rig.sim is not None

@@ -22,3 +22,4 @@ static inline int smw_error_is(const GError *error, GQuark domain, int code) {
 static inline WebKitWebContext *smw_web_context_new(WebKitMemoryPressureSettings *settings) {
     return WEBKIT_WEB_CONTEXT(g_object_new(WEBKIT_TYPE_WEB_CONTEXT, "memory-pressure-settings", settings, NULL));
 }
+

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CDisplayWatch
 import CWebKitGTK
 import SmarticoProtocol
 import SmarticoWrapperCore
@@ -45,6 +46,7 @@ final class Host {
     func start() {
         deadlineTimer = MainTimer { [unowned self] in self.perform(self.model.tick(now: monotonicMs())) }
         releaseTimer = MainTimer { [unowned self] in self.releaseIdleViews() }
+        _ = smw_watch_x11_display(raw(gdk_display_get_default()), onDisplayLost)
         let css = gtk_css_provider_new()
         gtk_css_provider_load_from_data(css, "window.smartico-popup { background: transparent; }", -1)
         gtk_style_context_add_provider_for_display(gdk_display_get_default(), opaque(css), UInt32(GTK_STYLE_PROVIDER_PRIORITY_APPLICATION))
@@ -273,6 +275,12 @@ final class Host {
         deadlineTimer?.cancel()
         releaseTimer?.cancel()
     }
+}
+
+/// The X server went away (GTK then ends the process with 1): one clear line first. Called from
+/// Xlib's I/O error handler, so it only writes; the daemon keeps what was not acknowledged.
+private let onDisplayLost: @convention(c) () -> Void = {
+    host.log.error("lost the display (the X server went away): exiting with 1; popups not yet handled are shown again after the next start")
 }
 
 /// The one `Host`. Set once in main() before the main loop runs; used only on the main thread

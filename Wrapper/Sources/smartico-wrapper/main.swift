@@ -21,7 +21,7 @@ let arguments: WrapperArguments
 do {
     arguments = try WrapperArguments.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    fail("\(error)\n\(WrapperArguments.usage)", code: 2)
+    fail("\(error)", code: 2)
 }
 if arguments.help {
     print(WrapperArguments.usage)
