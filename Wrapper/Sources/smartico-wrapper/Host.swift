@@ -146,7 +146,12 @@ final class Host {
             }
             surface.load(url)
         case .inject(let script): surface.run(script)
-        case .show: surface.show()
+        case .show:
+            // A popup stays above the widget and keeps the keyboard: the widget a popup's link
+            // opened can finish loading after the next popup is on screen, and must not cover it.
+            let underPopup = surface === widget && popup.visible
+            surface.show(focus: !underPopup)
+            if underPopup { popup.show() }
         case .close: surface.hide()
         }
     }

@@ -132,10 +132,16 @@ final class WebSurface {
         webkit_web_view_evaluate_javascript(webView, script, -1, nil, nil, nil, nil, nil)
     }
 
-    func show() {
+    /// Maps the window; `focus`: raised and given the keyboard too (false: it must not take the
+    /// player's keys from a popup on screen).
+    func show(focus: Bool = true) {
         guard let window else { return }
         visible = true
-        gtk_window_present(cast(window))
+        if focus {
+            gtk_window_present(cast(window))
+        } else {
+            gtk_widget_set_visible(window, 1)
+        }
     }
 
     /// Hides the window and unloads the page (its timers and sockets stop).
