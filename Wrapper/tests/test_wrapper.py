@@ -294,6 +294,21 @@ class FailureTests(WrapperTestCase):
         self.assertEqual(self.received(106, first), [], "a popup already shown was reported failed")
         self.assertEqual(self.wrapper.process.poll(), None)
 
+    def test_a_daemon_restart_is_logged_and_popups_go_on(self) -> None:
+        assert self.rig.sim is not None
+        first = self.rig.sim.emit_engagement()
+        self.wait_received(103, first)
+        self.press_ok()
+        self.wait_received(104, first)
+        self.daemon.stop()
+        self.wrapper.wait_log(r"lost smarticod \(.*\); reconnecting")
+        self.daemon.start()
+        self.daemon.wait_identified()
+        self.wrapper.wait_log(r"connected to smarticod", count=2)
+        second = self.rig.sim.emit_engagement()
+        self.wait_received(103, second)
+        self.assertEqual(len(self.received(103, first)), 1, "the acknowledged popup came back after the daemon's restart")
+
     def test_losing_the_display_is_logged_and_exits_1(self) -> None:
         assert self.rig.sim is not None
         uid = self.rig.sim.emit_engagement()

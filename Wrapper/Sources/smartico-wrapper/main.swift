@@ -58,8 +58,12 @@ let durableName = config.durableName(uid: getuid())
 
 // GTK's Cairo renderer unless the user chose another: a popup is a few rectangles and text,
 // and the GL renderer costs ~100 MB more under Xvfb and on boxes without working GL
-// (docs/wrapper.md has the figures).
+// (docs/wrapper.md has the figures). With Cairo, GDK need not open GL at all: without
+// gl-disable it still loads the GL driver (Mesa, LLVM) at start, 30 MB of this process.
 setenv("GSK_RENDERER", "cairo", 0)
+if String(cString: getenv("GSK_RENDERER")) == "cairo", getenv("GDK_DEBUG") == nil {
+    setenv("GDK_DEBUG", "gl-disable", 1)
+}
 // WebKit's memory-pressure monitor thread in this process polls every 5 s from the first web view
 // until exit, views or not: 12 wake-ups a minute with nothing on screen. The web processes watch
 // their own memory instead (Host: the web context's memory-pressure settings).
