@@ -344,6 +344,21 @@ class WidgetTests(WrapperTestCase):
         self.assertEqual(self.wrapper.process.poll(), None, "the running wrapper exited")
 
 
+class KioskTests(WrapperTestCase):
+    wrapper_config = {"kiosk": True}
+
+    def test_in_kiosk_mode_the_widget_fills_the_screen_without_decorations(self) -> None:
+        second = subprocess.run([wrapper_binary(), "--open", "dp:gf_store"], env=self.screen.env(),
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        window = wait_until(lambda: self.screen.visible("^Smartico$"), timeout=20)
+        self.assertTrue(window, f"no visible widget window\n{self.wrapper.log()}")
+        geometry = wait_until(lambda: "1280x800" in (g := self.screen.xdotool("getwindowgeometry", window)) and g, timeout=10)
+        self.assertTrue(geometry, f"the kiosk widget does not fill the 1280x800 screen: {self.screen.xdotool('getwindowgeometry', window)}")
+        self.screen.screenshot("wrapper-kiosk.png")
+        self.assertIn("kiosk mode", self.wrapper.log())
+
+
 class EvilFrame(http.server.BaseHTTPRequestHandler):
     """A page of another origin, framed by an engagement's template: it tries every way to post a
     bridge message, then tells this server it ran."""

@@ -156,13 +156,40 @@ final class Host {
         }
     }
 
+    /// Bytes of bridge messages sent to the daemon and not yet answered, and how many were
+    /// dropped since that was last below the limit: a page that posts faster than the daemon takes
+    /// them (or while the daemon is away) costs at most `relayBudget` of memory.
+    private var relayBytes = 0
+    private var relaysDropped = 0
+    static let relayBudget = 4 << 20
+
     private func request(_ op: String, _ arguments: JSONObject) {
         guard let daemon else { return }
         let log = self.log
+        let size = op == "bridge" ? JSONValue.object(arguments).serialized().count : 0
+        if size > 0 {
+            guard relayBytes + size <= Host.relayBudget else {
+                relaysDropped += 1
+                if relaysDropped == 1 {
+                    log.warning("a page posts bridge messages faster than smarticod takes them (\(Host.relayBudget >> 20) MiB waiting): dropping them until it catches up")
+                }
+                return
+            }
+            relayBytes += size
+        }
         daemon.request(op, arguments) { result in
             if case .failure(let error) = result {
                 log.warning("\(op) to smarticod failed: \(error)")
             }
+            if size > 0 { onMain { host.relayAnswered(size) } }
+        }
+    }
+
+    private func relayAnswered(_ size: Int) {
+        relayBytes -= size
+        if relayBytes == 0, relaysDropped > 0 {
+            log.warning("\(relaysDropped) bridge messages were dropped while smarticod was behind")
+            relaysDropped = 0
         }
     }
 

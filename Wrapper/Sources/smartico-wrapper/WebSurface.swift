@@ -114,10 +114,15 @@ final class WebSurface {
             if kiosk { gtk_window_fullscreen(w) }
         } else {
             gtk_window_set_title(w, "Smartico")
-            gtk_window_set_default_size(w, Int32(config.widgetWidth), Int32(config.widgetHeight))
             if kiosk {
+                // The screen's size as well as the full-screen request: a kiosk often runs
+                // without a window manager, and only a window manager acts on that request.
+                let (width, height) = monitorSize()
+                gtk_window_set_default_size(w, width, height)
                 gtk_window_set_decorated(w, 0)
                 gtk_window_fullscreen(w)
+            } else {
+                gtk_window_set_default_size(w, Int32(config.widgetWidth), Int32(config.widgetHeight))
             }
         }
         self.window = window
