@@ -66,7 +66,10 @@ public enum PopupEffect: Sendable, Equatable {
 /// its own but `failed`, when the page does not load or sends no READY_TO_BE_SHOWN in time.
 public struct PopupSession: Sendable {
     public enum Phase: Sendable, Equatable {
-        /// Loading, not shown; fails at `deadline` (monotonic ms).
+        /// Asked for, no byte of the page yet (its web process may still be starting); fails at
+        /// `deadline` (monotonic ms).
+        case starting(deadline: Int64)
+        /// The page is arriving (the load committed), not shown; fails at `deadline`.
         case loading(deadline: Int64)
         case shown
         case done
@@ -74,12 +77,16 @@ public struct PopupSession: Sendable {
 
     public let request: PopupRequest
     public private(set) var phase: Phase
-    /// How long a page has, from the start of its load, to send READY_TO_BE_SHOWN.
+    /// How long a page has, from its first byte (the load committed), to send READY_TO_BE_SHOWN.
     public let readyTimeoutMs: Int64
+    /// How long the load has to commit: a web process starting on a cold, slow device is not the
+    /// page's fault, and a popup failed is one the player never sees.
+    public let loadTimeoutMs: Int64
 
     /// Starts the popup: the page is loaded.
-    public static func begin(_ request: PopupRequest, readyTimeoutMs: Int64, now: Int64) -> (PopupSession, [PopupEffect]) {
-        let session = PopupSession(request: request, phase: .loading(deadline: now + readyTimeoutMs), readyTimeoutMs: readyTimeoutMs)
+    public static func begin(_ request: PopupRequest, readyTimeoutMs: Int64, loadTimeoutMs: Int64, now: Int64) -> (PopupSession, [PopupEffect]) {
+        let session = PopupSession(request: request, phase: .starting(deadline: now + loadTimeoutMs),
+                                   readyTimeoutMs: readyTimeoutMs, loadTimeoutMs: loadTimeoutMs)
         return (session, [.load(url: request.url)])
     }
 
@@ -87,8 +94,23 @@ public struct PopupSession: Sendable {
 
     /// When ``tick(now:)`` must be called next (monotonic ms), or nil.
     public var deadline: Int64? {
-        if case .loading(let d) = phase { return d }
-        return nil
+        switch phase {
+        case .starting(let d), .loading(let d): d
+        case .shown, .done: nil
+        }
+    }
+
+    /// The page's load committed (its first byte arrived): the time to READY_TO_BE_SHOWN starts.
+    /// Only the first commit counts, so a page that keeps reloading still fails in time.
+    public mutating func committed(now: Int64) {
+        if case .starting = phase { phase = .loading(deadline: now + readyTimeoutMs) }
+    }
+
+    private var isPending: Bool {
+        switch phase {
+        case .starting, .loading: true
+        case .shown, .done: false
+        }
     }
 
     /// Bridge ids the daemon's `bridge` op takes (3, SHOW_ENGAGEMENT, goes the other way).
@@ -96,6 +118,8 @@ public struct PopupSession: Sendable {
 
     public mutating func receive(_ message: PageMessage, now: Int64) -> [PopupEffect] {
         guard phase != .done else { return [] }
+        // A page that speaks has committed, whichever signal came first.
+        committed(now: now)
         var effects: [PopupEffect] = []
         if PopupSession.relayed.contains(message.bcid) { effects.append(.relay(message.json)) }
         switch message.known {
@@ -103,7 +127,7 @@ public struct PopupSession: Sendable {
             // Every PAGE_READY (a page that reloads asks again).
             effects.append(.inject(script: BridgeScript.showEngagement(request.bridge)))
         case .readyToBeShown:
-            if case .loading = phase {
+            if isPending {
                 phase = .shown
                 effects.append(.show)
             }
@@ -134,7 +158,10 @@ public struct PopupSession: Sendable {
     }
 
     public mutating func tick(now: Int64) -> [PopupEffect] {
-        guard case .loading(let d) = phase, now >= d else { return [] }
+        guard let d = deadline, now >= d else { return [] }
+        if case .starting = phase {
+            return fail("\(request.url) did not start loading within \(loadTimeoutMs / 1000) s")
+        }
         return fail("no READY_TO_BE_SHOWN (bcid 5) within \(readyTimeoutMs / 1000) s of loading \(request.url)")
     }
 

@@ -22,8 +22,10 @@ public struct WrapperConfig: Sendable, Equatable {
     public var openExternalLinks: Bool?
     /// Full screen, no decorations; external links refused unless `open_external_links` says otherwise.
     public var kiosk = false
-    /// Seconds a popup page has to send READY_TO_BE_SHOWN.
+    /// Seconds a popup page has, from its first byte, to send READY_TO_BE_SHOWN.
     public var readyTimeoutSeconds = 15
+    /// Seconds a popup page's load has to commit (its web process started, its first byte here).
+    public var loadTimeoutSeconds = 60
     /// Seconds after which a web view with nothing on screen is released (its web process ends).
     public var releaseAfterSeconds = 60
     /// The widget window's size when not in kiosk mode.
@@ -47,7 +49,7 @@ public struct WrapperConfig: Sendable, Equatable {
 
     static let keys: Set<String> = [
         "socket", "durable", "allowed_origins", "deep_link_commands", "open_external_links", "kiosk",
-        "ready_timeout_s", "release_after_s", "widget_width", "widget_height", "max_queued_popups",
+        "ready_timeout_s", "load_timeout_s", "release_after_s", "widget_width", "widget_height", "max_queued_popups",
         "developer_extras",
     ]
 
@@ -138,6 +140,7 @@ public struct WrapperConfig: Sendable, Equatable {
         if let b = bool("kiosk") { config.kiosk = b }
         if let b = bool("developer_extras") { config.developerExtras = b }
         if let i = int("ready_timeout_s", 1...600) { config.readyTimeoutSeconds = i }
+        if let i = int("load_timeout_s", 1...600) { config.loadTimeoutSeconds = i }
         if let i = int("release_after_s", 0...86400) { config.releaseAfterSeconds = i }
         if let i = int("widget_width", 200...10000) { config.widgetWidth = i }
         if let i = int("widget_height", 200...10000) { config.widgetHeight = i }

@@ -58,6 +58,7 @@ public struct WrapperModel: Sendable {
     }
 
     var readyTimeoutMs: Int64 { Int64(config.readyTimeoutSeconds) * 1000 }
+    var loadTimeoutMs: Int64 { Int64(config.loadTimeoutSeconds) * 1000 }
 
     /// Engagements held in memory: queued or on screen. The glue stops reading from the daemon
     /// while this is at `max_queued_popups` (the daemon's journal holds the rest).
@@ -164,7 +165,7 @@ public struct WrapperModel: Sendable {
         var out: [WrapperCommand] = []
         while popup == nil, !queue.isEmpty {
             let next = queue.removeFirst()
-            let (session, effects) = PopupSession.begin(next, readyTimeoutMs: readyTimeoutMs, now: now)
+            let (session, effects) = PopupSession.begin(next, readyTimeoutMs: readyTimeoutMs, loadTimeoutMs: loadTimeoutMs, now: now)
             popup = session
             out.append(.log(.info, "showing engagement \(next.engagementUID) (seq \(next.seq))"))
             out += apply(effects, now: now)
@@ -304,6 +305,11 @@ public struct WrapperModel: Sendable {
         let effects = session.receive(message, now: now)
         popup = session
         return apply(effects, now: now)
+    }
+
+    /// The popup page's load committed: its first byte arrived.
+    public mutating func popupCommitted(now: Int64) {
+        popup?.committed(now: now)
     }
 
     public mutating func popupLoadFailed(_ reason: String, now: Int64) -> [WrapperCommand] {

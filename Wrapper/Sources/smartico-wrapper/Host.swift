@@ -256,6 +256,12 @@ final class Host {
         return false
     }
 
+    func loadCommitted(_ kind: SurfaceKind, url: String) {
+        guard kind == .popup, url != "about:blank" else { return }
+        model.popupCommitted(now: monotonicMs())
+        perform([])
+    }
+
     func loadFinished(_ kind: SurfaceKind, url: String, httpStatus: Int) {
         guard url != "about:blank" else { return }
         switch kind {

@@ -217,9 +217,13 @@ private let onDecidePolicy: @convention(c) (UnsafeMutableRawPointer?, UnsafeMuta
 }
 
 private let onLoadChanged: @convention(c) (UnsafeMutableRawPointer?, UInt32, UnsafeMutableRawPointer?) -> Void = { view, event, data in
-    guard event == WEBKIT_LOAD_FINISHED.rawValue else { return }
     let webView: UnsafeMutablePointer<WebKitWebView>? = cast(view)
     let uri = webkit_web_view_get_uri(webView).map { String(cString: $0) } ?? ""
+    if event == WEBKIT_LOAD_COMMITTED.rawValue {
+        host.loadCommitted(surface(data), url: uri)
+        return
+    }
+    guard event == WEBKIT_LOAD_FINISHED.rawValue else { return }
     var status: UInt32 = 0
     if let resource = webkit_web_view_get_main_resource(webView), let response = webkit_web_resource_get_response(resource) {
         status = webkit_uri_response_get_status_code(response)

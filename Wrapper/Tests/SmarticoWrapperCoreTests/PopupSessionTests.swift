@@ -12,10 +12,56 @@ struct PopupSessionTests {
                      bridge: try object(#"{"bcid":3,"engagement_uid":"e-1","activityType":31,"body":"<b>Hi</b> \"you\""}"#))
     }
 
+    static let loadTimeout: Int64 = 60_000
+
+    /// A session whose page committed at `now`.
     func begin(now: Int64 = 1_000) throws -> PopupSession {
-        let (session, effects) = PopupSession.begin(try request(), readyTimeoutMs: Self.timeout, now: now)
-        #expect(effects == [.load(url: Self.url)])
+        var session = try starting(now: now)
+        session.committed(now: now)
         return session
+    }
+
+    func starting(now: Int64) throws -> PopupSession {
+        let (session, effects) = PopupSession.begin(try request(), readyTimeoutMs: Self.timeout, loadTimeoutMs: Self.loadTimeout, now: now)
+        #expect(effects == [.load(url: Self.url)])
+        #expect(session.phase == .starting(deadline: now + Self.loadTimeout))
+        return session
+    }
+
+    @Test("before its first byte a page has load_timeout; from it, ready_timeout; only the first commit counts")
+    func startingThenLoading() throws {
+        var s = try starting(now: 1_000)
+        #expect(s.deadline == 61_000)
+        #expect(s.tick(now: 60_999) == [], "a slow web process start is not the page's fault")
+        s.committed(now: 50_000)
+        #expect(s.phase == .loading(deadline: 65_000))
+        s.committed(now: 60_000)
+        #expect(s.deadline == 65_000, "a page that reloads does not get more time")
+        #expect(s.tick(now: 64_999) == [])
+        #expect(s.tick(now: 65_000).count == 3)
+    }
+
+    @Test("no commit at all: failed at the load deadline, saying so")
+    func neverCommits() throws {
+        var s = try starting(now: 0)
+        let effects = s.tick(now: 60_000)
+        guard effects.count == 3, case .reportFailed(_, _, let reason) = effects[1] else {
+            Issue.record("unexpected effects \(effects)")
+            return
+        }
+        #expect(reason.contains("did not start loading within 60 s"))
+        #expect(s.isDone)
+    }
+
+    @Test("a page message before the commit signal counts as the commit; 5 shows it")
+    func messageBeforeCommit() throws {
+        var s = try starting(now: 1_000)
+        _ = s.receive(try message(#"{"bcid":1}"#), now: 2_000)
+        #expect(s.phase == .loading(deadline: 17_000))
+        var t = try starting(now: 1_000)
+        let five = try message(#"{"bcid":5}"#)
+        #expect(t.receive(five, now: 2_000) == [.relay(five.json), .show])
+        #expect(t.phase == .shown)
     }
 
     @Test("1 → inject, 5 → show once, 6 relayed only, 2 → close and finished(closed)")

@@ -32,6 +32,7 @@ struct WrapperConfigTests {
         #expect(config.openExternalLinks == nil)
         #expect(config.kiosk == false)
         #expect(config.readyTimeoutSeconds == 15)
+        #expect(config.loadTimeoutSeconds == 60)
         #expect(config.releaseAfterSeconds == 60)
         #expect(config.widgetWidth == 480)
         #expect(config.widgetHeight == 800)
@@ -41,7 +42,7 @@ struct WrapperConfigTests {
 
         let nulls = """
             {"socket":null,"durable":null,"allowed_origins":null,"deep_link_commands":null,"open_external_links":null,
-             "kiosk":null,"ready_timeout_s":null,"release_after_s":null,"widget_width":null,"widget_height":null,
+             "kiosk":null,"ready_timeout_s":null,"load_timeout_s":null,"release_after_s":null,"widget_width":null,"widget_height":null,
              "max_queued_popups":null,"developer_extras":null}
             """
         #expect(try parse(nulls) == WrapperConfig())
@@ -96,7 +97,7 @@ struct WrapperConfigTests {
     }
 
     @Test("range limits are inclusive", arguments: [
-        ("ready_timeout_s", 1), ("ready_timeout_s", 600), ("release_after_s", 0), ("release_after_s", 86400),
+        ("ready_timeout_s", 1), ("ready_timeout_s", 600), ("load_timeout_s", 1), ("load_timeout_s", 600), ("release_after_s", 0), ("release_after_s", 86400),
         ("widget_width", 200), ("widget_width", 10000), ("widget_height", 200), ("widget_height", 10000),
         ("max_queued_popups", 1), ("max_queued_popups", 10000),
     ])
@@ -104,6 +105,7 @@ struct WrapperConfigTests {
         let config = try parse(#"{"\#(key)":\#(value)}"#)
         let got = switch key {
         case "ready_timeout_s": config.readyTimeoutSeconds
+        case "load_timeout_s": config.loadTimeoutSeconds
         case "release_after_s": config.releaseAfterSeconds
         case "widget_width": config.widgetWidth
         case "widget_height": config.widgetHeight
@@ -152,6 +154,8 @@ struct WrapperConfigTests {
         (#"{"ready_timeout_s":601}"#, #""ready_timeout_s" must be an integer from 1 to 600, got 601"#),
         (#"{"ready_timeout_s":1.5}"#, #""ready_timeout_s" must be an integer from 1 to 600, got 1.5"#),
         (#"{"ready_timeout_s":true}"#, #""ready_timeout_s" must be an integer from 1 to 600, got boolean"#),
+        (#"{"load_timeout_s":0}"#, #""load_timeout_s" must be an integer from 1 to 600, got 0"#),
+        (#"{"load_timeout_s":"60"}"#, #""load_timeout_s" must be an integer from 1 to 600, got string"#),
         (#"{"release_after_s":-1}"#, #""release_after_s" must be an integer from 0 to 86400, got -1"#),
         (#"{"release_after_s":86401}"#, #""release_after_s" must be an integer from 0 to 86400, got 86401"#),
         (#"{"widget_width":199}"#, #""widget_width" must be an integer from 200 to 10000, got 199"#),

@@ -137,7 +137,9 @@ struct WrapperModelPopupTests {
         h.identify()
         let start = h.event("engagement", seq: 1, engagementData("e-1", popupURL: popupPage))
         #expect(start.popupLoads == [popupPage + "&force_mobile=true"])
-        #expect(h.model.deadline == h.now + 15_000)
+        #expect(h.model.deadline == h.now + 60_000, "60 s to start loading")
+        h.model.popupCommitted(now: h.now + 500)
+        #expect(h.model.deadline == h.now + 500 + 15_000, "then 15 s from the first byte")
 
         let ready = h.page(#"{"bcid":1}"#)
         #expect(ready.requests("bridge") == [["message": ["bcid": 1]]])
@@ -387,6 +389,7 @@ struct WrapperModelPopupTests {
         h.identify()
         _ = h.event("engagement", seq: 1, engagementData("e-1"))
         _ = h.event("engagement", seq: 2, engagementData("e-2", activityType: 40))
+        h.model.popupCommitted(now: 1_000)
         #expect(h.model.deadline == 6_000)
         #expect(h.model.tick(now: 5_999) == [])
         _ = h.page(#"{"bcid":1}"#)
@@ -396,13 +399,29 @@ struct WrapperModelPopupTests {
         #expect(out.acks == [1])
         #expect(out.popupLoads == [popupPage + "&force_mobile=true"])
         #expect(h.model.popup?.request.engagementUID == "e-2")
-        #expect(h.model.deadline == 11_000, "the next popup's time starts when it loads")
+        #expect(h.model.deadline == 66_000, "the next popup's time starts when it loads")
+        h.model.popupCommitted(now: 6_000)
+        #expect(h.model.deadline == 11_000)
         // The second one is shown in time: no deadline any more.
         _ = h.model.popupMessage(#"{"bcid":5}"#, frameURL: popupPage, now: 7_000)
         #expect(h.model.tick(now: 20_000) == [])
         let close = h.model.popupMessage(#"{"bcid":2}"#, frameURL: popupPage, now: 21_000)
         #expect(close.acks == [2])
         #expect(close.requests("report") == [])
+    }
+
+    @Test("a load that never commits fails at load_timeout_s, however long the ready timeout")
+    func loadTimeout() {
+        var h = Harness { $0.loadTimeoutSeconds = 30; $0.readyTimeoutSeconds = 300 }
+        h.identify()
+        _ = h.event("engagement", seq: 1, engagementData("e-1"))
+        #expect(h.model.deadline == 31_000)
+        #expect(h.model.tick(now: 30_999) == [])
+        let out = h.model.tick(now: 31_000)
+        #expect(out.popup.first == .close)
+        #expect(out.requests("report") == [["kind": "failed", "engagement_uid": "e-1", "activity_type": 30]])
+        #expect(out.acks == [1])
+        #expect(out.logs(.warning).contains { $0.contains("did not start loading within 30 s") })
     }
 
     @Test("a load failure before the popup is shown: reported failed")
