@@ -53,6 +53,8 @@ struct ConfigDefaultsTests {
         #expect(c.socket.maxTotalQueueBytes == 16_777_216)
         #expect(c.socket.maxPeersPerUID == 64)
         #expect(c.socket.maxDurablePerUID == 16)
+        #expect(c.socket.readRequestsPerS == 16)
+        #expect(c.socket.readRequestsBurst == 64)
         #expect(c.stateDir == "/var/lib/smarticod")
         #expect(c.journal.retentionEvents == 10000)
         #expect(c.journal.retentionHours == 168)

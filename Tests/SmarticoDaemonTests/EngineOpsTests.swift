@@ -76,10 +76,13 @@ struct EngineOpsTests {
         let late = try await client.request("request", ["message": ["cid": 500], "timeout_ms": 300])
         #expect(late["error"]?["code"]?.stringValue == "timeout", "a late answer: \(late)")
         _ = try await sim.control(["op": "fault", "kind": "clear"])
-        // The late answer is nobody's any more: it is delivered as a `message` (before the checks
-        // below, which end by expecting no more events).
-        let lateAnswer = await Self.event(client, "message") { $0["data"]?["message"]?["cid"]?.int64Value == 501 }
-        #expect(lateAnswer != nil, "the late 501: no message event")
+        // The late answer is nobody's any more: it is dropped and counted, not published (the
+        // checks below end by expecting no more events, so a `message` would fail them).
+        let dropped = try await eventually(timeout: .seconds(10)) {
+            try await client.ok("status")["counters"]?["answers_dropped"]?.int64Value == 1
+        }
+        let counters = try await client.ok("status")["counters"]
+        #expect(dropped, "the late 501 was not counted as dropped: \(String(describing: counters))")
 
         // --- the bridge ---
         _ = try await client.ok("bridge", ["message": ["bcid": 6, "cid": 9, "eventType": "ops_test_bridge"]])

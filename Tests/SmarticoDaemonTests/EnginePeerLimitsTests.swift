@@ -85,6 +85,88 @@ import Glibc
         _ = await sim.stop()
     }
 
+    /// Issue 43, finding 2, as it was found: a read-role peer sends `api` reads behind a slow
+    /// server and leaves. Before: every late answer was published and journaled as a `message`,
+    /// ~10,000 in 3 s, and a durable reader lost a real engagement to a `gap`.
+    @Test func abandonedReadCallsLeaveTheJournalAloneAndADurableReaderWhole() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], journal: ["retention_events": 200], logLevel: "info")
+        #expect(chmod(setup.dir, 0o755) == 0)
+        let watcher = try await setup.start()
+        defer { watcher.close() }
+        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        let reader = try await DaemonClient.connect(path: setup.socketPath)
+        defer { reader.close() }
+        _ = try await reader.ok("subscribe", ["durable": "kiosk", "types": ["engagement", "message"]])
+        let before = try await Self.status(watcher)["journal"]?["last_seq"]?.int64Value ?? -1
+
+        _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 1_000])
+        let started = ContinuousClock.now
+        for _ in 0..<3 {
+            let flood = try await ForeignPeer(uid: 65534, gid: 65534).run(
+                dir: setup.dir, ["flood", setup.socketPath, "16", "64", #"{"id":{id},"op":"api","call":"levels.list"}"#])
+            #expect(flood.first?["sent"] == 1024, "\(flood)")
+        }
+        let elapsed = ContinuousClock.now - started
+        // Every request that reached the server is answered, late, and dropped.
+        let settled = try await eventually(timeout: .seconds(20)) {
+            let upstream = try await sim.received(cids: [500]).count
+            let dropped = try await Self.status(watcher)["counters"]?["answers_dropped"]?.int64Value ?? -1
+            return upstream > 0 && Int64(upstream) == dropped
+        }
+        let upstream = try await sim.received(cids: [500]).count
+        let afterFlood = try await Self.status(watcher)
+        #expect(settled, "\(upstream) requests upstream; status: \(afterFlood); log:\n\(setup.log.suffix(2000))")
+        // 3,072 calls made; the read uid's rate (16/s, bursts of 64) let few reach the server.
+        let allowed = 64 + Int(16 * (Double(elapsed.components.seconds) + 2))
+        #expect(upstream > 0, "the flood never reached the server")
+        #expect(upstream <= allowed, "\(upstream) requests reached the server in \(elapsed) (at most \(allowed))")
+        #expect(try await Self.status(watcher)["journal"]?["last_seq"]?.int64Value == before, "the journal moved")
+        #expect(try await Self.status(watcher)["requests_pending"] == 0)
+
+        _ = try await sim.control(["op": "fault", "kind": "clear"])
+        let uid = try await sim.emitEngagement(to: "alice")
+        let got = await reader.nextEvent(timeoutMs: 10_000) { $0["event"]?.stringValue != nil }
+        #expect(got?["event"] == "engagement" && got?["data"]?["message"]?["engagement_uid"]?.stringValue == uid, "\(String(describing: got))")
+        #expect(await reader.drainEvents(forMs: 500).allSatisfy { $0["event"] != "gap" })
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
+    /// Issue 43, finding 3: a read peer holding its calls behind a slow server cannot take the
+    /// pool from root. Rates are lifted so that the share alone is what bounds it.
+    @Test func aReadPeerHoldsAQuarterOfThePoolAndRootStillGetsIn() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "read_requests_per_s": 1_000_000, "read_requests_burst": 1_000_000],
+                              logLevel: "info")
+        #expect(chmod(setup.dir, 0o755) == 0)
+        let watcher = try await setup.start()
+        defer { watcher.close() }
+        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 3_000])
+
+        let release = setup.dir + "/release"
+        let dir = setup.dir, path = setup.socketPath
+        let flood = Task {
+            try await ForeignPeer(uid: 65534, gid: 65534).run(
+                dir: dir, ["flood", path, "16", "64", #"{"id":{id},"op":"api","call":"levels.list","timeout_ms":60000}"#, release])
+        }
+        defer { FileManager.default.createFile(atPath: release, contents: nil) }
+        let held = try await eventually(timeout: .seconds(10)) { try await Self.status(watcher)["requests_pending"] == 250 }
+        let whileHeld = try await Self.status(watcher)
+        #expect(held, "\(whileHeld)")
+        let root = try await watcher.request("request", ["message": ["cid": 500], "timeout_ms": 15_000], timeoutMs: 20_000)
+        #expect(root["ok"] == true, "root's request: \(root)")
+        FileManager.default.createFile(atPath: release, contents: nil)
+        #expect(try await flood.value.first?["sent"] == 1024)
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
     @Test func theUpstreamReconnectsWhileAThousandLocalConnectionsAreHeld() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

@@ -32,11 +32,12 @@ struct Harness {
     var conn: ConnectionID?
     var all: [SessionAction] = []
 
-    init(_ config: ResolvedConfig, timeZone: TimeZone = TimeZone(identifier: "UTC")!, seed: UInt64 = 42) {
+    init(_ config: ResolvedConfig, timeZone: TimeZone = TimeZone(identifier: "UTC")!, seed: UInt64 = 42, maxPendingRequests: Int? = nil) {
         // The machine takes a UTCOffset (no Foundation in the daemon); Foundation's rules drive it here.
         let zone = UTCOffset { timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double($0))) }
         var env = SessionEnvironment(timeZone: zone, random: SessionRandom(SplitMix64(seed: seed)))
         env.identifyReplyTimeoutMs = 60_000
+        if let maxPendingRequests { env.maxPendingRequests = maxPendingRequests }
         machine = SessionMachine(config: config, environment: env)
     }
 

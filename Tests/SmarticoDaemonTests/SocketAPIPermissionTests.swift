@@ -51,6 +51,25 @@ struct ForeignPeer {
                 except OSError:
                     pass
                 print(response(f), flush=True)
+        elif mode == "flood":
+            # flood PATH CONNS N LINE [HOLD]: N copies of LINE ({id} numbered) on each of CONNS
+            # connections, nothing read; then (after HOLD exists, up to 20 s) all closed.
+            conns, n, template = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+            held, sent = [connect() for _ in range(conns)], 0
+            for s, f in held:
+                data = b"".join(template.replace("{id}", str(i + 1)).encode() + b"\n" for i in range(n))
+                try:
+                    s.sendall(data)
+                    sent += n
+                except OSError:
+                    pass
+            print(json.dumps({"sent": sent}), flush=True)
+            if len(sys.argv) > 6:
+                deadline = time.time() + 20
+                while not os.path.exists(sys.argv[6]) and time.time() < deadline:
+                    time.sleep(0.01)
+            for s, f in held:
+                s.close()
         elif mode == "conns":
             held = [connect() for _ in range(int(sys.argv[3]))]
             for i, (s, f) in enumerate(held):

@@ -117,6 +117,8 @@ extension DaemonConfig {
         }
         v.atLeast("socket.max_peers_per_uid", socket.maxPeersPerUID, 1)
         v.atLeast("socket.max_durable_per_uid", socket.maxDurablePerUID, 1)
+        v.range("socket.read_requests_per_s", socket.readRequestsPerS, 1...1_000_000, note: "")
+        v.range("socket.read_requests_burst", socket.readRequestsBurst, 1...1_000_000, note: "")
 
         // the rest
         v.absolutePath("state_dir", stateDir)

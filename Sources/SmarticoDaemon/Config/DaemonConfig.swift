@@ -480,6 +480,11 @@ extension DaemonConfig {
         public var maxPeersPerUID: Int
         /// `socket.max_durable_per_uid`: durable subscription names one uid owns (root not limited); default 16.
         public var maxDurablePerUID: Int
+        /// `socket.read_requests_per_s`: requests to the server one uid of the read role makes a
+        /// second on average (`api` reads); default 16.
+        public var readRequestsPerS: Int
+        /// `socket.read_requests_burst`: how many of them at once; default 64.
+        public var readRequestsBurst: Int
 
         public static let defaultPath = SocketAPIDefaults.socketPath
         public static let lineBytesRange = 1024...(64 << 20)
@@ -489,7 +494,7 @@ extension DaemonConfig {
             path: String = Socket.defaultPath, mode: String = "0660", group: String? = nil,
             controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
             maxLineBytes: Int = 1_048_576, maxQueueBytes: Int = 262_144, maxTotalQueueBytes: Int = 16_777_216,
-            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16
+            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16, readRequestsPerS: Int = 16, readRequestsBurst: Int = 64
         ) {
             self.path = path
             self.mode = mode
@@ -501,6 +506,8 @@ extension DaemonConfig {
             self.maxTotalQueueBytes = maxTotalQueueBytes
             self.maxPeersPerUID = maxPeersPerUID
             self.maxDurablePerUID = maxDurablePerUID
+            self.readRequestsPerS = readRequestsPerS
+            self.readRequestsBurst = readRequestsBurst
         }
 
         /// `mode` as permission bits (`0o660`), or nil when it is not a valid octal string.
@@ -519,6 +526,8 @@ extension DaemonConfig {
             case maxTotalQueueBytes = "max_total_queue_bytes"
             case maxPeersPerUID = "max_peers_per_uid"
             case maxDurablePerUID = "max_durable_per_uid"
+            case readRequestsPerS = "read_requests_per_s"
+            case readRequestsBurst = "read_requests_burst"
         }
 
         init(config c: ConfigObject<CodingKeys>) {
@@ -533,6 +542,8 @@ extension DaemonConfig {
             maxTotalQueueBytes = c.field(.maxTotalQueueBytes, default: d.maxTotalQueueBytes, expect: "an integer ≥ socket.max_queue_bytes")
             maxPeersPerUID = c.field(.maxPeersPerUID, default: d.maxPeersPerUID, expect: Expect.integer(atLeast: 1))
             maxDurablePerUID = c.field(.maxDurablePerUID, default: d.maxDurablePerUID, expect: Expect.integer(atLeast: 1))
+            readRequestsPerS = c.field(.readRequestsPerS, default: d.readRequestsPerS, expect: Expect.integer(1...1_000_000))
+            readRequestsBurst = c.field(.readRequestsBurst, default: d.readRequestsBurst, expect: Expect.integer(1...1_000_000))
         }
     }
 

@@ -24,6 +24,8 @@ struct DaemonMetrics: Sendable {
     var reconnects: Int
     var messagesIn: Int
     var messagesOut: Int
+    /// Answers to requests nobody waited for any more, dropped.
+    var answersDropped: Int = 0
     /// Events handed to subscribers, by event name.
     var eventsPublished: [String: Int]
     /// Nil when the store could not say (the series is left out, never shown as 0).
@@ -71,6 +73,8 @@ struct DaemonMetrics: Sendable {
         sample("smarticod_upstream_messages_received_total", "\(messagesIn)")
         family("smarticod_upstream_messages_sent_total", "counter", "Messages sent to the server.")
         sample("smarticod_upstream_messages_sent_total", "\(messagesOut)")
+        family("smarticod_answers_dropped_total", "counter", "Answers of the server to requests nobody waited for any more (the peer left, or the request timed out), dropped.")
+        sample("smarticod_answers_dropped_total", "\(answersDropped)")
 
         family("smarticod_events_published_total", "counter", "Events handed to the local subscribers, by event type; each event counts once, whatever the number of subscribers.")
         for (name, count) in eventsPublished.sorted(by: { $0.key < $1.key }) {

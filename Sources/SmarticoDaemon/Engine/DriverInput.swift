@@ -19,11 +19,11 @@ enum DriverInput: Sendable {
     case transportClosed(ConnectionID, code: Int?, reason: String, clean: Bool)
     /// A socket API call that needs the session (`status` and the session ops), from the peer
     /// with this connection number.
-    case call(SocketAPICall, SocketAPIReply, peer: UInt64)
+    case call(SocketAPICall, SocketAPIReply, peer: UInt64, owner: RequestOwner)
     /// A session request of a data API call made for `user` (docs/api.md): answered `not_ready`
     /// when the daemon acts for another user by the time it is handled, so no step of a call
     /// speaks for, or reads the data of, a user other than the one it started with.
-    case apiSession(SessionRequest, user: String?, SocketAPIReply, peer: UInt64)
+    case apiSession(SessionRequest, user: String?, SocketAPIReply, peer: UInt64, owner: RequestOwner)
     /// The peer with this connection number went away: its requests still waiting are abandoned.
     case peerClosed(UInt64)
     /// SIGTERM or SIGINT.
@@ -156,7 +156,8 @@ final class DriverSocketHandler: SocketAPIHandler {
         case .hello:
             reply.succeed(SocketAPIServer.helloResult(version: SmarticoVersion.string, state: state.withLock { $0 }))
         case .status, .session, .logLevel, .metrics, .pushReport, .api:
-            if !inbox.yield(.call(call, reply, peer: peer.connectionNumber)) {
+            let owner = RequestOwner(uid: peer.uid, control: peer.mayControl)
+            if !inbox.yield(.call(call, reply, peer: peer.connectionNumber, owner: owner)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }

@@ -64,6 +64,8 @@ actor SessionDriver {
     /// away has its requests abandoned (socket-api.md, "Permissions").
     private var requestsOfPeer: [UInt64: Set<SessionRequestID>] = [:]
     private var peerOfRequest: [SessionRequestID: UInt64] = [:]
+    /// Peers that made a call and have not closed (a data API call of a closed one stops).
+    private var livePeers: Set<UInt64> = []
     private var nextRequestID: UInt64 = 1
     /// When the driver was made (the daemon's start, for the metrics).
     private let startedAtMs = SessionDriver.wallClockMs()
@@ -192,7 +194,7 @@ actor SessionDriver {
         // "dropped" fallback.
         for input in leftover {
             switch input {
-            case .call(_, let reply, _), .apiSession(_, _, let reply, _):
+            case .call(_, let reply, _, _), .apiSession(_, _, let reply, _, _):
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             default: break
             }
@@ -264,20 +266,26 @@ actor SessionDriver {
             connections[conn] = nil
             logger.debug("connection closed", metadata: ["conn": "\(conn)", "code": "\(code.map(String.init) ?? "none")", "reason": "\(reason)"])
             await feed(.closed(conn, code: code, reason: reason, clean: clean))
-        case .call(.session(.pushToken(let token, let platform, let status, let app)), let reply, _)
+        case .call(.session(.pushToken(let token, let platform, let status, let app)), let reply, _, _)
             where config.config.user.push.registerVia == .http:
             await pushTokenOverHTTP(token: token, platform: platform, status: status, appPackageID: app, reply: reply)
-        case .call(let call, let reply, let peer):
-            await answer(call, reply, peer: peer)
-        case .apiSession(let request, let user, let reply, let peer):
+        case .call(let call, let reply, let peer, let owner):
+            livePeers.insert(peer)
+            await answer(call, reply, peer: peer, owner: owner)
+        case .apiSession(let request, let user, let reply, let peer, let owner):
+            // A data API call goes on after its peer left: nothing more is sent for it.
+            guard livePeers.contains(peer) else {
+                return reply.fail(SocketAPIError(.notReady, "the peer that made the call went away; nothing more was sent for it"))
+            }
             let now = machine.user?.extUserID
             guard now == user else {
                 return reply.fail(SocketAPIError(.notReady, "the user changed from \(user ?? "anonymous") to \(now ?? "anonymous") during the call; nothing more was sent for it"))
             }
-            await answer(.session(request), reply, peer: peer)
+            await answer(.session(request), reply, peer: peer, owner: owner)
         case .httpEvent(let event):
             emit(event, now: Self.wallClockMs())
         case .peerClosed(let peer):
+            livePeers.remove(peer)
             guard let ids = requestsOfPeer.removeValue(forKey: peer), !ids.isEmpty else { return }
             for id in ids {
                 peerOfRequest[id] = nil
@@ -329,7 +337,7 @@ actor SessionDriver {
         }
     }
 
-    private func answer(_ call: SocketAPICall, _ reply: SocketAPIReply, peer: UInt64) async {
+    private func answer(_ call: SocketAPICall, _ reply: SocketAPIReply, peer: UInt64, owner: RequestOwner) async {
         switch call {
         case .status:
             let outbox = try? await store.outboxStatus()
@@ -338,7 +346,7 @@ actor SessionDriver {
             let httpQueueStatus = await httpQueue.status()
             if case .object(var object) = status {
                 // `request` ops waiting for the server's answer, all peers together.
-                object["requests_pending"] = .number(Int64(machine.pending.count))
+                object["requests_pending"] = .number(Int64(machine.livePending))
                 object["http_queue"] = httpQueueStatus
                 status = .object(object)
             }
@@ -350,7 +358,7 @@ actor SessionDriver {
             replies[id] = reply
             requestsOfPeer[peer, default: []].insert(id)
             peerOfRequest[id] = peer
-            await feed(.request(id, request))
+            await feed(.request(id, request, owner: owner))
         case .metrics:
             reply.succeed(["content_type": .string(DaemonMetrics.contentType), "text": .string(await metrics().text)])
         case .hello:
@@ -373,7 +381,7 @@ actor SessionDriver {
             if spec.needsUser && machine.user == nil {
                 return reply.fail(SocketAPIError(.notReady, "call \"\(spec.name)\" needs an identified user, and none is: identify one first (the identify op)"))
             }
-            let host = DriverDataAPIHost(driver: self, inbox: inbox, loop: loop, cache: dataAPICache, user: machine.user?.extUserID)
+            let host = DriverDataAPIHost(driver: self, inbox: inbox, loop: loop, cache: dataAPICache, user: machine.user?.extUserID, owner: owner)
             Task(executorPreference: loop) { reply.answer(await DataAPIImplementations.run(request, host: host, peer: peer)) }
         case .logLevel(let level):
             // The daemon's loggers share one level (Daemon.bootstrapLogging): this sets it for all,
@@ -447,7 +455,7 @@ actor SessionDriver {
             version: SmarticoVersion.string, startMs: startedAtMs, nowMs: Self.wallClockMs(),
             state: machine.state, stateSinceMs: machine.stateSinceMs,
             reconnects: machine.counters.reconnects, messagesIn: machine.counters.messagesIn,
-            messagesOut: machine.counters.messagesOut, eventsPublished: eventsPublished,
+            messagesOut: machine.counters.messagesOut, answersDropped: machine.counters.answersDropped, eventsPublished: eventsPublished,
             outboxDepth: outbox?.depth, outboxOldestMs: outbox?.oldestMs,
             subscribers: server.subscriberCount, connections: server.connectionCount,
             lastError: lastError, residentBytes: resident, httpQueueDepth: httpQueueStatus?.depth,
@@ -496,6 +504,13 @@ actor SessionDriver {
     /// One `machine.handle` and its actions, in order, the store's awaited.
     private func handle(_ input: SessionInput, now: Int64, results: inout [SessionInput]) async {
         if logger.logLevel <= .trace { logger.trace("input \(input)") }
+        let dropped = machine.counters.answersDropped
+        defer {
+            if machine.counters.answersDropped != dropped, logger.logLevel <= .debug {
+                logger.debug("dropped the server's answer to a request nobody waits for any more (its peer left, or it timed out)",
+                             metadata: ["answers_dropped": "\(machine.counters.answersDropped)"])
+            }
+        }
         for action in machine.handle(input, now: now) {
             if action.awaitsStore {
                 await performStore(action, results: &results)
@@ -1051,11 +1066,13 @@ struct DriverDataAPIHost: DataAPIHost {
     let cache: DataAPICache
     /// The user the call was made for: every request of it is for them.
     let user: String?
+    /// Who made the call: its requests count in that peer's share (RequestShares).
+    let owner: RequestOwner
 
     func session(_ request: SessionRequest, peer: UInt64) async -> Result<JSONValue, SocketAPIError> {
         await withCheckedContinuation { continuation in
             let reply = SocketAPIReply { continuation.resume(returning: $0) }
-            if !inbox.yield(.apiSession(request, user: user, reply, peer: peer)) {
+            if !inbox.yield(.apiSession(request, user: user, reply, peer: peer, owner: owner)) {
                 reply.fail(SocketAPIError(.notReady, "the daemon is stopping"))
             }
         }

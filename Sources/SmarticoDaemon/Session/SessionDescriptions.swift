@@ -42,7 +42,7 @@ extension SessionInput: CustomStringConvertible {
         case .outboxStored(let uuid, let failure): "outboxStored(\(uuid)\(failure.map { ", failure: \($0)" } ?? ""))"
         case .outboxLoaded(let entries): "outboxLoaded(\(entries.count) messages)"
         case .outboxDropped(let user, let count): "outboxDropped(\(user ?? "anonymous"), \(count))"
-        case .request(let id, let r): "request(\(id), \(r))"
+        case .request(let id, let r, let owner): "request(\(id), \(r), \(owner))"
         case .abandon(let ids): "abandon(\(ids.count) requests)"
         case .shutdown: "shutdown"
         case .networkChanged: "networkChanged"

@@ -227,6 +227,11 @@ extension SessionMachine {
         if index == nil { index = pending.firstIndex { $0.sentOn == c && $0.expectCid == cid } }
         guard let i = index else { return false }
         let p = pending.remove(at: i)
+        if p.abandoned {
+            counters.answersDropped += 1
+            rescheduleRequestTimer()
+            return true
+        }
         let errCode = msg.json.lenientInt64("errCode") ?? 0
         let errMsg = msg.json.lenientString("errMsg")
         if errCode != 0 || msg.cid == .unsupportedCommand {
@@ -240,6 +245,9 @@ extension SessionMachine {
         return true
     }
 
+    /// How long the answer to a request that timed out is still recognised (and dropped).
+    static let lateAnswerGraceMs: Int64 = 30_000
+
     mutating func rescheduleRequestTimer() {
         let next = (pending.map(\.deadlineMs) + identifyWaiters.map(\.deadlineMs)).min()
         if let next {
@@ -251,17 +259,30 @@ extension SessionMachine {
 
     mutating func expireRequests(now: Int64) {
         var kept: [PendingRequest] = []
-        for p in pending {
+        for var p in pending {
             if p.deadlineMs <= now {
+                if p.abandoned {
+                    // Its late answer stops being recognised: a server that never answers must not
+                    // hold the pool for ever.
+                    continue
+                }
                 let what = p.sentOn == nil
                     ? "no session to send \(ClassID(p.message.cid)) within the timeout"
                     : "no answer with cid \(p.expectCid) to \(ClassID(p.message.cid)) within the timeout"
                 reply(p.id, .failure(SessionReplyError(.timeout, what)))
+                // Written: its answer may still come, and is then dropped rather than published
+                // (recognised for lateAnswerGraceMs more).
+                if p.sentOn != nil {
+                    p.abandon(until: .max)
+                    p.deadlineMs = now + Self.lateAnswerGraceMs
+                    kept.append(p)
+                }
             } else {
                 kept.append(p)
             }
         }
         pending = kept
+        trimAbandoned()
         var keptWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
         for w in identifyWaiters {
             if w.deadlineMs <= now {

@@ -2,7 +2,7 @@ import SmarticoProtocol
 
 // The socket API ops that reach the session.
 extension SessionMachine {
-    mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, now: Int64) {
+    mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, owner: RequestOwner = .daemon, now: Int64) {
         switch current {
         case .stopped: return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping")))
         case .idle: return reply(id, .failure(SessionReplyError(.notReady, "the session has not started")))
@@ -33,17 +33,23 @@ extension SessionMachine {
             if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
             queueDurable(message, id: id, now: now, envelope: true)
         case .request(let message, let expectCid, let timeoutMs):
-            opRequest(id, message: message, expectCid: expectCid, timeoutMs: timeoutMs, now: now)
+            opRequest(id, message: message, expectCid: expectCid, timeoutMs: timeoutMs, owner: owner, now: now)
         case .bridge(let object):
             opBridge(id, object, now: now)
         }
     }
 
     /// The peer of these requests went away: they are forgotten. A message already being stored
-    /// stays queued (it was accepted); a `request` not yet answered is not sent any more.
-    mutating func abandon(_ ids: [SessionRequestID]) {
+    /// stays queued (it was accepted); a `request` not yet sent is not sent any more, and the
+    /// answer to one already written is dropped when it comes (nobody waits for it: it must not
+    /// reach the subscribers, nor push what the server pushed out of the journal). It no longer
+    /// counts in its owner's share: the read role's rate (RequestShares) bounds what a peer that
+    /// keeps leaving makes the server do.
+    mutating func abandon(_ ids: [SessionRequestID], now: Int64) {
         let gone = Set(ids)
-        pending.removeAll { gone.contains($0.id) }
+        pending.removeAll { gone.contains($0.id) && $0.sentOn == nil }
+        for k in pending.indices where gone.contains(pending[k].id) { pending[k].abandon(until: now + Self.lateAnswerGraceMs) }
+        trimAbandoned()
         identifyWaiters.removeAll { gone.contains($0.id) }
         logoutWaiters.removeAll { gone.contains($0) }
         for (uuid, w) in awaitingStore where w.id.map(gone.contains) == true { awaitingStore[uuid]?.id = nil }
@@ -246,17 +252,27 @@ extension SessionMachine {
         }
     }
 
-    mutating func opRequest(_ id: SessionRequestID, message: JSONObject, expectCid: Int64?, timeoutMs: Int64?, now: Int64) {
+    mutating func opRequest(_ id: SessionRequestID, message: JSONObject, expectCid: Int64?, timeoutMs: Int64?,
+                            owner: RequestOwner = .daemon, now: Int64) {
         if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
-        guard pending.count < env.maxPendingRequests else {
-            return reply(id, .failure(SessionReplyError(.queueFull, "\(env.maxPendingRequests) requests are already waiting for answers")))
-        }
         let timeout = timeoutMs ?? env.requestTimeoutMs
         guard timeout > 0 else { return reply(id, .failure(SessionReplyError(.badRequest, "timeout_ms must be ≥ 1"))) }
+        var live = 0, ofUID = 0, ofReadRole = 0
+        for p in pending where !p.abandoned {
+            live += 1
+            if !owner.control, !p.owner.control {
+                ofReadRole += 1
+                if p.owner.uid == owner.uid { ofUID += 1 }
+            }
+        }
+        if let refusal = shares.admit(owner, waiting: live, waitingOfUID: ofUID, waitingOfReadRole: ofReadRole, now: now) {
+            return reply(id, .failure(SessionReplyError(.queueFull, refusal)))
+        }
         let cid = message["cid"]?.int64Value ?? 0
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
         let m = stamp(message, now: now, envelope: true)
-        pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout, sentOn: nil))
+        pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout,
+                                      sentOn: nil, owner: owner))
         if gateOpen, let c = connection {
             pending[pending.count - 1].sentOn = c.id
             write(m, now: now)

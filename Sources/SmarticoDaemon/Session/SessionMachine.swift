@@ -208,6 +208,33 @@ public struct SessionMachine: Sendable {
         var deadlineMs: Int64
         /// The connection it was written on (nil: not written on the current one).
         var sentOn: ConnectionID?
+        /// Who asked (its share of the pool, docs/security.md).
+        var owner: RequestOwner = .daemon
+        /// Nobody waits for the answer any more (its peer left, or it timed out after it was
+        /// written): the answer is dropped when it comes, never published or journaled.
+        var abandoned = false
+
+        /// Kept only to recognise its answer until `until`: its bytes go.
+        mutating func abandon(until: Int64) {
+            abandoned = true
+            deadlineMs = min(deadlineMs, until)
+            message.bytes = []
+        }
+    }
+
+    /// Requests waiting for the server whose answer somebody waits for (``PendingRequest/abandoned`` not).
+    var livePending: Int { pending.reduce(0) { $0 + ($1.abandoned ? 0 : 1) } }
+
+    /// At most as many abandoned requests as the pool holds live ones are remembered: the oldest
+    /// go first (an answer that comes for one then is published, as before this rule).
+    mutating func trimAbandoned() {
+        var excess = pending.reduce(0) { $0 + ($1.abandoned ? 1 : 0) } - env.maxPendingRequests
+        guard excess > 0 else { return }
+        pending.removeAll { p in
+            guard p.abandoned, excess > 0 else { return false }
+            excess -= 1
+            return true
+        }
     }
 
     struct StoreWaiter {
@@ -225,6 +252,8 @@ public struct SessionMachine: Sendable {
         public var pings = 0
         /// PONGs sent plus PONGs received.
         public var pongs = 0
+        /// Answers to requests nobody waited for any more (dropped: not published, not journaled).
+        public var answersDropped = 0
     }
 
     // MARK: state
@@ -296,6 +325,8 @@ public struct SessionMachine: Sendable {
     static let maxActedDeepLinks = 1_024
 
     var pending: [PendingRequest] = []
+    /// How the pool of ``pending`` is shared between the roles and uids.
+    var shares: RequestShares
     var identifyWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
     var logoutWaiters: [SessionRequestID] = []
     var awaitingStore: [String: StoreWaiter] = [:]
@@ -309,6 +340,8 @@ public struct SessionMachine: Sendable {
         self.config = config
         self.env = environment
         self.backoff = Backoff(config.config.session.reconnect)
+        self.shares = RequestShares(pool: environment.maxPendingRequests, readPerSecond: config.config.socket.readRequestsPerS,
+                                    readBurst: config.config.socket.readRequestsBurst)
     }
 
     /// Feeds one input at time `now` (ms since the epoch, the clock of `.schedule`) and returns
@@ -336,8 +369,8 @@ public struct SessionMachine: Sendable {
         case .outboxStored(let uuid, let failure): onOutboxStored(uuid, failure, now: now)
         case .outboxLoaded(let entries): onOutboxLoaded(entries, now: now)
         case .outboxDropped(let user, let count): onOutboxDropped(user: user, count: count, now: now)
-        case .request(let id, let request): onRequest(id, request, now: now)
-        case .abandon(let ids): abandon(ids)
+        case .request(let id, let request, let owner): onRequest(id, request, owner: owner, now: now)
+        case .abandon(let ids): abandon(ids, now: now)
         case .shutdown: onShutdown(now: now)
         case .reload(let newConfig): onReload(newConfig, now: now)
         case .networkChanged: onNetworkChanged(now: now)
@@ -514,6 +547,8 @@ public struct SessionMachine: Sendable {
     /// ignored) and the requests written on it (written again on the next one).
     mutating func connectionGone() {
         hashToken &+= 1
+        // What nobody waits for is not written again.
+        pending.removeAll { $0.abandoned }
         for k in pending.indices { pending[k].sentOn = nil }
     }
 
@@ -677,7 +712,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func failAllWaiters(_ error: SessionReplyError) {
-        for p in pending { reply(p.id, .failure(error)) }
+        for p in pending where !p.abandoned { reply(p.id, .failure(error)) }
         pending.removeAll()
         for w in identifyWaiters { reply(w.id, .failure(error)) }
         identifyWaiters.removeAll()
@@ -933,9 +968,22 @@ public struct SessionMachine: Sendable {
 
     /// Answers `not_ready` to the waiting `request`s made for another user than `ext`.
     mutating func failRequests(notFor ext: String?, why: String) {
-        let (kept, gone) = (pending.filter { $0.user == ext }, pending.filter { $0.user != ext })
+        var kept: [PendingRequest] = []
+        for var p in pending {
+            if p.user == ext || p.abandoned {
+                kept.append(p)
+                continue
+            }
+            reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")")))
+            // Written: its answer may still come on this connection, and is dropped (until the
+            // request's own deadline).
+            if p.sentOn != nil {
+                p.abandon(until: p.deadlineMs)
+                kept.append(p)
+            }
+        }
         pending = kept
-        for p in gone { reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")"))) }
+        trimAbandoned()
         rescheduleRequestTimer()
     }
 
@@ -979,7 +1027,7 @@ public struct SessionMachine: Sendable {
     /// The identify gate opened: send waiting requests, the configured language, the outbox.
     mutating func onGateOpen(now: Int64) {
         guard let c = connection else { return }
-        for k in pending.indices where pending[k].sentOn != c.id && pending[k].user == c.speaker {
+        for k in pending.indices where pending[k].sentOn != c.id && pending[k].user == c.speaker && !pending[k].abandoned {
             pending[k].sentOn = c.id
             write(pending[k].message, now: now)
         }
@@ -1171,6 +1219,8 @@ public struct SessionMachine: Sendable {
         let old = config
         config = newConfig
         backoff = Backoff(newConfig.config.session.reconnect)
+        shares.readPerSecond = newConfig.config.socket.readRequestsPerS
+        shares.readBurst = newConfig.config.socket.readRequestsBurst
         if old.config.client.language != newConfig.config.client.language { queueConfigLanguageIfChanged(now: now) }
         let oldUser = old.config.user, newUser = newConfig.config.user
         if oldUser != newUser, user == nil || user?.source == .config {

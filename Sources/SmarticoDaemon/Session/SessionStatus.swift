@@ -40,6 +40,7 @@ extension SessionMachine {
                 "messages_out": .number(counters.messagesOut),
                 "pings": .number(counters.pings),
                 "pongs": .number(counters.pongs),
+                "answers_dropped": .number(counters.answersDropped),
             ]),
             "last_ping_ms": opt(lastPingMs),
             "outbox": .object([

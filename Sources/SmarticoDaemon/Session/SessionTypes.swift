@@ -286,8 +286,8 @@ public enum SessionInput: Sendable, Equatable {
     case outboxLoaded([OutboxEntry])
     /// The result of `.dropOutbox(user:)`: how many messages were removed.
     case outboxDropped(user: String?, count: Int)
-    /// A socket API request.
-    case request(SessionRequestID, SessionRequest)
+    /// A socket API request, and who made it (``RequestOwner``: the read role is rationed).
+    case request(SessionRequestID, SessionRequest, owner: RequestOwner = .daemon)
     /// The peer that made these requests went away: forget them (no answer is sent).
     case abandon([SessionRequestID])
     /// SIGTERM/SIGINT.
