@@ -48,6 +48,38 @@ struct HostileInputEngineTests {
         }
     }
 
+    /// Issue 43: a 50 KB errMsg (a warning) is logged cut to its bound, the cut marked; no line of
+    /// the daemon's log is longer than 8 KiB, so journald (which splits at 48 KiB) keeps it one entry.
+    @Test func aServerErrMsgOf50KBIsLoggedCutAndMarked() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        // 50 KB, two-byte scalars (a cut must not split one), and a forged record far inside it.
+        let errMsg = String(repeating: "é", count: 20_000) + "\n" + Self.forged + String(repeating: "é", count: 5_000)
+        _ = try await sim.control(["op": "fault", "kind": "reject_identify", "errCode": 100000, "errMsg": .string(errMsg)])
+        try setup.writeConfig(url: sim.serverURL, hash: "h")
+        let client = try await setup.start()
+        defer { client.close() }
+        _ = try await client.ok("subscribe", ["types": ["error"]])
+        let rejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
+        // Apps still get the server's text whole.
+        #expect(rejected?["data"]?["errMsg"]?.stringValue == errMsg, "log:\n\(setup.log.prefix(3000))")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+
+        let log = setup.log
+        #expect(!log.isEmpty)
+        let lines = log.split(separator: "\n")
+        for line in lines {
+            #expect(line.utf8.count < LogEscaping.maxLineBytes, "a line of \(line.utf8.count) bytes: \(line.prefix(200))")
+        }
+        let warning = try #require(lines.first { $0.contains("identify_rejected") && $0.contains(" warning ") }, "log:\n\(log.prefix(3000))")
+        #expect(warning.utf8.count <= 2 * LogEscaping.maxFieldBytes, "\(warning.utf8.count) bytes")
+        #expect(warning.contains("…(cut, ") && warning.contains("é…(cut, "), "\(warning.suffix(200))")
+        #expect(!warning.contains("FORGED"))
+        #expect(Self.lines(of: log, startingWith: "2026-11-27T23:00:00+0000").isEmpty)
+    }
+
     @Test func identifyRefusesControlCharactersAndOverlongIDsOnTheRealSocket() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

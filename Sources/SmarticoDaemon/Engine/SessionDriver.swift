@@ -1005,7 +1005,8 @@ actor SessionDriver {
         for key in ["state", "reason", "code", "attempt", "retry_in_ms", "errCode", "message"] {
             guard let value = o[key] else { continue }
             switch value {
-            case .string(let s): parts.append("\(key)=\(s)")
+            // Server text (an errMsg) may be any size: each field keeps at most 1 KiB (LogEscaping).
+            case .string(let s): parts.append("\(key)=\(LogEscaping.bounded(s))")
             default: parts.append("\(key)=\(value.serialized().count < 64 ? String(decoding: value.serialized(), as: UTF8.self) : "…")")
             }
         }
