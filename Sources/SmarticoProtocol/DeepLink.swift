@@ -166,6 +166,16 @@ public enum WrapperURL {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `s` as one URL path segment (RFC 3986 §3.3), for server- or peer-supplied text put into a
+    /// path (an inbox guid, an avatar id): ``percentEncode(_:)``, so `/`, `?`, `#` and `%` cannot
+    /// end the segment or start a query or fragment. Nil for "", `.` and `..`: those would name the
+    /// directory or its parent, and encoding does not help (`%2E%2E` is `..` to a server that
+    /// normalizes, RFC 3986 §6.2.2.2), so the caller refuses them or has no URL.
+    public static func pathSegment(_ s: String) -> String? {
+        if s.isEmpty || s == "." || s == ".." { return nil }
+        return percentEncode(s)
+    }
+
     /// Decodes `%XX` sequences (and `+` as a space when `plusAsSpace`); malformed `%` sequences
     /// are kept as they are. Invalid UTF-8 after decoding becomes U+FFFD.
     public static func percentDecode(_ s: String, plusAsSpace: Bool = false) -> String {

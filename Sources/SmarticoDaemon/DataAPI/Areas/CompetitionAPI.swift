@@ -119,7 +119,7 @@ enum CompetitionAPI {
                 "public_username": .of(m.string("public_username")),
                 "avatar_id": .of(m.string("avatar_id")),
                 "avatar_real_id": .of(m.int("avatar_real_id")),
-                "avatar_url": .of(m.string("avatar_id").map(CompetitionShapes.avatarURL)),
+                "avatar_url": .of(m.string("avatar_id").flatMap(CompetitionShapes.avatarURL)),
                 "position": .of(m.int("position")),
                 "contribution_score": .of(m.double("contribution_score")),
                 "is_me": .of(m.bool("is_me")),

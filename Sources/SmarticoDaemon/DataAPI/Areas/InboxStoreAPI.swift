@@ -101,7 +101,10 @@ enum InboxStoreAPI {
         let guid = try guid(ctx)
         guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
         // By guid under its CDN: a reload onto another label does not serve the old label's bodies.
-        let url = cdn + guid + ".json"
+        // The guid is percent-encoded into one path segment: `../services/public` cannot leave the
+        // CDN's directory, nor `a?b#c` start a query; the `.json` after it keeps even `..` a name
+        // (docs/security.md, "Untrusted text").
+        let url = cdn + WrapperURL.percentEncode(guid) + ".json"
         let key = "inbox.body:" + url
         let raw: JSONObject
         if let cached = ctx.cache[key]?.objectValue {
@@ -407,7 +410,7 @@ enum InboxStoreAPI {
         if let id = props.string("avatar_id") {
             var domain = Substring(await avatarDomain(ctx))
             while domain.last == "/" { domain = domain.dropLast() }
-            props["avatar_url"] = .string(id.hasPrefix("http") ? id : domain + "/avatar/" + id)
+            props["avatar_url"] = .of(id.hasPrefix("http") ? id : WrapperURL.pathSegment(id).map { domain + "/avatar/" + $0 })
         }
         var out: JSONObject = [:]
         for (name, type) in profileFields {
