@@ -80,6 +80,51 @@ struct HostileInputEngineTests {
         #expect(Self.lines(of: log, startingWith: "2026-11-27T23:00:00+0000").isEmpty)
     }
 
+    /// Issue 43: URLs from the server reach apps only when they are http or https with a host. A
+    /// `javascript:` popup page, a `file:` gamification page and an avatar on a `javascript:` image
+    /// domain are null, with a `problem` naming each, logged once; the URLs the daemon builds on
+    /// them (engagements' `popup_url`, deep links' and mini-games' `url`) are null too.
+    @Test func serverURLsThatAreNotHTTPAreNullAndAProblem() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 6,
+                                   "fields": ["native_app_popup_url": "javascript:alert(document.cookie)",
+                                              "native_app_gf_url": "file:///etc/passwd"]])
+        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 4,
+                                   "fields": ["settings": ["DYNAMIC_IMAGE_DOMAIN": "javascript://x/"]]])
+        try setup.writeConfig(url: sim.serverURL, hash: "h", logLevel: "info")
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await client.ok("status")["user"]?["identified"] == true }, "log:\n\(setup.log)")
+
+        // The identify op answers what `identified` carried.
+        let identified = try await client.ok("identify", ["ext_user_id": "alice", "hash": "h"])
+        #expect(identified["popup_url"] == .null && identified["gf_url"] == .null && identified["avatar_url"] == .null, "\(identified)")
+        let problem = identified["problem"]?.stringValue ?? ""
+        #expect(problem.contains(#""native_app_popup_url" is not an http or https URL with a host (the scheme is javascript)"#), "\(problem)")
+        #expect(problem.contains(#""native_app_gf_url" is not an http or https URL with a host (the scheme is file)"#), "\(problem)")
+        #expect(problem.contains(#""avatar_url" is not an http or https URL with a host (the scheme is javascript)"#), "\(problem)")
+        #expect(identified["props"]?["native_app_gf_url"] == .null, "\(identified)")
+
+        _ = try await client.ok("subscribe", ["types": ["engagement", "deeplink", "minigame"]])
+        _ = try await sim.emitEngagement(to: "alice")
+        let engagement = await client.nextEvent { $0["event"] == "engagement" }
+        #expect(engagement != nil && engagement?["data"]?["popup_url"] == .null, "\(String(describing: engagement))")
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": ["cid": 105, "payload": ["dp": "dp:gf_missions"]]])
+        let deeplink = await client.nextEvent { $0["event"] == "deeplink" }
+        #expect(deeplink?["data"]?["kind"] == "gamification" && deeplink?["data"]?["url"] == .null, "\(String(describing: deeplink))")
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": ["cid": 707, "saw_template_id": 5, "pending_message_id": 1]])
+        let minigame = await client.nextEvent { $0["event"] == "minigame" }
+        #expect(minigame?["data"]?["saw_template_id"] == 5 && minigame?["data"]?["url"] == .null, "\(String(describing: minigame))")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+
+        // Logged once, with the IDENTIFY answer, at warning.
+        let logged = setup.log.split(separator: "\n").filter { $0.contains("\"native_app_popup_url\" is not an http") }
+        #expect(logged.count == 1 && logged.allSatisfy { $0.contains(" warning ") }, "\(logged)")
+    }
+
     @Test func identifyRefusesControlCharactersAndOverlongIDsOnTheRealSocket() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

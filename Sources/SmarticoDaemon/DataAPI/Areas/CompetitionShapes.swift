@@ -161,7 +161,7 @@ enum CompetitionShapes {
     static func me(_ p: JSONObject) -> JSONObject {
         [
             "public_username": .of(p.string("userAltName")),
-            "avatar_url": .of(p.string("avatar_url")),
+            "avatar_url": .url(p.string("avatar_url")),
             "position": .of(p.int("position")),
             "scores": .of(p.double("scores")),
             "user_ext_id": .of(p.string("cleanExtUserId")),
@@ -174,7 +174,7 @@ enum CompetitionShapes {
     static func player(_ p: JSONObject) -> JSONObject {
         [
             "public_username": .of(p.string("userAltName")),
-            "avatar_url": .of(p.string("avatar_url")),
+            "avatar_url": .url(p.string("avatar_url")),
             "position": .of(p.int("position")),
             "scores": .of(p.double("scores")),
             "is_me": .of(p.bool("isMe")),
@@ -243,7 +243,7 @@ enum CompetitionShapes {
     static func leaderboardUser(_ p: JSONObject, isMe: Bool) -> JSONObject {
         [
             "public_username": .of(p.string("public_username") ?? p.string("user_alt_name")),
-            "avatar_url": .of(p.string("avatar_url") ?? p.string("avatar_id").flatMap(avatarURL)),
+            "avatar_url": .url(p.string("avatar_url") ?? p.string("avatar_id").flatMap(avatarURL)),
             "level_id": .of(p.int("level_id")),
             "position": .of(p.int("position_in_board")),
             "points": .of(p.int("points_accumulated")),

@@ -278,9 +278,11 @@ enum InboxStoreAPI {
         await ctx.labelSetting("DYNAMIC_IMAGE_DOMAIN")?.stringValue ?? ""
     }
 
+    /// `url` as it is when it starts with `http`, else on `domain`; null unless the result is an
+    /// http or https URL with a host (``WebURL``).
     static func absoluteURL(_ url: String?, _ domain: String) -> JSONValue {
         guard let url else { return .null }
-        return .string(url.hasPrefix("http") ? url : domain + url)
+        return .of(WebURL.checked(url.hasPrefix("http") ? url : domain + url))
     }
 
     static let avatarsList: DataAPIRun = { ctx async throws(SocketAPIError) in
@@ -294,7 +296,7 @@ enum InboxStoreAPI {
                 "hide_until_achieved": .of(a.bool("hide_until_achieved")),
                 "priority": .of(a.int("priority")),
                 "description": .of(meta["description"]?.stringValue),
-                "url": .of(meta["url"]?.stringValue),
+                "url": .url(meta["url"]?.stringValue),
                 "avatar_url": absoluteURL(meta["url"]?.stringValue, domain),
                 "avatar_source_type_id": .of(a.int("avatar_source_type_id")),
                 "active_from_date": .of(a.string("active_from_date")),
@@ -368,7 +370,7 @@ enum InboxStoreAPI {
         guard let r = answer.objectValue else {
             throw SocketAPIError(.serverError, "POST \(url): the answer is not a JSON object")
         }
-        return .object(["cdn_url": .of(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
+        return .object(["cdn_url": .url(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
     }
 
     // MARK: - The user
@@ -410,7 +412,7 @@ enum InboxStoreAPI {
         if let id = props.string("avatar_id") {
             var domain = Substring(await avatarDomain(ctx))
             while domain.last == "/" { domain = domain.dropLast() }
-            props["avatar_url"] = .of(id.hasPrefix("http") ? id : WrapperURL.pathSegment(id).map { domain + "/avatar/" + $0 })
+            props["avatar_url"] = .of((id.hasPrefix("http") ? id : WrapperURL.pathSegment(id).map { domain + "/avatar/" + $0 }).flatMap(WebURL.checked))
         }
         var out: JSONObject = [:]
         for (name, type) in profileFields {
