@@ -112,7 +112,7 @@ actor SessionDriver {
         connectOptions = config.webSocketConnectOptions
         let inbox = DriverInbox()
         self.inbox = inbox
-        socketHandler = DriverSocketHandler(inbox: inbox, logger: logger)
+        socketHandler = DriverSocketHandler(inbox: inbox, logger: logger, loop: loop)
         metricsWriter = MetricsTextfileWriter(pool: loop.blockingPool, logger: logger)
         httpQueue = HTTPReportQueue(store: store, config: config, loop: loop, logger: logger) { event in
             inbox.yield(.httpEvent(event))
