@@ -106,6 +106,60 @@ public struct DeepLink: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Which URLs from the server the daemon hands to apps as URLs to open: only `http` and `https`
+/// URLs with a host. A `javascript:`, `file:` or `data:` URL, a relative one, one without a host
+/// or with a space or control character in it is not handed out: the field is null and the
+/// `problem` says why (docs/security.md, "Untrusted text").
+public enum WebURL {
+    /// `url` when it may be handed out (``problem(_:field:)`` is nil), else nil.
+    public static func checked(_ url: String) -> String? {
+        reason(url) == nil ? url : nil
+    }
+
+    /// Why `url` (the field `field`) is not an `http` or `https` URL with a host, or nil when it is.
+    /// The text names the field and shows the start of the value (at most 60 characters).
+    public static func problem(_ url: String, field: String) -> String? {
+        guard let why = reason(url) else { return nil }
+        let head = url.unicodeScalars.prefix(60)
+        let shown = head.count < url.unicodeScalars.count ? String(String.UnicodeScalarView(head)) + "…" : url
+        return "\"\(field)\" is not an http or https URL with a host (\(why)): \(JSONValue.string(shown).serializedString())"
+    }
+
+    /// What is wrong with `url`, or nil.
+    static func reason(_ url: String) -> String? {
+        if url.isEmpty { return "it is empty" }
+        // Browsers drop tabs and newlines from a URL and trim controls: `java\nscript:` would run.
+        if url.unicodeScalars.contains(where: { $0.value <= 0x20 || (0x7F...0x9F).contains($0.value) || $0 == "\u{2028}" || $0 == "\u{2029}" }) {
+            return "it contains a space or control character"
+        }
+        let bytes = Array(url.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")) else { return "it has no scheme" }
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
+        guard scheme == "http" || scheme == "https" else {
+            let valid = !scheme.isEmpty && scheme.utf8.count <= 32 && scheme.utf8.allSatisfy {
+                (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+            }
+            return valid ? "the scheme is \(scheme)" : "it has no scheme"
+        }
+        var i = colon + 1
+        guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "/"), bytes[i + 1] == UInt8(ascii: "/") else { return "it has no host" }
+        i += 2
+        // The authority ends at the path, query or fragment (a backslash too: browsers read it as `/`).
+        var end = i
+        while end < bytes.count, ![UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "\\")].contains(bytes[end]) { end += 1 }
+        var start = i
+        if let at = bytes[i..<end].lastIndex(of: UInt8(ascii: "@")) { start = at + 1 }
+        let hostPort = bytes[start..<end]
+        let host: ArraySlice<UInt8>
+        if hostPort.first == UInt8(ascii: "[") {
+            host = hostPort.dropFirst().prefix { $0 != UInt8(ascii: "]") }
+        } else {
+            host = hostPort.prefix { $0 != UInt8(ascii: ":") }
+        }
+        return host.isEmpty ? "it has no host" : nil
+    }
+}
+
 /// Building wrapper-page URLs (`native_app_gf_url`) and query strings.
 public enum WrapperURL {
     /// `base` with `dp=<percent-encoded deepLink>` as its query parameter: an existing `dp`
@@ -164,6 +218,16 @@ public enum WrapperURL {
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `s` as one URL path segment (RFC 3986 §3.3), for server- or peer-supplied text put into a
+    /// path (an inbox guid, an avatar id): ``percentEncode(_:)``, so `/`, `?`, `#` and `%` cannot
+    /// end the segment or start a query or fragment. Nil for "", `.` and `..`: those would name the
+    /// directory or its parent, and encoding does not help (`%2E%2E` is `..` to a server that
+    /// normalizes, RFC 3986 §6.2.2.2), so the caller refuses them or has no URL.
+    public static func pathSegment(_ s: String) -> String? {
+        if s.isEmpty || s == "." || s == ".." { return nil }
+        return percentEncode(s)
     }
 
     /// Decodes `%XX` sequences (and `+` as a space when `plusAsSpace`); malformed `%` sequences

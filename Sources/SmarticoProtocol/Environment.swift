@@ -44,5 +44,5 @@ public struct SmarticoEnvironment: Sendable, Equatable {
 
     /// `https://img[N].smr.vc/avatar/<id>`, the avatar URL of an IDENTIFY_USER_RESPONSE's
     /// `avatar_id` when INIT's `DYNAMIC_IMAGE_DOMAIN` is not known.
-    public func avatarURL(avatarID: String) -> String { "https://\(imageHost)/avatar/\(WrapperURL.percentEncode(avatarID))" }
+    public func avatarURL(avatarID: String) -> String? { WrapperURL.pathSegment(avatarID).map { "https://\(imageHost)/avatar/\($0)" } }
 }

@@ -155,7 +155,7 @@ public enum SimControl {
 
     // MARK: - fault
 
-    static let faultKinds = "reject_init, reject_identify, half_open, delay, uuid_echo, withhold_pong, quirks, close_abruptly, close, malformed_json, malformed_frame, clear"
+    static let faultKinds = "reject_init, reject_identify, half_open, delay, uuid_echo, withhold_pong, quirks, answer_fields, close_abruptly, close, malformed_json, malformed_frame, clear"
 
     static func fault(_ r: JSONObject, server: inout SimServer, now: Int64) throws(SimControlError) -> (JSONObject, [SimAction]) {
         guard let kind = try string(r, "kind") else { throw .invalid("fault needs \"kind\": \(faultKinds)") }
@@ -201,6 +201,14 @@ public enum SimControl {
         case "quirks":
             let on = try bool(r, "enabled") ?? true
             return try setMode { $0.quirks = on }
+        case "answer_fields":
+            guard let cid = try integer(r, "cid") else { throw .invalid("answer_fields needs \"cid\" (an integer: the answer's class id, e.g. 4 or 6)") }
+            guard let fields = r["fields"]?.objectValue else { throw .invalid("answer_fields needs \"fields\" (a JSON object: the fields to merge into the answer)") }
+            return try setMode { m in
+                var all = m.answerFields ?? [:]
+                all[cid] = fields
+                m.answerFields = all
+            }
         case "clear":
             // "only": one persistent mode cleared, the others kept (a test can move from one
             // rejection to the next without a window in which neither holds).
@@ -301,6 +309,11 @@ public enum SimControl {
         if let e = m.echoUUID { o["uuid_echo"] = .bool(e) }
         if let w = m.withholdPong { o["withhold_pong"] = .bool(w) }
         if let q = m.quirks { o["quirks"] = .bool(q) }
+        if let a = m.answerFields {
+            var fields = JSONObject()
+            for (cid, f) in a.sorted(by: { $0.key < $1.key }) { fields[String(cid)] = .object(f) }
+            o["answer_fields"] = .object(fields)
+        }
         return o
     }
 

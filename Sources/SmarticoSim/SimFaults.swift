@@ -1,3 +1,5 @@
+import SmarticoProtocol
+
 /// Persistent fault modes: set globally or per client through the control socket, until cleared.
 /// A per-client value overrides the global one.
 public struct SimFaultModes: Sendable, Equatable {
@@ -17,6 +19,10 @@ public struct SimFaultModes: Sendable, Equatable {
     public var withholdPong: Bool?
     /// Override of `SimConfig.quirks`.
     public var quirks: Bool?
+    /// Fields merged into every successful answer with the class id (`answer_fields`): a hostile
+    /// server's values, e.g. a `javascript:` `native_app_popup_url` in IDENTIFY's answer (6). An
+    /// object member present in both (INIT's `settings`) is merged member by member.
+    public var answerFields: [Int64: JSONObject]?
 
     public init() {}
 
@@ -33,6 +39,7 @@ public struct SimFaultModes: Sendable, Equatable {
         if m.echoUUID == nil { m.echoUUID = fallback.echoUUID }
         if m.withholdPong == nil { m.withholdPong = fallback.withholdPong }
         if m.quirks == nil { m.quirks = fallback.quirks }
+        if m.answerFields == nil { m.answerFields = fallback.answerFields }
         return m
     }
 

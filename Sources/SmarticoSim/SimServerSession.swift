@@ -352,6 +352,16 @@ public struct SimServerSession: Sendable {
         let modes = effectiveFaults(context)
         let cid = body["cid"]?.int64Value ?? 0
         let uuid = echoes(cid, context) ? request?["uuid"]?.stringValue : nil
+        var body = body
+        if let fields = modes.answerFields?[cid], (body["errCode"]?.int64Value ?? 0) == 0 {
+            for (key, value) in fields {
+                if case .object(let inner)? = body[key], case .object(let extra) = value {
+                    body[key] = .object(inner.merging(extra))
+                } else {
+                    body[key] = value
+                }
+            }
+        }
         let bytes = stamp(quirks(context) ? SimQuirks.apply(body) : body, uuid: uuid, now: now, context: &context)
         return SimAction(client: id, output: .text(bytes), at: now + max(0, modes.delayMs ?? 0))
     }

@@ -167,6 +167,36 @@ import Glibc
         _ = await sim.stop()
     }
 
+    /// Issue 43: a burst of refused connections, then nothing: the first is logged at once, and
+    /// the rest are counted in the log when the 10 s window ends, though no refusal follows.
+    @Test func aBurstOfRefusalsIsCountedInTheLogThoughNoneFollows() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "max_peers_per_uid": 2], logLevel: "info")
+        #expect(chmod(setup.dir, 0o755) == 0)
+        let watcher = try await setup.start()
+        defer { watcher.close() }
+        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+
+        // uid 65534 opens 12 connections at once: 2 are served, 10 refused; then it goes.
+        let answers = try await ForeignPeer(uid: 65534, gid: 65534).run(dir: setup.dir, ["conns", setup.socketPath, "12"])
+        let refused = answers.filter { $0["error"]?["code"] == "too_many_connections" }
+        #expect(refused.count == 10, "\(answers)")
+        let first = setup.log.split(separator: "\n").filter { $0.contains("refused a local connection of uid 65534") }
+        #expect(first.count == 1, "log:\n\(setup.log.suffix(3000))")
+
+        // No refusal follows; within the window (10 s) and a margin, the other 9 are logged.
+        let counted = try await eventually(timeout: .seconds(20)) {
+            setup.log.contains("refused 9 more local connection(s) in the last 10 s; the last of uid 65534")
+        }
+        #expect(counted, "log:\n\(setup.log.suffix(3000))")
+        let lines = setup.log.split(separator: "\n").filter { $0.contains("refused") && $0.contains("uid 65534") }
+        #expect(lines.count == 2 && lines.allSatisfy { $0.contains(" warning ") }, "\(lines)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
     @Test func theUpstreamReconnectsWhileAThousandLocalConnectionsAreHeld() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

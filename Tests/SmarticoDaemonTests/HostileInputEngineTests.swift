@@ -48,6 +48,87 @@ struct HostileInputEngineTests {
         }
     }
 
+    /// Issue 43: a 50 KB errMsg (a warning) is logged cut to its bound, the cut marked; no line of
+    /// the daemon's log is longer than 8 KiB, so journald (which splits at 48 KiB) keeps it one entry.
+    @Test func aServerErrMsgOf50KBIsLoggedCutAndMarked() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        // 50 KB, two-byte scalars (a cut must not split one), and a forged record far inside it.
+        let errMsg = String(repeating: "é", count: 20_000) + "\n" + Self.forged + String(repeating: "é", count: 5_000)
+        // Anonymous at start, so that the rejection comes after the subscription (an error event
+        // is not journaled: one before it would be missed).
+        try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil)
+        let client = try await setup.start()
+        defer { client.close() }
+        _ = try await client.ok("subscribe", ["types": ["error"]])
+        _ = try await sim.control(["op": "fault", "kind": "reject_identify", "errCode": 100000, "errMsg": .string(errMsg)])
+        let answer = try await client.request("identify", ["ext_user_id": "alice", "hash": "h"])
+        #expect(answer["ok"] == false, "\(answer)")
+        let rejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
+        // Apps still get the server's text whole.
+        #expect(rejected?["data"]?["errMsg"]?.stringValue == errMsg, "log:\n\(setup.log.prefix(3000))")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+
+        let log = setup.log
+        #expect(!log.isEmpty)
+        let lines = log.split(separator: "\n")
+        for line in lines {
+            #expect(line.utf8.count < LogEscaping.maxLineBytes, "a line of \(line.utf8.count) bytes: \(line.prefix(200))")
+        }
+        let warning = try #require(lines.first { $0.contains("identify_rejected") && $0.contains(" warning ") }, "log:\n\(log.prefix(3000))")
+        #expect(warning.utf8.count <= 2 * LogEscaping.maxFieldBytes, "\(warning.utf8.count) bytes")
+        #expect(warning.contains("…(cut, ") && warning.contains("é…(cut, "), "\(warning.suffix(200))")
+        #expect(!warning.contains("FORGED"))
+        #expect(Self.lines(of: log, startingWith: "2026-11-27T23:00:00+0000").isEmpty)
+    }
+
+    /// Issue 43: URLs from the server reach apps only when they are http or https with a host. A
+    /// `javascript:` popup page, a `file:` gamification page and an avatar on a `javascript:` image
+    /// domain are null, with a `problem` naming each, logged once; the URLs the daemon builds on
+    /// them (engagements' `popup_url`, deep links' and mini-games' `url`) are null too.
+    @Test func serverURLsThatAreNotHTTPAreNullAndAProblem() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 6,
+                                   "fields": ["native_app_popup_url": "javascript:alert(document.cookie)",
+                                              "native_app_gf_url": "file:///etc/passwd"]])
+        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 4,
+                                   "fields": ["settings": ["DYNAMIC_IMAGE_DOMAIN": "javascript://x/"]]])
+        try setup.writeConfig(url: sim.serverURL, hash: "h", logLevel: "info")
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await client.ok("status")["user"]?["identified"] == true }, "log:\n\(setup.log)")
+
+        // The identify op answers what `identified` carried.
+        let identified = try await client.ok("identify", ["ext_user_id": "alice", "hash": "h"])
+        #expect(identified["popup_url"] == .null && identified["gf_url"] == .null && identified["avatar_url"] == .null, "\(identified)")
+        let problem = identified["problem"]?.stringValue ?? ""
+        #expect(problem.contains(#""native_app_popup_url" is not an http or https URL with a host (the scheme is javascript)"#), "\(problem)")
+        #expect(problem.contains(#""native_app_gf_url" is not an http or https URL with a host (the scheme is file)"#), "\(problem)")
+        #expect(problem.contains(#""avatar_url" is not an http or https URL with a host (the scheme is javascript)"#), "\(problem)")
+        #expect(identified["props"]?["native_app_gf_url"] == .null, "\(identified)")
+
+        _ = try await client.ok("subscribe", ["types": ["engagement", "deeplink", "minigame"]])
+        _ = try await sim.emitEngagement(to: "alice")
+        let engagement = await client.nextEvent { $0["event"] == "engagement" }
+        #expect(engagement != nil && engagement?["data"]?["popup_url"] == .null, "\(String(describing: engagement))")
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": ["cid": 105, "payload": ["dp": "dp:gf_missions"]]])
+        let deeplink = await client.nextEvent { $0["event"] == "deeplink" }
+        #expect(deeplink?["data"]?["kind"] == "gamification" && deeplink?["data"]?["url"] == .null, "\(String(describing: deeplink))")
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": ["cid": 707, "saw_template_id": 5, "pending_message_id": 1]])
+        let minigame = await client.nextEvent { $0["event"] == "minigame" }
+        #expect(minigame?["data"]?["saw_template_id"] == 5 && minigame?["data"]?["url"] == .null, "\(String(describing: minigame))")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+
+        // Logged once, with the IDENTIFY answer, at warning.
+        let logged = setup.log.split(separator: "\n").filter { $0.contains("\"native_app_popup_url\" is not an http") }
+        #expect(logged.count == 1 && logged.allSatisfy { $0.contains(" warning ") }, "\(logged)")
+    }
+
     @Test func identifyRefusesControlCharactersAndOverlongIDsOnTheRealSocket() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }

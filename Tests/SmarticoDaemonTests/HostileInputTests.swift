@@ -47,6 +47,44 @@ struct HostileInputUnitTests {
         #expect(written[1].hasSuffix(" debug smarticod: [SmarticoDaemonTests] plain\n"))
     }
 
+    @Test func untrustedTextIsCutToItsBoundOnAScalarBoundaryWithTheCutMarked() {
+        // Short text is kept whole.
+        #expect(LogEscaping.bounded("short") == "short")
+        #expect(LogEscaping.escaped("a\nb", limit: 100) == #"a\nb"#)
+        // 50 KB of two-byte scalars: at most 1 KiB, whole scalars, the whole size in the mark.
+        let long = String(repeating: "é", count: 25_600)
+        let cut = LogEscaping.bounded(long)
+        #expect(cut.utf8.count <= LogEscaping.maxFieldBytes, "\(cut.utf8.count)")
+        #expect(cut.hasSuffix("…(cut, 51200 bytes)"), "\(cut.suffix(40))")
+        #expect(cut.dropLast("…(cut, 51200 bytes)".count).allSatisfy { $0 == "é" })
+        // Escaping counts: a cut never splits an escape, and the bound holds after escaping.
+        let controls = String(repeating: "\u{1}", count: 5000)
+        let escaped = LogEscaping.escaped(controls, limit: 1024)
+        #expect(escaped.utf8.count <= 1024 && escaped.hasSuffix("…(cut, 5000 bytes)"), "\(escaped.suffix(40))")
+        #expect(escaped.dropLast("…(cut, 5000 bytes)".count).hasSuffix(#"\u{1}"#))
+    }
+
+    @Test func noLogLineIsLongerThan8KiBWhateverItCarries() {
+        let lines = Mutex<[String]>([])
+        var logger = Logger(label: "smarticod") { label in
+            DaemonLogHandler(label: label, output: { line in lines.withLock { $0.append(line) } })
+        }
+        logger.logLevel = .debug
+        let big = String(repeating: "x", count: 51_200)
+        var metadata: Logger.Metadata = [:]
+        for i in 0..<20 { metadata["k\(i)"] = .string(big) }
+        logger.warning("server said: \(big)", metadata: metadata)
+        logger.warning("\(big)\n\(big)")
+        for line in lines.withLock({ $0 }) {
+            #expect(line.utf8.count <= LogEscaping.maxLineBytes, "\(line.utf8.count)")
+            #expect(line.contains("…(cut, "), "\(line.prefix(200))")
+            #expect(line.dropLast().allSatisfy { $0 != "\n" })
+        }
+        // A metadata value keeps at most 1 KiB.
+        let first = lines.withLock { $0[0] }
+        #expect(first.contains(" k0=" + String(repeating: "x", count: 1024 - "…(cut, 51200 bytes)".utf8.count) + "…(cut, 51200 bytes) "), "\(first.prefix(1200))")
+    }
+
     @Test func extUserIDRules() {
         #expect(ExtUserID.problem("player-1") == nil)
         #expect(ExtUserID.problem(String(repeating: "é", count: 128)) == nil)  // 256 bytes

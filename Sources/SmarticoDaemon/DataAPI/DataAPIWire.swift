@@ -85,6 +85,25 @@ extension JSONValue {
     static func of(_ v: [Int64]?) -> JSONValue { v.map { .array($0.map { .number($0) }) } ?? .null }
     static func of(_ v: JSONObject?) -> JSONValue { v.map(JSONValue.object) ?? .null }
 
+    /// A URL field of an answer (an avatar, an icon, a CDN image): null for nil, and null for a
+    /// URL that is not http or https with a host (``WebURL``: no `javascript:` or `file:` reaches an
+    /// app as a URL). A value without a scheme (an avatar id, a relative path, as the SDK passes
+    /// them) is kept.
+    static func url(_ v: String?) -> JSONValue {
+        guard let v else { return .null }
+        return hasScheme(v) ? .of(WebURL.checked(v)) : .string(v)
+    }
+
+    /// Whether `v` starts with something a browser reads as a scheme: a `:` before any `/`, `?` or
+    /// `#` (a control character or space anywhere counts too: browsers drop some of them).
+    private static func hasScheme(_ v: String) -> Bool {
+        for scalar in v.unicodeScalars {
+            if scalar == ":" || scalar.value <= 0x20 || (0x7F...0x9F).contains(scalar.value) { return true }
+            if scalar == "/" || scalar == "?" || scalar == "#" { return false }
+        }
+        return false
+    }
+
     /// Operator `custom_data`, as the SDK surfaces it: JSON when it is JSON text (or already JSON),
     /// else the text; absent or empty → `{}`.
     static func customData(_ raw: JSONValue?) -> JSONValue {

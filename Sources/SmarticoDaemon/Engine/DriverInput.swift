@@ -125,30 +125,67 @@ final class DriverSocketHandler: SocketAPIHandler {
     /// The public session state as last reported by the machine (`hello`).
     let state = Mutex<SessionState>(.disconnected)
     private let logger: Logger
-    /// Refused connections: the first of each 10 s window is logged, the rest counted.
-    private let refusals = Mutex<(windowStart: ContinuousClock.Instant?, unlogged: Int)>((nil, 0))
+    /// The socket server's loop: refusals arrive on it, and the end of their window is a timer on it.
+    private let loop: EventLoop
+    /// How long refused connections are counted before their number is logged.
+    static let refusalWindow: Duration = .seconds(10)
+    /// Refused connections: the first after a quiet window is logged at once; the ones after it
+    /// are counted, and the count is logged when the window ends (a timer), so a burst is counted
+    /// in the log even when nothing is refused after it. `last`: who was refused last, and why.
+    private let refusals = Mutex<(windowStart: ContinuousClock.Instant?, unlogged: Int, last: String)>((nil, 0, ""))
 
-    init(inbox: DriverInbox, logger: Logger) {
+    init(inbox: DriverInbox, logger: Logger, loop: EventLoop) {
         self.inbox = inbox
         self.logger = logger
+        self.loop = loop
     }
 
     /// Logged at `warning`, at most one line per 10 s: a peer opening connections in a loop must not
-    /// flood the log. The line says how many were refused since the last one.
+    /// flood the log. The first refusal of a window is logged at once; at the end of the window a
+    /// line says how many more were refused in it (none: no line, and the window closes).
     func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError) {
         let now = ContinuousClock.now
-        let unlogged: Int? = refusals.withLock { r in
-            if let start = r.windowStart, now - start < .seconds(10) {
-                r.unlogged += 1
-                return nil
-            }
-            defer { r = (now, 0) }
-            return r.unlogged
-        }
-        guard let unlogged else { return }
         let who = "uid \(uid.map(String.init) ?? "unknown"), pid \(pid.map(String.init) ?? "unknown")"
+        let (logNow, unlogged, startWindow): (Bool, Int, Bool) = refusals.withLock { r in
+            r.last = "\(who): \(error.message)"
+            if let start = r.windowStart, now - start < Self.refusalWindow {
+                r.unlogged += 1
+                return (false, 0, false)
+            }
+            // A window whose timer is late (a busy loop) is closed here; its count goes on this line.
+            defer { r.windowStart = now; r.unlogged = 0 }
+            return (true, r.unlogged, r.windowStart == nil)
+        }
+        guard logNow else { return }
         let more = unlogged > 0 ? " (and \(unlogged) more refused in the previous 10 s)" : ""
         logger.warning("refused a local connection of \(who): \(error.message)\(more)")
+        if startWindow { scheduleRefusalWindowEnd() }
+    }
+
+    /// The timer that ends the refusal window, on the server's loop (no thread blocks on it).
+    private func scheduleRefusalWindowEnd() {
+        if loop.inEventLoop {
+            loop.scheduleTimer(after: Self.refusalWindow) { [weak self] in self?.refusalWindowEnded() }
+        } else {
+            _ = loop.execute { [weak self] in self?.scheduleRefusalWindowEnd() }
+        }
+    }
+
+    /// The window ended: its uncounted refusals are logged and a new window starts; a window
+    /// without any closes, so the next refusal is logged at once.
+    private func refusalWindowEnded() {
+        let now = ContinuousClock.now
+        let ended: (unlogged: Int, last: String)? = refusals.withLock { r in
+            guard r.unlogged > 0 else {
+                r.windowStart = nil
+                return nil
+            }
+            defer { r.windowStart = now; r.unlogged = 0 }
+            return (r.unlogged, r.last)
+        }
+        guard let ended else { return }
+        logger.warning("refused \(ended.unlogged) more local connection(s) in the last 10 s; the last of \(ended.last)")
+        scheduleRefusalWindowEnd()
     }
 
     func handle(_ call: SocketAPICall, from peer: SocketPeer, reply: SocketAPIReply) {

@@ -114,7 +114,7 @@ actor SessionDriver {
         connectOptions = config.webSocketConnectOptions
         let inbox = DriverInbox()
         self.inbox = inbox
-        socketHandler = DriverSocketHandler(inbox: inbox, logger: logger)
+        socketHandler = DriverSocketHandler(inbox: inbox, logger: logger, loop: loop)
         metricsWriter = MetricsTextfileWriter(pool: loop.blockingPool, logger: logger)
         httpQueue = HTTPReportQueue(store: store, config: config, loop: loop, logger: logger) { event in
             inbox.yield(.httpEvent(event))
@@ -1020,7 +1020,8 @@ actor SessionDriver {
         for key in ["state", "reason", "code", "attempt", "retry_in_ms", "errCode", "message"] {
             guard let value = o[key] else { continue }
             switch value {
-            case .string(let s): parts.append("\(key)=\(s)")
+            // Server text (an errMsg) may be any size: each field keeps at most 1 KiB (LogEscaping).
+            case .string(let s): parts.append("\(key)=\(LogEscaping.bounded(s))")
             default: parts.append("\(key)=\(value.serialized().count < 64 ? String(decoding: value.serialized(), as: UTF8.self) : "…")")
             }
         }

@@ -111,7 +111,7 @@ extension SessionMachine {
         switch msg {
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
-            let popupURL = EngagementJournal.popupURLJSON(identity?.popupURL)
+            let popupURL = EngagementJournal.popupURLJSON(self.popupURL)
             if let uid = e.engagementUID {
                 let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))
@@ -144,7 +144,7 @@ extension SessionMachine {
         case .sawShowSpinPush(let s):
             // Without a template id there is no mini-game to open: still a `minigame` (the apps that
             // show mini-games are the ones to know), with nulls and the problem.
-            let url = identity?.gamificationURL.flatMap { WrapperURL.miniGame($0, push: s) }
+            let url = gamificationURL.flatMap { WrapperURL.miniGame($0, push: s) }
             let problem = s.problem
             out.append(.emit(DaemonEvent(name: "minigame", data: .object([
                 "message": .object(s.json),
@@ -182,7 +182,7 @@ extension SessionMachine {
     /// (the app has nothing to do for it); else null.
     func deepLinkEvent(source: String, dp: String, engagementUID: String?) -> DaemonEvent {
         let link = DeepLink(dp)
-        let url = identity?.gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
+        let url = gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
         return DaemonEvent(name: "deeplink", data: .object([
             "source": .string(source),
             "engagement_uid": engagementUID.map(JSONValue.string) ?? .null,

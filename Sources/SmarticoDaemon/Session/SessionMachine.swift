@@ -904,7 +904,8 @@ public struct SessionMachine: Sendable {
             identity = r
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
             let data = identifiedData(r, user: u)
-            emit("identified", data, journaled: false)
+            // A server URL that is not handed out is logged once, with this answer.
+            out.append(.emit(DaemonEvent(name: "identified", data: data, journaled: false, warning: data["problem"]?.stringValue)))
             for w in identifyWaiters { reply(w.id, .success(data)) }
             identifyWaiters.removeAll()
             let inactive = lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true
@@ -999,24 +1000,48 @@ public struct SessionMachine: Sendable {
         for k in mirroredIdentityFields {
             if let v = r.json[k], !v.isNull { merged[k] = v }
         }
+        // The wrapper page is a URL apps open: null unless http or https (WebURL).
+        if let gf = merged["native_app_gf_url"]?.stringValue, WebURL.checked(gf) == nil { merged["native_app_gf_url"] = .null }
         return merged
     }
 
+    /// The `identified` event's data (and the `identify` op's answer). The URLs are handed out only
+    /// when they are http or https URLs with a host (``WebURL``): else null, and `problem` says
+    /// which and why (null when all are usable).
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
         var domain = lastConnection?.initResponse?.dynamicImageDomain ?? config.imageDomain
         if !domain.contains(bytes: "://") { domain = "https://" + domain }
-        let avatar = r.avatarURL(imageDomain: domain)
+        var problems: [String] = []
+        func url(_ value: String?, _ field: String) -> JSONValue {
+            guard let value else { return .null }
+            if let problem = WebURL.problem(value, field: field) {
+                problems.append(problem)
+                return .null
+            }
+            return .string(value)
+        }
+        let avatar = url(r.avatarURL(imageDomain: domain), "avatar_url")
+        let gf = url(r.gamificationURL, "native_app_gf_url")
+        let popup = url(r.popupURL, "native_app_popup_url")
         return .object([
             "ext_user_id": .string(u.extUserID),
             "user_id": r.json["user_id"] ?? .null,
             "public_username": r.publicUsername.map(JSONValue.string) ?? .null,
             "avatar_id": r.avatarID.map(JSONValue.string) ?? .null,
-            "avatar_url": avatar.map(JSONValue.string) ?? .null,
-            "gf_url": r.gamificationURL.map(JSONValue.string) ?? .null,
-            "popup_url": r.popupURL.map(JSONValue.string) ?? .null,
+            "avatar_url": avatar,
+            "gf_url": gf,
+            "popup_url": popup,
             "props": .object(props),
+            "problem": problems.isEmpty ? .null : .string(problems.joined(separator: "; ")),
         ])
     }
+
+    /// The IDENTIFY answer's popup page (`native_app_popup_url`) when it may be handed out
+    /// (``WebURL``): engagements carry it as `popup_url`.
+    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked) }
+    /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out: the
+    /// base of the `url` of deep links and mini-games.
+    var gamificationURL: String? { identity?.gamificationURL.flatMap(WebURL.checked) }
 
     mutating func becomeReady(reason: String, now: Int64) {
         enter(.ready, reason: reason, now: now)

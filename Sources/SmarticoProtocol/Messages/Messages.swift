@@ -225,10 +225,10 @@ public struct IdentifyUserResponse: ServerResponse {
     /// The avatar URL: `<DYNAMIC_IMAGE_DOMAIN>/avatar/<avatar_id>` (002 §1.6), with exactly one
     /// `/` between domain and path; `nil` without an `avatar_id`.
     public func avatarURL(imageDomain: String) -> String? {
-        guard let id = avatarID, !id.isEmpty else { return nil }
+        guard let id = avatarID, let segment = WrapperURL.pathSegment(id) else { return nil }
         var domain = Substring(imageDomain)
         while domain.last == "/" { domain = domain.dropLast() }
-        return "\(domain)/avatar/\(WrapperURL.percentEncode(id))"
+        return "\(domain)/avatar/\(segment)"
     }
 }
 

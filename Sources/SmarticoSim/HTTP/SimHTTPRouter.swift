@@ -34,7 +34,9 @@ public struct SimHTTPRouter: Sendable {
         if request.path.hasPrefix(Self.inboxPrefix) {
             // Inbox body fetches are recorded too (a test counts them: the daemon caches bodies).
             let response = respond(to: request)
-            var http: JSONObject = ["method": .string(request.method), "path": .string(request.path), "status": .number(Int64(response.status))]
+            // `target` as sent (not decoded): a test checks how the daemon encoded the guid.
+            var http: JSONObject = ["method": .string(request.method), "path": .string(request.path), "target": .string(request.target),
+                                    "status": .number(Int64(response.status))]
             if response.status != 200 { http["error"] = .string("no inbox body") }
             return (response, Record(http: http, message: nil, raw: "", error: nil))
         }

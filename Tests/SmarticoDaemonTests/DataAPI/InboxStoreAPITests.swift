@@ -119,6 +119,25 @@ struct InboxStoreAPITests {
         #expect(rawBody["title"] == "Store sale")
     }
 
+    /// Issue 43: a guid is one percent-encoded path segment under the CDN's `/inbox/`, whatever it
+    /// holds: `../services/public` does not climb to the public API, `a/b?c#d` starts no
+    /// directory, query or fragment.
+    @Test func aGuidIsOneEncodedPathSegmentUnderTheCDN() async throws { try await withFixture(guidCalls) }
+
+    private func guidCalls(_ f: DataAPIFixture) async throws {
+        for (guid, target) in [("../services/public", "/inbox/..%2Fservices%2Fpublic.json"),
+                               ("a/b?c#d", "/inbox/a%2Fb%3Fc%23d.json"),
+                               ("..", "/inbox/...json"),
+                               ("é %", "/inbox/%C3%A9%20%25.json")] {
+            // No such body: null, as for any unknown guid, and the fetch stayed under /inbox/.
+            #expect(try await f.call("inbox.body", ["message_guid": .string(guid)]) == .null)
+            let targets = try await f.sim.receivedEntries().filter { $0["client"] == "http" }.compactMap { $0["http"]?["target"]?.stringValue }
+            #expect(targets.last == target, "guid \(guid): \(targets)")
+        }
+        // Nothing reached the public API.
+        #expect(try await f.sim.receivedEntries().filter { $0["http"]?["path"]?.stringValue == "/services/public" }.isEmpty)
+    }
+
     @Test func storeAndBonuses() async throws { try await withFixture(storeAndBonusCalls) }
 
     private func storeAndBonusCalls(_ f: DataAPIFixture) async throws {

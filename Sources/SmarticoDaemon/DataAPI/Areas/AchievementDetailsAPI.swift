@@ -93,7 +93,7 @@ enum AchievementDetailsAPI {
         o["should_claim"] = .of(p.bool("should_claim"))
         o["winners"] = .array(p.objects("winners").map { w in
             ["id": .of(w.int("user_id")), "username": .of(w.string("public_username")),
-             "avatar_url": .of(w.string("avatar_url") ?? w.string("avatar_id")),
+             "avatar_url": .url(w.string("avatar_url") ?? w.string("avatar_id")),
              "ticket": w.object("ticket").map(ticket) ?? ["ticekt_id": nil, "ticket_id_string": nil],
              "raf_won_id": .of(w.int("raf_won_id")), "claimed_date": .of(w.int("claimed_date"))]
         })

@@ -17,9 +17,10 @@ enum CompetitionShapes {
     /// from the label key's environment digit; the daemon uses the production one).
     static let avatarDomain = "https://img.smr.vc"
 
-    /// An `avatar_id` as a URL: kept when it already is one, else `<domain>/avatar/<id>`.
-    static func avatarURL(_ avatarID: String) -> String {
-        avatarID.hasPrefix("http") ? avatarID : avatarDomain + "/avatar/" + avatarID
+    /// An `avatar_id` as a URL: kept when it already is one, else `<domain>/avatar/<id>` (the id
+    /// one encoded path segment; nil for `.` or `..`).
+    static func avatarURL(_ avatarID: String) -> String? {
+        avatarID.hasPrefix("http") ? avatarID : WrapperURL.pathSegment(avatarID).map { avatarDomain + "/avatar/" + $0 }
     }
 
     static func registrationTypeName(_ type: Int64?) -> String {
@@ -160,7 +161,7 @@ enum CompetitionShapes {
     static func me(_ p: JSONObject) -> JSONObject {
         [
             "public_username": .of(p.string("userAltName")),
-            "avatar_url": .of(p.string("avatar_url")),
+            "avatar_url": .url(p.string("avatar_url")),
             "position": .of(p.int("position")),
             "scores": .of(p.double("scores")),
             "user_ext_id": .of(p.string("cleanExtUserId")),
@@ -173,7 +174,7 @@ enum CompetitionShapes {
     static func player(_ p: JSONObject) -> JSONObject {
         [
             "public_username": .of(p.string("userAltName")),
-            "avatar_url": .of(p.string("avatar_url")),
+            "avatar_url": .url(p.string("avatar_url")),
             "position": .of(p.int("position")),
             "scores": .of(p.double("scores")),
             "is_me": .of(p.bool("isMe")),
@@ -242,7 +243,7 @@ enum CompetitionShapes {
     static func leaderboardUser(_ p: JSONObject, isMe: Bool) -> JSONObject {
         [
             "public_username": .of(p.string("public_username") ?? p.string("user_alt_name")),
-            "avatar_url": .of(p.string("avatar_url") ?? p.string("avatar_id").map(avatarURL)),
+            "avatar_url": .url(p.string("avatar_url") ?? p.string("avatar_id").flatMap(avatarURL)),
             "level_id": .of(p.int("level_id")),
             "position": .of(p.int("position_in_board")),
             "points": .of(p.int("points_accumulated")),

@@ -289,7 +289,7 @@ enum GameShapes {
                 .object([
                     "id": .of(w.int("user_id")),
                     "username": .of(w.string("public_username")),
-                    "avatar_url": .of(w.string("avatar_url") ?? w.string("avatar_id")),
+                    "avatar_url": .url(w.string("avatar_url") ?? w.string("avatar_id")),
                     "ticket": ticket(w.object("ticket") ?? [:]),
                     "raf_won_id": .of(w.int("raf_won_id")),
                     "claimed_date": .of(w.int("claimed_date")),

@@ -101,7 +101,10 @@ enum InboxStoreAPI {
         let guid = try guid(ctx)
         guard let cdn = await ctx.labelSetting("INBOX_PUBLIC_CDN")?.stringValue, !cdn.isEmpty else { return .null }
         // By guid under its CDN: a reload onto another label does not serve the old label's bodies.
-        let url = cdn + guid + ".json"
+        // The guid is percent-encoded into one path segment: `../services/public` cannot leave the
+        // CDN's directory, nor `a?b#c` start a query; the `.json` after it keeps even `..` a name
+        // (docs/security.md, "Untrusted text").
+        let url = cdn + WrapperURL.percentEncode(guid) + ".json"
         let key = "inbox.body:" + url
         let raw: JSONObject
         if let cached = ctx.cache[key]?.objectValue {
@@ -275,9 +278,11 @@ enum InboxStoreAPI {
         await ctx.labelSetting("DYNAMIC_IMAGE_DOMAIN")?.stringValue ?? ""
     }
 
+    /// `url` as it is when it starts with `http`, else on `domain`; null unless the result is an
+    /// http or https URL with a host (``WebURL``).
     static func absoluteURL(_ url: String?, _ domain: String) -> JSONValue {
         guard let url else { return .null }
-        return .string(url.hasPrefix("http") ? url : domain + url)
+        return .of(WebURL.checked(url.hasPrefix("http") ? url : domain + url))
     }
 
     static let avatarsList: DataAPIRun = { ctx async throws(SocketAPIError) in
@@ -291,7 +296,7 @@ enum InboxStoreAPI {
                 "hide_until_achieved": .of(a.bool("hide_until_achieved")),
                 "priority": .of(a.int("priority")),
                 "description": .of(meta["description"]?.stringValue),
-                "url": .of(meta["url"]?.stringValue),
+                "url": .url(meta["url"]?.stringValue),
                 "avatar_url": absoluteURL(meta["url"]?.stringValue, domain),
                 "avatar_source_type_id": .of(a.int("avatar_source_type_id")),
                 "active_from_date": .of(a.string("active_from_date")),
@@ -365,7 +370,7 @@ enum InboxStoreAPI {
         guard let r = answer.objectValue else {
             throw SocketAPIError(.serverError, "POST \(url): the answer is not a JSON object")
         }
-        return .object(["cdn_url": .of(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
+        return .object(["cdn_url": .url(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
     }
 
     // MARK: - The user
@@ -407,7 +412,7 @@ enum InboxStoreAPI {
         if let id = props.string("avatar_id") {
             var domain = Substring(await avatarDomain(ctx))
             while domain.last == "/" { domain = domain.dropLast() }
-            props["avatar_url"] = .string(id.hasPrefix("http") ? id : domain + "/avatar/" + id)
+            props["avatar_url"] = .of((id.hasPrefix("http") ? id : WrapperURL.pathSegment(id).map { domain + "/avatar/" + $0 }).flatMap(WebURL.checked))
         }
         var out: JSONObject = [:]
         for (name, type) in profileFields {
