@@ -287,6 +287,30 @@ struct SocketAPIReplayTests {
         #expect(try filtered.events().last?["event"] == "session")
     }
 
+    /// Issue 43: a durable subscribe and an unsubscribe in one write. The name's cursor is read
+    /// from the store after the unsubscribe was handled; the subscribe was never answered.
+    @Test func aDurableSubscribeUnsubscribedAtOnceIsStillAnswered() async throws {
+        let dir = try makeSocketTempDir()
+        let store = try await SmarticoStore.open(directory: dir + "/state")
+        let rig = try await SocketTestRig.start(store: store, dir: dir)
+        defer { cleanUpAfterTest { await rig.stop(); await store.close() } }
+        try await journalAndPublish(3, store: store, server: rig.server)
+        let client = try await rig.connect()
+        for round in 0..<20 {
+            let base = round * 10
+            try await client.send(#"{"id":\#(base + 1),"op":"subscribe","durable":"kiosk-\#(round)"}"# + "\n"
+                                  + #"{"id":\#(base + 2),"op":"unsubscribe"}"# + "\n")
+            let subscribed = try await client.response(id: .number(Int64(base + 1)), timeout: .seconds(10))
+            #expect(subscribed["result"]?["last_seq"] == 3, "\(subscribed)")
+            #expect(try await client.response(id: .number(Int64(base + 2)))["ok"] == true)
+        }
+        // Unsubscribed: nothing is delivered after it.
+        try await journalAndPublish(2, store: store, server: rig.server, from: 3)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(client.eventSeqs.isEmpty)
+        await client.close()
+    }
+
     @Test func aDurableSubscriberResumesAfterARestart() async throws {
         let dir = try makeSocketTempDir()
         let statePath = dir + "/state"

@@ -687,7 +687,14 @@ public final class SocketAPIServer: CustomStringConvertible,
                 start = .failure(Self.storeFailure(error, field: "durable"))
             }
             _ = self.loop.execute {
-                guard case let (peer, subscription)? = self.subscription(number, subscriptionNumber) else { return }
+                guard case let (peer, subscription)? = self.subscription(number, subscriptionNumber) else {
+                    // Unsubscribed before the name's cursor came: the subscribe is still answered
+                    // (every request gets exactly one answer), after the unsubscribe's.
+                    if let peer = self.peers[number], peer.isOpen {
+                        self.respond(peer, id: id, start.map { _ in JSONValue.object(answer) })
+                    }
+                    return
+                }
                 subscription.reading = false
                 switch start {
                 case .failure(let error):
