@@ -55,6 +55,8 @@ struct ConfigDefaultsTests {
         #expect(c.socket.maxDurablePerUID == 16)
         #expect(c.socket.readRequestsPerS == 16)
         #expect(c.socket.readRequestsBurst == 64)
+        #expect(c.socket.maxPeerMemoryBytes == 48 << 20)
+        #expect(c.socket.partialLineTimeoutS == 30)
         #expect(c.stateDir == "/var/lib/smarticod")
         #expect(c.journal.retentionEvents == 10000)
         #expect(c.journal.retentionHours == 168)

@@ -70,6 +70,57 @@ struct ForeignPeer {
                     time.sleep(0.01)
             for s, f in held:
                 s.close()
+        elif mode == "hold":
+            # hold PATH CONNS BYTES N HOLD: on each of CONNS connections, BYTES bytes of an
+            # unfinished line (no newline; 0: none) or N status requests never read; then waits for
+            # HOLD (up to 60 s) and prints how many connections the daemon closed, and the errors.
+            conns, size, n, hold = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+            held = []
+            for _ in range(conns):
+                try:
+                    held.append(connect())
+                except OSError:
+                    break
+            for s, f in held:
+                s.setblocking(False)
+                data = b'{"id":1,"op":"hello","pad":"' + b"x" * size if size else b'{"id":1,"op":"status"}\n' * n
+                sent = 0
+                # A socket the daemon stopped reading is left after 0.2 s.
+                deadline = time.time() + 0.2
+                while sent < len(data) and time.time() < deadline:
+                    try:
+                        sent += s.send(data[sent:])
+                    except BlockingIOError:
+                        time.sleep(0.01)
+                    except OSError:
+                        break
+            print(json.dumps({"opened": len(held)}), flush=True)
+            deadline = time.time() + 60
+            while not os.path.exists(hold) and time.time() < deadline:
+                time.sleep(0.05)
+            closed, errors = 0, set()
+            for s, f in held:
+                s.setblocking(True)
+                s.settimeout(0.05)
+                tail = b""
+                try:
+                    while True:
+                        chunk = s.recv(1 << 20)
+                        if not chunk:
+                            closed += 1
+                            break
+                        tail = (tail + chunk)[-4096:]
+                except (socket.timeout, OSError) as e:
+                    if isinstance(e, ConnectionResetError):
+                        closed += 1
+                for line in tail.split(b"\n"):
+                    if b'"error"' in line:
+                        try:
+                            errors.add(json.loads(line)["error"]["code"])
+                        except ValueError:
+                            pass
+                s.close()
+            print(json.dumps({"closed": closed, "errors": sorted(errors)}), flush=True)
         elif mode == "conns":
             held = [connect() for _ in range(int(sys.argv[3]))]
             for i, (s, f) in enumerate(held):
@@ -83,7 +134,7 @@ struct ForeignPeer {
         """#
 
     /// Runs the client (bounded by `timeout`) and returns its output lines, parsed.
-    func run(dir: String, _ arguments: [String]) async throws -> [JSONValue] {
+    func run(dir: String, _ arguments: [String], timeoutSeconds: Int = 30) async throws -> [JSONValue] {
         let scriptPath = dir + "/peer.py"
         if !FileManager.default.fileExists(atPath: scriptPath) {
             try Data(Self.script.utf8).write(to: URL(fileURLWithPath: scriptPath))
@@ -92,7 +143,7 @@ struct ForeignPeer {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
         let groupArgument = groups.isEmpty ? "--clear-groups" : "--groups=" + groups.map(String.init).joined(separator: ",")
-        p.arguments = ["30", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", groupArgument,
+        p.arguments = ["\(timeoutSeconds)", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", groupArgument,
                        "/usr/bin/python3", scriptPath] + arguments
         p.environment = ["PATH": "/usr/bin:/bin"]
         let out = Pipe()
@@ -104,7 +155,7 @@ struct ForeignPeer {
         let (stdout, stderr) = await TestExecutables.onThread { () -> (Data, Data) in
             let stdout = out.fileHandleForReading.readDataToEndOfFile()
             let stderr = err.fileHandleForReading.readDataToEndOfFile()
-            p.waitForExit(timeout: .seconds(40))
+            p.waitForExit(timeout: .seconds(timeoutSeconds + 10))
             return (stdout, stderr)
         }
         guard p.terminationStatus == 0 else {

@@ -59,10 +59,14 @@ public final class LineSocket: @unchecked Sendable {  // every use holds `lock`;
 
     /// Writes `line` plus a newline; false when the peer is gone.
     public func writeLine(_ line: String) -> Bool {
+        write(line + "\n")
+    }
+
+    /// Writes `text` as it is (no newline added); false when the peer is gone.
+    public func write(_ text: String) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        var bytes = Array(line.utf8)
-        bytes.append(0x0A)
+        let bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -79,12 +83,15 @@ public final class LineSocket: @unchecked Sendable {  // every use holds `lock`;
         defer { lock.unlock() }
         let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
         var chunk = [UInt8](repeating: 0, count: 65_536)
+        // Bytes already known to hold no newline: a long line is scanned once, not once per chunk.
+        var scanned = 0
         while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
+            if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
                 buffer.removeSubrange(...newline)
                 return line
             }
+            scanned = buffer.count
             let remaining = Int(deadline.timeIntervalSinceNow * 1000)
             guard remaining > 0 else { return nil }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

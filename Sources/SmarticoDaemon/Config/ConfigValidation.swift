@@ -119,6 +119,10 @@ extension DaemonConfig {
         v.atLeast("socket.max_durable_per_uid", socket.maxDurablePerUID, 1)
         v.range("socket.read_requests_per_s", socket.readRequestsPerS, 1...1_000_000, note: "")
         v.range("socket.read_requests_burst", socket.readRequestsBurst, 1...1_000_000, note: "")
+        if socket.maxPeerMemoryBytes < max(Socket.minPeerMemoryBytes, 4 * socket.maxLineBytes) {
+            v.add("socket.max_peer_memory_bytes", "must be ≥ \(Socket.minPeerMemoryBytes) and ≥ 4 × socket.max_line_bytes (\(4 * socket.maxLineBytes)): one uid's quarter must hold a whole line; got \(socket.maxPeerMemoryBytes)")
+        }
+        v.range("socket.partial_line_timeout_s", socket.partialLineTimeoutS, 1...3600, note: "")
 
         // the rest
         v.absolutePath("state_dir", stateDir)

@@ -485,16 +485,26 @@ extension DaemonConfig {
         public var readRequestsPerS: Int
         /// `socket.read_requests_burst`: how many of them at once; default 64.
         public var readRequestsBurst: Int
+        /// `socket.max_peer_memory_bytes`: unfinished lines and unsent output of all local peers
+        /// together; one uid (not root) a quarter of it; default 50331648 (48 MiB).
+        public var maxPeerMemoryBytes: Int
+        /// `socket.partial_line_timeout_s`: a request line left unfinished this long closes its
+        /// connection; default 30.
+        public var partialLineTimeoutS: Int
 
         public static let defaultPath = SocketAPIDefaults.socketPath
         public static let lineBytesRange = 1024...(64 << 20)
         public static let minQueueBytes = 4096
+        public static let defaultMaxPeerMemoryBytes = 48 << 20
+        /// The smallest `socket.max_peer_memory_bytes` (4 MiB: a uid's quarter holds a 1 MiB line).
+        public static let minPeerMemoryBytes = 4 << 20
 
         public init(
             path: String = Socket.defaultPath, mode: String = "0660", group: String? = nil,
             controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
             maxLineBytes: Int = 1_048_576, maxQueueBytes: Int = 262_144, maxTotalQueueBytes: Int = 16_777_216,
-            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16, readRequestsPerS: Int = 16, readRequestsBurst: Int = 64
+            maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16, readRequestsPerS: Int = 16, readRequestsBurst: Int = 64,
+            maxPeerMemoryBytes: Int = Socket.defaultMaxPeerMemoryBytes, partialLineTimeoutS: Int = 30
         ) {
             self.path = path
             self.mode = mode
@@ -508,6 +518,8 @@ extension DaemonConfig {
             self.maxDurablePerUID = maxDurablePerUID
             self.readRequestsPerS = readRequestsPerS
             self.readRequestsBurst = readRequestsBurst
+            self.maxPeerMemoryBytes = maxPeerMemoryBytes
+            self.partialLineTimeoutS = partialLineTimeoutS
         }
 
         /// `mode` as permission bits (`0o660`), or nil when it is not a valid octal string.
@@ -528,6 +540,8 @@ extension DaemonConfig {
             case maxDurablePerUID = "max_durable_per_uid"
             case readRequestsPerS = "read_requests_per_s"
             case readRequestsBurst = "read_requests_burst"
+            case maxPeerMemoryBytes = "max_peer_memory_bytes"
+            case partialLineTimeoutS = "partial_line_timeout_s"
         }
 
         init(config c: ConfigObject<CodingKeys>) {
@@ -544,6 +558,8 @@ extension DaemonConfig {
             maxDurablePerUID = c.field(.maxDurablePerUID, default: d.maxDurablePerUID, expect: Expect.integer(atLeast: 1))
             readRequestsPerS = c.field(.readRequestsPerS, default: d.readRequestsPerS, expect: Expect.integer(1...1_000_000))
             readRequestsBurst = c.field(.readRequestsBurst, default: d.readRequestsBurst, expect: Expect.integer(1...1_000_000))
+            maxPeerMemoryBytes = c.field(.maxPeerMemoryBytes, default: d.maxPeerMemoryBytes, expect: "an integer ≥ \(Socket.minPeerMemoryBytes) and ≥ 4 × socket.max_line_bytes")
+            partialLineTimeoutS = c.field(.partialLineTimeoutS, default: d.partialLineTimeoutS, expect: Expect.integer(1...3600))
         }
     }
 

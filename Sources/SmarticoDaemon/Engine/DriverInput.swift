@@ -162,6 +162,12 @@ final class DriverSocketHandler: SocketAPIHandler {
         if startWindow { scheduleRefusalWindowEnd() }
     }
 
+    /// A connection closed for its memory or an unfinished line: logged as refusals are (at most
+    /// a line per 10 s, the rest counted), since a hostile peer can cause one per connection.
+    func peerRefused(_ peer: SocketPeer, _ error: SocketAPIError) {
+        connectionRefused(uid: peer.uid, pid: peer.pid, error)
+    }
+
     /// The timer that ends the refusal window, on the server's loop (no thread blocks on it).
     private func scheduleRefusalWindowEnd() {
         if loop.inEventLoop {

@@ -109,6 +109,15 @@ extension SessionMachine {
         guard let engagementUser = pushesFor else { return }
 
         switch msg {
+        case .engagement(let e) where Self.engagementLineBytes(frame: bytes.count) > config.config.socket.maxPeerMemoryBytes / 4:
+            // Refused at the door: its line could not be held for any subscriber within a uid's
+            // share of the peers' memory budget, so it would never reach one whole.
+            let limit = config.config.socket.maxPeerMemoryBytes / 4
+            emitError("engagement_too_large", "an engagement (cid 110) of \(bytes.count) bytes from the server was refused: its event line (the message and its bridge, about \(Self.engagementLineBytes(frame: bytes.count)) bytes) would be more than a quarter of socket.max_peer_memory_bytes (\(limit)); engagement_uid \(e.engagementUID.map { "\"\(String($0.prefix(80)))\"" } ?? "none"); reported to the server as failed")
+            if let uid = e.engagementUID, !uid.isEmpty {
+                queueDurable(EngagementReport(kind: .failed, engagementUID: uid, activityType: e.activityType ?? ActivityType(rawValue: 30)).json,
+                             id: nil, now: now)
+            }
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
             let popupURL = EngagementJournal.popupURLJSON(self.popupURL)
@@ -216,6 +225,10 @@ extension SessionMachine {
         emit("props", .object(props), journaled: false)
         if user != nil { out.append(.persistProfile(publicUsername: identity?.publicUsername, props: props.serialized())) }
     }
+
+    /// About the size of an engagement's event line for a 110 of `frame` bytes: the message and
+    /// its bridge carry the same fields (the template twice), plus the envelope.
+    static func engagementLineBytes(frame: Int) -> Int { 2 * frame + 4096 }
 
     /// A response to a pending `request`: by uuid first, else the oldest request sent on this
     /// connection that waits for this cid.

@@ -15,6 +15,9 @@ public protocol SocketAPIHandler: AnyObject, Sendable {
     func peerReleased(bytes: Int)
     /// A new connection was refused (`too_many_connections`) with `error`; on the server's loop.
     func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError)
+    /// An open connection was closed for what it held (`memory_limit`) or left unfinished
+    /// (`line_timeout`), with `error`; on the server's loop.
+    func peerRefused(_ peer: SocketPeer, _ error: SocketAPIError)
     /// `peer`'s connection closed, after every request it sent was handed to ``handle(_:from:reply:)``:
     /// what it still waits for may be cancelled (its replies go nowhere). On the server's loop thread;
     /// must not block.
@@ -82,5 +85,6 @@ public final class SocketAPIClosureHandler: SocketAPIHandler {
 extension SocketAPIHandler {
     public func peerReleased(bytes: Int) {}
     public func connectionRefused(uid: UInt32?, pid: Int32?, _ error: SocketAPIError) {}
+    public func peerRefused(_ peer: SocketPeer, _ error: SocketAPIError) {}
     public func peerClosed(_ peer: SocketPeer) {}
 }

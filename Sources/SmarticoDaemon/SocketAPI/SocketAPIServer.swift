@@ -77,13 +77,26 @@ public final class SocketAPIServer: CustomStringConvertible,
         /// How long a connection being dropped (line too long, journal unreadable) may take to take
         /// its last line before it is closed anyway.
         public var lingerMs: Int
+        /// `socket.max_peer_memory_bytes`: what all local peers together may hold in the daemon —
+        /// unfinished request lines and output not yet taken by their sockets (answers, events).
+        /// One uid (not root, not the daemon's own) may hold a quarter of it; a connection that takes
+        /// its uid (or everyone) beyond that is closed with `memory_limit`.
+        public var maxPeerMemoryBytes: Int
+        /// `socket.partial_line_timeout_s`, in ms: a request line left unfinished this long closes
+        /// its connection with `line_timeout`.
+        public var partialLineTimeoutMs: Int
+
+        /// What one uid may hold: a quarter of ``maxPeerMemoryBytes``. Also the longest event line
+        /// that can be delivered at all (the session refuses bigger engagements at the door).
+        public var uidMemoryShare: Int { maxPeerMemoryBytes / 4 }
 
         public init(
             maxLineBytes: Int = 1_048_576, controlUIDs: [UInt32]? = nil, controlGIDs: [UInt32]? = nil,
             maxQueueBytes: Int = 256 << 10, maxTotalQueueBytes: Int = 16 << 20,
             maxInFlightPerConnection: Int = 256, lingerMs: Int = 2000,
             maxPeersPerUID: Int = 64, maxDurablePerUID: Int = 16, maxPeers: Int? = nil,
-            maxPendingRequestsPerPeer: Int = 64
+            maxPendingRequestsPerPeer: Int = 64, maxPeerMemoryBytes: Int = DaemonConfig.Socket.defaultMaxPeerMemoryBytes,
+            partialLineTimeoutMs: Int = 30_000
         ) {
             self.maxLineBytes = max(1, maxLineBytes)
             self.controlUIDs = controlUIDs
@@ -96,13 +109,16 @@ public final class SocketAPIServer: CustomStringConvertible,
             self.maxTotalQueueBytes = max(1024, maxTotalQueueBytes)
             self.maxInFlightPerConnection = max(1, maxInFlightPerConnection)
             self.lingerMs = max(0, lingerMs)
+            self.maxPeerMemoryBytes = max(4 << 20, maxPeerMemoryBytes)
+            self.partialLineTimeoutMs = max(1, partialLineTimeoutMs)
         }
 
         /// The configuration's `socket` section.
         public init(_ socket: DaemonConfig.Socket) {
             self.init(maxLineBytes: socket.maxLineBytes, controlUIDs: socket.controlUIDs, controlGIDs: socket.controlGIDs,
                       maxQueueBytes: socket.maxQueueBytes, maxTotalQueueBytes: socket.maxTotalQueueBytes,
-                      maxPeersPerUID: socket.maxPeersPerUID, maxDurablePerUID: socket.maxDurablePerUID)
+                      maxPeersPerUID: socket.maxPeersPerUID, maxDurablePerUID: socket.maxDurablePerUID,
+                      maxPeerMemoryBytes: socket.maxPeerMemoryBytes, partialLineTimeoutMs: socket.partialLineTimeoutS * 1000)
         }
     }
 
@@ -406,8 +422,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         if let uid = credentials?.uid, uid != 0 { peersByUID[uid, default: 0] += 1 }
         connections.add(1, ordering: .relaxed)
         // A safety net against a peer that sends requests without reading their answers (events
-        // never come near it: they stop at `maxQueueBytes`).
-        connection.writeQueueLimit = configuration.maxQueueBytes + Self.responseSlackBytes + 4 * configuration.maxLineBytes
+        // never come near it: they stop at `maxQueueBytes`, but for one line alone, see `enqueue`).
+        connection.writeQueueLimit = baseWriteQueueLimit
         connection.onRead = { [unowned self, unowned peer] bytes in self.received(bytes, from: peer) }
         connection.onWritable = { [unowned self, unowned peer] in self.drained(peer) }
         connection.onClose = { [unowned self, unowned peer] _ in self.closed(peer) }
@@ -454,6 +470,9 @@ public final class SocketAPIServer: CustomStringConvertible,
 
     private func closed(_ peer: Peer) {
         peer.isOpen = false
+        // Its calls still being answered no longer count for its uid (their answers find no peer).
+        if let uid = rationedUID(peer), peer.inFlight > 0 { requestsOfUIDAnswered(uid, peer.inFlight) }
+        peer.inFlight = 0
         peer.lingerTimer?.invalidate()
         peer.lingerTimer = nil
         endSubscription(peer)
@@ -476,9 +495,16 @@ public final class SocketAPIServer: CustomStringConvertible,
 
     private func received(_ bytes: UnsafeRawBufferPointer, from peer: Peer) {
         guard peer.isOpen, !peer.dropping else { return }
+        let before = peer.framer.consumed
         let outcome = peer.framer.feed(bytes) { line in
             if line.count > 0 { self.handleLine(line, from: peer) }
-            return peer.isOpen && !peer.dropping
+            // Paused for its calls: the rest of this read waits (one read holds thousands of lines).
+            return peer.isOpen && !peer.dropping && !peer.pausedForRequests
+        }
+        let used = peer.framer.consumed - before
+        if case .ok = outcome, used < bytes.count, peer.isOpen, !peer.dropping {
+            peer.backlog.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[used...]))
+            peer.updateReading()
         }
         if case .lineTooLong(let offset) = outcome {
             respond(peer, id: nil, .failure(SocketAPIError(
@@ -487,7 +513,113 @@ public final class SocketAPIServer: CustomStringConvertible,
             drop(peer)
             return
         }
+        guard peer.isOpen, !peer.dropping else { return }
+        if peer.framer.bufferedByteCount > 0 {
+            if peer.partialSinceMs == nil {
+                peer.partialSinceMs = Self.monotonicMs()
+                schedulePartialLineCheck()
+            }
+        } else {
+            peer.partialSinceMs = nil
+        }
+        if checkMemory(peer) { return }
         updateOutputPause(peer)
+    }
+
+    // MARK: Memory
+
+    /// A safety net on each connection's write queue (answers to a peer that does not read them);
+    /// raised for one oversized event line at a time (``enqueue(_:to:total:)``).
+    private var baseWriteQueueLimit: Int { configuration.maxQueueBytes + Self.responseSlackBytes + 4 * configuration.maxLineBytes }
+
+    /// Below this a connection is not checked against the memory budget (a sum over the peers).
+    static let memoryCheckBytes = 64 << 10
+
+    /// What the peer holds in the daemon: its unfinished line, what it sent while paused, and its
+    /// unsent output.
+    private func heldBytes(_ peer: Peer) -> Int {
+        peer.framer.bufferedByteCount + peer.backlog.count + queuedBytes(peer)
+    }
+
+    /// Root and the daemon's own uid are trusted, as with `socket.max_peers_per_uid`.
+    private func isMemoryExempt(_ peer: Peer) -> Bool {
+        guard let uid = peer.info.uid else { return false }
+        return uid == 0 || uid == ownUID
+    }
+
+    /// Why the peer's uid (or all peers) hold too much if `extra` more bytes were added, or nil.
+    private func memoryRefusal(_ peer: Peer, extra: Int = 0) -> String? {
+        guard !isMemoryExempt(peer) else { return nil }
+        var ofUID = 0, all = 0
+        for other in peers.values where other.isOpen {
+            let held = heldBytes(other)
+            all += held
+            if other.info.uid == peer.info.uid { ofUID += held }
+        }
+        let who = peer.info.uid.map { "uid \($0)" } ?? "a peer without credentials"
+        if ofUID + extra > configuration.uidMemoryShare {
+            return "\(who) holds \(ofUID + extra) bytes in unfinished lines and unread output, more than its share (\(configuration.uidMemoryShare), a quarter of socket.max_peer_memory_bytes)"
+        }
+        if all + extra > configuration.maxPeerMemoryBytes {
+            return "the local peers hold \(all + extra) bytes in unfinished lines and unread output, more than socket.max_peer_memory_bytes (\(configuration.maxPeerMemoryBytes))"
+        }
+        return nil
+    }
+
+    /// Closes the peer when it holds enough to matter and its uid (or everyone) is over the budget.
+    /// True when it was closed.
+    private func checkMemory(_ peer: Peer) -> Bool {
+        guard peer.isOpen, !peer.dropping, heldBytes(peer) >= Self.memoryCheckBytes,
+              let why = memoryRefusal(peer) else { return false }
+        handler?.peerRefused(peer.info, SocketAPIError(.memoryLimit, why + "; closing this connection"))
+        // Its unfinished line goes now; its unread output with the connection.
+        peer.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
+        peer.partialSinceMs = nil
+        if queuedBytes(peer) >= Self.memoryCheckBytes {
+            // It does not read: what it was sent is dropped, and the error line would wait behind it.
+            peer.out = []
+            peer.connection.close()
+        } else {
+            respond(peer, id: nil, .failure(SocketAPIError(.memoryLimit, why + "; closing this connection")))
+            drop(peer)
+        }
+        return true
+    }
+
+    private var partialLineTimer: LoopTimer?
+
+    /// Arms the check of unfinished lines for the earliest one's deadline, if none is armed.
+    private func schedulePartialLineCheck() {
+        guard partialLineTimer == nil,
+              let earliest = peers.values.compactMap({ $0.isOpen && !$0.dropping ? $0.partialSinceMs : nil }).min() else { return }
+        let delay = max(0, earliest + Int64(configuration.partialLineTimeoutMs) - Self.monotonicMs())
+        partialLineTimer = loop.scheduleTimer(after: .milliseconds(delay)) { [weak self] in
+            guard let self else { return }
+            self.partialLineTimer = nil
+            self.closeStalledLines()
+            self.schedulePartialLineCheck()
+        }
+    }
+
+    /// Connections whose line stayed unfinished for `socket.partial_line_timeout_s` are closed.
+    private func closeStalledLines() {
+        let now = Self.monotonicMs()
+        let timeout = Int64(configuration.partialLineTimeoutMs)
+        for peer in peers.values where peer.isOpen && !peer.dropping {
+            guard let since = peer.partialSinceMs, now - since >= timeout else { continue }
+            let error = SocketAPIError(.lineTimeout, "a request line of \(peer.framer.bufferedByteCount) bytes was left unfinished for \(timeout / 1000) s (socket.partial_line_timeout_s); closing")
+            handler?.peerRefused(peer.info, error)
+            peer.framer = LineFramer(maxLineBytes: configuration.maxLineBytes)
+            peer.partialSinceMs = nil
+            respond(peer, id: nil, .failure(error))
+            drop(peer)
+        }
+    }
+
+    static func monotonicMs() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
     /// Room for answers beyond a peer's event queue before it stops being read.
@@ -495,6 +627,10 @@ public final class SocketAPIServer: CustomStringConvertible,
 
     /// The connection's write queue is empty again.
     private func drained(_ peer: Peer) {
+        if peer.raisedWriteLimit {
+            peer.raisedWriteLimit = false
+            peer.connection.writeQueueLimit = baseWriteQueueLimit
+        }
         updateOutputPause(peer)
         catchUpIfRoom(peer)
     }
@@ -510,6 +646,17 @@ public final class SocketAPIServer: CustomStringConvertible,
             peer.pausedForOutput = full
             peer.updateReading()
         }
+        feedBacklog(peer)
+    }
+
+    /// What a paused peer had sent beyond the line it was paused at, fed once it may go on (the
+    /// socket is read again only after it).
+    private func feedBacklog(_ peer: Peer) {
+        guard peer.isOpen, !peer.dropping, !peer.backlog.isEmpty, !peer.pausedForOutput, !peer.pausedForRequests else { return }
+        let pending = peer.backlog
+        peer.backlog = []
+        pending.withUnsafeBytes { received($0, from: peer) }
+        peer.updateReading()
     }
 
     // MARK: Requests
@@ -582,7 +729,8 @@ public final class SocketAPIServer: CustomStringConvertible,
         }
         peer.inFlight += 1
         if pendingRequest { peer.pendingRequests += 1 }
-        peer.updateReading(maxInFlight: configuration.maxInFlightPerConnection)
+        if let uid = rationedUID(peer) { inFlightByUID[uid, default: 0] += 1 }
+        updateRequestPause(peer)
         let number = peer.info.connectionNumber
         let reply = SocketAPIReply { [self] result in
             _ = loop.execute { self.answered(number, id: id, result, pendingRequest: pendingRequest) }
@@ -591,11 +739,47 @@ public final class SocketAPIServer: CustomStringConvertible,
     }
 
     private func answered(_ number: UInt64, id: JSONValue?, _ result: Result<JSONValue, SocketAPIError>, pendingRequest: Bool) {
-        guard let peer = peers[number], peer.isOpen else { return }
+        guard let peer = peers[number] else { return }
         peer.inFlight -= 1
         if pendingRequest { peer.pendingRequests -= 1 }
+        if let uid = rationedUID(peer) { requestsOfUIDAnswered(uid, 1) }
+        guard peer.isOpen else { return }
         respond(peer, id: id, result)
-        peer.updateReading(maxInFlight: configuration.maxInFlightPerConnection)
+        if checkMemory(peer) { return }
+        updateRequestPause(peer)
+    }
+
+    /// Calls of all the connections of one uid (not root, not the daemon's) being answered at once:
+    /// beyond it, its connections are not read until some are answered. Each call's answer may
+    /// wait unread in memory, and 64 connections × 256 calls each made the daemon work through
+    /// tens of thousands of them while everyone else waited.
+    static let maxInFlightPerUID = 256
+
+    private var inFlightByUID: [UInt32: Int] = [:]
+
+    /// The uid whose calls are rationed, or nil (root, the daemon's own uid, no credentials).
+    private func rationedUID(_ peer: Peer) -> UInt32? {
+        guard let uid = peer.info.uid, !isMemoryExempt(peer) else { return nil }
+        return uid
+    }
+
+    private func updateRequestPause(_ peer: Peer) {
+        let uidFull = rationedUID(peer).map { (inFlightByUID[$0] ?? 0) >= Self.maxInFlightPerUID } ?? false
+        peer.pausedForRequests = peer.inFlight >= configuration.maxInFlightPerConnection || uidFull
+        peer.updateReading()
+        feedBacklog(peer)
+    }
+
+    private func requestsOfUIDAnswered(_ uid: UInt32, _ count: Int) {
+        let before = inFlightByUID[uid] ?? 0
+        let held = max(0, before - count)
+        inFlightByUID[uid] = held > 0 ? held : nil
+        // Back under the bound: the uid's connections paused for it are read again.
+        if before >= Self.maxInFlightPerUID && held < Self.maxInFlightPerUID {
+            for other in peers.values where other.isOpen && other.pausedForRequests && other.info.uid == uid {
+                updateRequestPause(other)
+            }
+        }
     }
 
     /// Queues one response line (sent at the end of this loop iteration, in order with events). A
@@ -938,13 +1122,37 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// so a peer that reads always moves on, whatever the others do.
     private func enqueue(_ line: [UInt8], to peer: Peer, total: inout Int) -> Bool {
         let queued = queuedBytes(peer)
-        guard queued == 0 || (queued + line.count <= configuration.maxQueueBytes
-                              && total + line.count <= configuration.maxTotalQueueBytes) else { return false }
+        let fits = queued + line.count <= configuration.maxQueueBytes && total + line.count <= configuration.maxTotalQueueBytes
+        guard queued == 0 || fits else { return false }
+        if !fits {
+            // One line alone beyond the queue's bounds (a big engagement): taken only within the
+            // uid's share of the memory budget (its other peers wait for it in the journal), and
+            // the connection's safety net is raised for it until its queue drains.
+            if memoryRefusal(peer, extra: line.count) != nil {
+                retryCatchUpSoon(peer)
+                return false
+            }
+            peer.connection.writeQueueLimit = max(baseWriteQueueLimit, line.count + baseWriteQueueLimit)
+            peer.raisedWriteLimit = true
+        }
         append(line, to: peer)
         total += line.count
         peer.peakQueuedBytes = max(peer.peakQueuedBytes, queued + line.count)
         peakTotalQueuedBytes = max(peakTotalQueuedBytes, total)
         return true
+    }
+
+    /// A big line waits for room in the memory budget, which other peers free: look again soon
+    /// (nothing else wakes a peer whose own queue is empty).
+    private func retryCatchUpSoon(_ peer: Peer) {
+        guard !peer.retryScheduled else { return }
+        peer.retryScheduled = true
+        let number = peer.info.connectionNumber
+        _ = loop.scheduleTimer(after: .milliseconds(250)) { [weak self] in
+            guard let self, let peer = self.peers[number] else { return }
+            peer.retryScheduled = false
+            self.catchUpIfRoom(peer)
+        }
     }
 
     /// Queues a line whatever the bound (responses, `gap`, the state sent on rejoining).
@@ -1087,6 +1295,14 @@ private final class Peer {
     var lingerTimer: LoopTimer?
     /// The most this peer had queued right after an event line was queued (``SocketAPIServer/QueueStatistics``).
     var peakQueuedBytes = 0
+    /// Since when (monotonic ms) its framer holds an unfinished line.
+    var partialSinceMs: Int64?
+    /// Its write queue's limit was raised for one oversized event line.
+    var raisedWriteLimit = false
+    /// A look for room for a big line is scheduled.
+    var retryScheduled = false
+    /// Bytes read after the line at which it was paused for its calls; fed before it is read again.
+    var backlog: [UInt8] = []
 
     init(connection: StreamConnection, info: SocketPeer, maxLineBytes: Int) {
         self.connection = connection
@@ -1094,10 +1310,9 @@ private final class Peer {
         self.framer = LineFramer(maxLineBytes: maxLineBytes)
     }
 
-    func updateReading(maxInFlight: Int? = nil) {
-        if let maxInFlight { pausedForRequests = inFlight >= maxInFlight }
+    func updateReading() {
         guard isOpen, !dropping else { return }
-        if pausedForOutput || pausedForRequests {
+        if pausedForOutput || pausedForRequests || !backlog.isEmpty {
             connection.pauseReading()
         } else {
             connection.resumeReading()

@@ -20,6 +20,11 @@ public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
     /// The connection was refused at accept: its uid holds `socket.max_peers_per_uid` connections,
     /// or all peers together hold the daemon's descriptor budget. The only line it gets.
     case tooManyConnections = "too_many_connections"
+    /// The connection's uid (or all peers together) held more than its share of
+    /// `socket.max_peer_memory_bytes` in unfinished lines and unread output; closed right after.
+    case memoryLimit = "memory_limit"
+    /// A line was left unfinished for `socket.partial_line_timeout_s`; closed right after.
+    case lineTimeout = "line_timeout"
 }
 
 /// An error answer: written as `{"code", "message"}` plus `errCode`/`errMsg` when set (`server_error`).
