@@ -16,7 +16,9 @@ extension DaemonConfig {
     /// a `ws://` URL to a host that is not loopback (a warning: traffic in the clear); when
     /// `metricsDirectory` is true, a `metrics.textfile` directory that is neither writable nor
     /// creatable (the daemon keeps running when it cannot write there, with a warning in its log),
-    /// and a `metrics.textfile` name node_exporter's textfile collector would not read (a warning).
+    /// or one it would refuse to write in (owned by another user, or writable by every user without
+    /// the sticky bit), and a `metrics.textfile` name node_exporter's textfile collector would not
+    /// read (a warning).
     ///
     /// Blocking file-system calls: call it from the main thread before the daemon starts.
     public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false) -> [ConfigProblem] {
@@ -68,6 +70,15 @@ extension DaemonConfig {
                 fix: "choose another metrics.textfile, fix the permissions, or set it to null")
             {
                 problems.append(ConfigProblem(key: "metrics.textfile", message: problem))
+            } else {
+                // An existing directory the daemon would refuse at every write (docs/security.md,
+                // "Files the daemon writes").
+                let directory = Self.directoryOf(textfile)
+                var info = stat()
+                if stat(directory, &info) == 0,
+                   let refusal = MetricsTextfileWriter.directoryRefusal(directory, info, uid: Self.checkedOwner) {
+                    problems.append(ConfigProblem(key: "metrics.textfile", message: "\(textfile) would not be written: \(refusal)"))
+                }
             }
             if !textfile.hasSuffix(".prom") {
                 problems.append(ConfigProblem(
@@ -78,6 +89,13 @@ extension DaemonConfig {
         }
         return problems
     }
+
+    /// The uid whose ownership of the textfile's directory the checks require: the
+    /// user running them, taken for the daemon's user (docs/operations.md runs `--check-config` as
+    /// that user). Nil for root: the package's postinst runs the check as root, and the unit's
+    /// `User=` is not known, so only the modes are checked then (the daemon checks the owner at
+    /// start).
+    static var checkedOwner: uid_t? { geteuid() == 0 ? nil : geteuid() }
 
     /// `localhost`, `127.0.0.0/8` or `::1`.
     static func isLoopback(host: String) -> Bool {
