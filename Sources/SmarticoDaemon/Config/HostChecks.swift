@@ -18,10 +18,11 @@ extension DaemonConfig {
     /// creatable (the daemon keeps running when it cannot write there, with a warning in its log),
     /// or one it would refuse to write in (owned by another user, or writable by every user without
     /// the sticky bit), and a `metrics.textfile` name node_exporter's textfile collector would not
-    /// read (a warning).
+    /// read (a warning); when `stateDirectory` is true, an existing `state_dir` the daemon would
+    /// refuse at start (another user's, or writable by its group or others).
     ///
     /// Blocking file-system calls: call it from the main thread before the daemon starts.
-    public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false) -> [ConfigProblem] {
+    public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false, stateDirectory: Bool = false) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         let endpoint: WebSocketEndpoint? = server.url.flatMap { try? WebSocketEndpoint.parse($0).get() }
         let loopback = endpoint.map { Self.isLoopback(host: $0.host) } ?? false
@@ -64,6 +65,14 @@ extension DaemonConfig {
         if socketDirectory, let problem = Self.socketDirectoryProblem(socket.path) {
             problems.append(ConfigProblem(key: "socket.path", message: problem))
         }
+        if stateDirectory {
+            // An existing state_dir the store would refuse at start (exit 73).
+            var info = stat()
+            if stat(stateDir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+               let refusal = SmarticoStore.stateDirectoryRefusal(stateDir, info, uid: Self.checkedOwner) {
+                problems.append(ConfigProblem(key: "state_dir", message: refusal))
+            }
+        }
         if metricsDirectory, let textfile = metrics.textfile {
             if let problem = Self.directoryProblem(
                 Self.directoryOf(textfile), what: "the directory of metrics.textfile",
@@ -90,7 +99,7 @@ extension DaemonConfig {
         return problems
     }
 
-    /// The uid whose ownership of the textfile's directory the checks require: the
+    /// The uid whose ownership of `state_dir` and the textfile's directory the checks require: the
     /// user running them, taken for the daemon's user (docs/operations.md runs `--check-config` as
     /// that user). Nil for root: the package's postinst runs the check as root, and the unit's
     /// `User=` is not known, so only the modes are checked then (the daemon checks the owner at

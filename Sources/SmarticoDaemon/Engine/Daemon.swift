@@ -130,7 +130,7 @@ public enum Daemon {
             // What a restart cannot fix (docs/store.md, "A damaged database"): the operator must act,
             // and systemd does not restart on 73. A full disk or an I/O error may pass: exit 1.
             switch error {
-            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable:
+            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable, .unsafeStateDir:
                 return unusableDirectoryExitCode
             default:
                 return startFailureExitCode
