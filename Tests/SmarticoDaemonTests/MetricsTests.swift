@@ -413,6 +413,26 @@ struct MetricsTests {
         _ = await sim.stop()
     }
 
+    /// The daemon needs write and search permission on the collector's directory, not read (an
+    /// ACL or group of `-wx`): the directory is opened `O_PATH`. The daemon runs as uid 65534 here.
+    @Test func aCollectorDirectoryTheDaemonCannotListIsStillWritten() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let collector = setup.dir + "/collector"
+        #expect(mkdir(collector, 0o730) == 0 && chown(collector, 0, 65534) == 0 && chmod(collector, 0o730) == 0)
+        let textfile = collector + "/smarticod.prom"
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
+        #expect(chown(setup.dir, 65534, 65534) == 0 && chmod(setup.dir, 0o755) == 0)
+        let client = try await setup.start(launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        defer { client.close() }
+        #expect(await eventually { Self.lstatOf(textfile).map { $0.st_mode & S_IFMT == S_IFREG && $0.st_uid == 65534 } == true },
+                "log:\n\(setup.log)")
+        #expect(!setup.log.contains("metrics.textfile: "), "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
     /// A temporary name someone else took (here a link to a file of root's) is never opened: the
     /// next random name is used. When every name tried is taken, nothing is written and the error
     /// says so.

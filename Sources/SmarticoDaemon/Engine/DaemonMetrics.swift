@@ -222,6 +222,10 @@ final class MetricsTextfileWriter: Sendable {
         pool.submit { _ = unlink(path) }
     }
 
+    /// `O_PATH` (Linux; Glibc's module does not export it without `_GNU_SOURCE`): a descriptor
+    /// that names the directory for `fstat`, `openat` and `renameat` without opening it for reading.
+    static let pathOnly: Int32 = 0o10000000
+
     /// How many random temporary names are tried when each is taken (`EEXIST`) before giving up.
     static let temporaryNameAttempts = 8
 
@@ -265,10 +269,11 @@ final class MetricsTextfileWriter: Sendable {
         let directory = DaemonConfig.directoryOf(path)
         let base = path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
         guard !base.isEmpty else { return "\(path) names no file" }
-        var dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // O_PATH: the directory needs write and search permission only, as before, not read.
+        var dirfd = open(directory, pathOnly | O_DIRECTORY | O_CLOEXEC)
         if dirfd < 0 && errno == ENOENT {
             if let failure = Daemon.makeSocketDirectory(directory) { return "cannot create the directory \(directory): \(failure)" }
-            dirfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            dirfd = open(directory, pathOnly | O_DIRECTORY | O_CLOEXEC)
         }
         guard dirfd >= 0 else { return "cannot open the directory \(directory): \(String(cString: strerror(errno)))" }
         defer { close(dirfd) }
