@@ -65,7 +65,7 @@ cat >"$work/config.json" <<EOF
   "log": {"level": "notice"}
 }
 EOF
-mkdir -p "$work/state"
+mkdir -p -m 0700 "$work/state"   # the daemon refuses a state_dir others may write
 export SMARTICOD_SOCKET="$work/smarticod.sock"
 
 echo

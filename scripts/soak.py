@@ -422,7 +422,7 @@ class Soak:
             "session": {"keepalive_s": KEEPALIVE_S, "dead_after_s": DEAD_AFTER_S,
                         "reconnect": {"initial_ms": 500, "max_ms": 5000}},
         }
-        os.makedirs(config["state_dir"], exist_ok=True)
+        os.makedirs(config["state_dir"], mode=0o700, exist_ok=True)  # smarticod refuses one others may write
         with open(self.config_path, "w") as f:
             json.dump(config, f, indent=1)
 

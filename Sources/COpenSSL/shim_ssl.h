@@ -32,6 +32,12 @@ static inline int smartico_set_thread_name(const char *name) {
     return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
+/// Makes the calling process a child subreaper (PR_SET_CHILD_SUBREAPER): orphaned descendants
+/// are reparented to it rather than to init, so it can kill and reap them; prctl is variadic.
+static inline int smartico_set_child_subreaper(void) {
+    return prctl(PR_SET_CHILD_SUBREAPER, 1UL, 0UL, 0UL, 0UL);
+}
+
 static inline int smartico_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {
     return (int)SSL_CTX_set_min_proto_version(ctx, version);
 }

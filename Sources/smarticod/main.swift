@@ -172,7 +172,7 @@ case .success(.run(let configPath, let checkOnly)):
     // What can be checked on this machine without the network. At start the socket's directory
     // is left to the daemon, which creates it (exit 73 when it cannot), and so is the metrics
     // textfile's (a warning in the log when it cannot write it).
-    let hostProblems = resolved.config.hostProblems(socketDirectory: checkOnly, metricsDirectory: checkOnly)
+    let hostProblems = resolved.config.hostProblems(socketDirectory: checkOnly, metricsDirectory: checkOnly, stateDirectory: checkOnly)
     for warning in hostProblems where warning.severity == .warning {
         printError("\(configPath): \(warning.key): warning: \(warning.message)")
     }

@@ -319,6 +319,150 @@ struct MetricsTests {
         _ = await sim.stop()
     }
 
+    /// `lstat(path)`: nil when there is nothing there.
+    static func lstatOf(_ path: String) -> stat? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info : nil
+    }
+
+    /// Issue 43: in the collector directory docs/operations.md sets up (root's, writable by the
+    /// daemon's group, whose members are socket users), a member plants links at the textfile's
+    /// name and at the temporary name the daemon used to write (`<textfile>.<pid>.tmp`), pointing
+    /// at a file only root may read. The daemon writes its metrics beside them: the file stays as
+    /// it was (content and mode), and the textfile is a regular file of the daemon's.
+    @Test func linksPlantedInTheCollectorDirectoryByAnotherUserRedirectNothing() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        #expect(chmod(setup.dir, 0o755) == 0)
+        let collector = setup.dir + "/collector"
+        #expect(mkdir(collector, 0o775) == 0 && chown(collector, 0, 65534) == 0 && chmod(collector, 0o775) == 0)
+        let victim = setup.dir + "/victim"
+        let secret = "root's own file: not for the collector\n"
+        try Data(secret.utf8).write(to: URL(fileURLWithPath: victim))
+        #expect(chmod(victim, 0o600) == 0)
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        let pid = try #require(setup.daemon?.pid)
+        let textfile = collector + "/smarticod.prom"
+        let oldTemporary = "\(textfile).\(pid).tmp"
+        for link in [textfile, oldTemporary] {
+            let r = try await BuiltExecutable.run(
+                URL(fileURLWithPath: "/usr/bin/setpriv"),
+                ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/ln", "-s", victim, link])
+            #expect(r.status == 0 && Self.lstatOf(link).map { $0.st_mode & S_IFMT == S_IFLNK && $0.st_uid == 65534 } == true, "\(r)")
+        }
+
+        // The textfile is turned on now: a reload writes it at once, then every second.
+        try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
+        setup.daemon?.signal(SIGHUP)
+        func daemonsOwnTextfile() -> Bool {
+            guard let info = Self.lstatOf(textfile), info.st_mode & S_IFMT == S_IFREG else { return false }
+            return info.st_uid == 0 && info.st_mode & 0o7777 == 0o644
+                && ((try? String(contentsOfFile: textfile, encoding: .utf8)) ?? "").contains("smarticod_session_state{state=\"ready\"} 1")
+        }
+        #expect(await eventually { daemonsOwnTextfile() }, "log:\n\(setup.log.suffix(2000))")
+        try await Task.sleep(for: .milliseconds(2_500))  // two more rewrites
+        #expect(daemonsOwnTextfile())
+
+        #expect((try? String(contentsOfFile: victim, encoding: .utf8)) == secret, "the victim was written through a link")
+        let victimInfo = try #require(Self.lstatOf(victim))
+        #expect(victimInfo.st_mode & 0o7777 == 0o600 && victimInfo.st_uid == 0, "mode \(String(victimInfo.st_mode & 0o7777, radix: 8))")
+        // Left: the textfile and the link at the old name (not the daemon's to remove); no temporary file.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: collector).sorted() == ["smarticod.prom", "smarticod.prom.\(pid).tmp"])
+        #expect(!setup.log.contains("metrics.textfile: "), "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
+    /// A collector directory every user may write without the sticky bit, or one another user
+    /// owns, is refused: a warning naming it and why, nothing written, the daemon goes on. With
+    /// the sticky bit it is written.
+    @Test func aCollectorDirectoryOthersControlIsRefusedAndTheDaemonGoesOn() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        #expect(chmod(setup.dir, 0o755) == 0)
+        let open = setup.dir + "/open"
+        #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
+        let textfile = open + "/smarticod.prom"
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        let worldWritable = "metrics.textfile: \(textfile) not written: its directory \(open) (owner uid 0, mode 0777) is writable by every user and has no sticky bit, so anyone could replace the file; remove the write bit for others (chmod o-w) or set the sticky bit (chmod +t)"
+        #expect(await eventually { setup.log.contains(worldWritable) }, "log:\n\(setup.log)")
+        try await Task.sleep(for: .milliseconds(1_500))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: open) == [])
+        #expect(setup.log.components(separatedBy: worldWritable).count == 2, "logged more than once:\n\(setup.log)")
+        #expect(try await Self.metrics(client).state == "ready")
+
+        // The sticky bit: written.
+        #expect(chmod(open, 0o1777) == 0)
+        #expect(await eventually { Self.lstatOf(textfile).map { $0.st_mode & S_IFMT == S_IFREG } == true }, "log:\n\(setup.log)")
+        #expect(await eventually { setup.log.contains("metrics.textfile: \(textfile) written again") }, "log:\n\(setup.log)")
+
+        // Another user's directory: refused again.
+        #expect(chown(open, 65534, 65534) == 0 && chmod(open, 0o755) == 0)
+        let othersDirectory = "metrics.textfile: \(textfile) not written: its directory \(open) (owner uid 65534, mode 0755) belongs to neither root nor the daemon's uid 0"
+        #expect(await eventually { setup.log.contains(othersDirectory) }, "log:\n\(setup.log)")
+        #expect(try await Self.metrics(client).state == "ready")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
+    /// The daemon needs write and search permission on the collector's directory, not read (an
+    /// ACL or group of `-wx`): the directory is opened `O_PATH`. The daemon runs as uid 65534 here.
+    @Test func aCollectorDirectoryTheDaemonCannotListIsStillWritten() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let collector = setup.dir + "/collector"
+        #expect(mkdir(collector, 0o730) == 0 && chown(collector, 0, 65534) == 0 && chmod(collector, 0o730) == 0)
+        let textfile = collector + "/smarticod.prom"
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
+        #expect(chown(setup.dir, 65534, 65534) == 0 && chmod(setup.dir, 0o755) == 0)
+        let client = try await setup.start(launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        defer { client.close() }
+        #expect(await eventually { Self.lstatOf(textfile).map { $0.st_mode & S_IFMT == S_IFREG && $0.st_uid == 65534 } == true },
+                "log:\n\(setup.log)")
+        #expect(!setup.log.contains("metrics.textfile: "), "log:\n\(setup.log)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
+    /// A temporary name someone else took (here a link to a file of root's) is never opened: the
+    /// next random name is used. When every name tried is taken, nothing is written and the error
+    /// says so.
+    @Test func aTakenTemporaryNameIsSkippedNeverOpened() throws {
+        let dir = try ConfigTestSupport.temporaryDirectory().path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let victim = dir + "/victim"
+        try Data("victim\n".utf8).write(to: URL(fileURLWithPath: victim))
+        #expect(chmod(victim, 0o600) == 0)
+        #expect(symlink(victim, dir + "/taken.tmp") == 0)
+        let textfile = dir + "/smarticod.prom"
+        var names = ["taken.tmp", "fresh.tmp"]
+        #expect(MetricsTextfileWriter.writeAtomically(Array("a 1\n".utf8), to: textfile) { _ in names.removeFirst() } == nil)
+        #expect(names.isEmpty)
+        #expect((try? String(contentsOfFile: textfile, encoding: .utf8)) == "a 1\n")
+        #expect(Self.lstatOf(textfile).map { $0.st_mode & 0o7777 } == 0o644)
+        #expect((try? String(contentsOfFile: victim, encoding: .utf8)) == "victim\n")
+        #expect(Self.lstatOf(victim).map { $0.st_mode & 0o7777 } == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir).sorted() == ["smarticod.prom", "taken.tmp", "victim"])
+
+        let error = MetricsTextfileWriter.writeAtomically(Array("b 2\n".utf8), to: textfile) { _ in "taken.tmp" }
+        #expect(error == "cannot create a temporary file in \(dir): 8 random names were all taken (last \(dir)/taken.tmp); is someone planting files there?")
+        #expect((try? String(contentsOfFile: textfile, encoding: .utf8)) == "a 1\n")
+        #expect((try? String(contentsOfFile: victim, encoding: .utf8)) == "victim\n")
+        // The random names: 16 hex digits, never the same twice here.
+        let random = (0..<100).map { _ in MetricsTextfileWriter.randomTemporaryName("smarticod.prom") }
+        #expect(Set(random).count == 100)
+        #expect(random.allSatisfy { $0.hasPrefix("smarticod.prom.") && $0.hasSuffix(".tmp") && $0.count == "smarticod.prom.".count + 16 + 4 })
+    }
+
     @Test func checkConfigReportsABadIntervalAndAnUnwritableTextfileDirectory() async throws {
         let dir = try ConfigTestSupport.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -353,6 +497,14 @@ struct MetricsTests {
         #expect(warned.status == 0, "\(warned)")
         #expect(warned.stderr.contains("metrics.textfile: warning: \(rootOnly.path)/smarticod.txt does not end in .prom"), "\(warned.stderr)")
         #expect(warned.stdout.contains("metrics textfile: \(rootOnly.path)/smarticod.txt, rewritten every 15 s"), "\(warned.stdout)")
+
+        // A directory every user may write, without the sticky bit: refused, as the daemon would.
+        let open = dir.appendingPathComponent("open").path
+        #expect(mkdir(open, 0o777) == 0 && chmod(open, 0o777) == 0)
+        let refused = try write(#"{"textfile": "\#(open)/smarticod.prom"}"#)
+        let o = try await ConfigExecutableTests.run(["--config", refused, "--check-config"])
+        #expect(o.status == 78, "\(o)")
+        #expect(o.stderr == "\(refused): metrics.textfile: \(open)/smarticod.prom would not be written: its directory \(open) (owner uid 0, mode 0777) is writable by every user and has no sticky bit, so anyone could replace the file; remove the write bit for others (chmod o-w) or set the sticky bit (chmod +t)\n", "\(o)")
     }
 
     @Test func theTextFormatEscapesLabelsAndKeepsMillisecondSeconds() {

@@ -35,7 +35,9 @@ struct StateDirFaultTests {
         let setup = try DaemonSetup()
         defer { setup.remove() }
         try FileManager.default.createDirectory(atPath: setup.stateDir, withIntermediateDirectories: true)
-        try Self.sh(["/usr/bin/mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", setup.stateDir])
+        // mode=0700: a tmpfs root is 1777 by default, a state_dir the daemon refuses (docs/security.md,
+        // "Files the daemon writes").
+        try Self.sh(["/usr/bin/mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", setup.stateDir])
         defer { _ = NetNamespaces.runSync(["/usr/bin/umount", "-l", setup.stateDir]) }
         let filler = setup.stateDir + "/filler"
         try await exercise(setup, cause: "full", errnoText: "No space left on device",

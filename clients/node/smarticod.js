@@ -38,6 +38,7 @@ const NotReady = codeError('NotReady', 'not_ready');
 const Timeout = codeError('Timeout', 'timeout');
 const QueueFull = codeError('QueueFull', 'queue_full');
 const StorageUnavailable = codeError('StorageUnavailable', 'storage_unavailable');
+const HashCommandFailed = codeError('HashCommandFailed', 'hash_command_failed');
 const TooManyConnections = codeError('TooManyConnections', 'too_many_connections');
 const Internal = codeError('Internal', 'internal');
 const OpNotImplemented = codeError('OpNotImplemented', 'not_implemented');
@@ -559,5 +560,5 @@ class Subscription {
 module.exports = {
   Client, Subscription, Event, DEFAULT_SOCKET, EVENT_NAMES, JOURNALED_EVENTS, ERRORS_BY_CODE, errorFromAnswer,
   SmarticoError, BadJSON, BadRequest, UnknownOp, LineTooLong, NotPermitted, NotReady, ServerError, Timeout,
-  QueueFull, StorageUnavailable, TooManyConnections, Internal, OpNotImplemented, DaemonUnavailable, ClientTimeout, ProtocolError,
+  QueueFull, StorageUnavailable, HashCommandFailed, TooManyConnections, Internal, OpNotImplemented, DaemonUnavailable, ClientTimeout, ProtocolError,
 };

@@ -16,10 +16,13 @@ extension DaemonConfig {
     /// a `ws://` URL to a host that is not loopback (a warning: traffic in the clear); when
     /// `metricsDirectory` is true, a `metrics.textfile` directory that is neither writable nor
     /// creatable (the daemon keeps running when it cannot write there, with a warning in its log),
-    /// and a `metrics.textfile` name node_exporter's textfile collector would not read (a warning).
+    /// or one it would refuse to write in (owned by another user, or writable by every user without
+    /// the sticky bit), and a `metrics.textfile` name node_exporter's textfile collector would not
+    /// read (a warning); when `stateDirectory` is true, an existing `state_dir` the daemon would
+    /// refuse at start (another user's, or writable by its group or others).
     ///
     /// Blocking file-system calls: call it from the main thread before the daemon starts.
-    public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false) -> [ConfigProblem] {
+    public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false, stateDirectory: Bool = false) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
         let endpoint: WebSocketEndpoint? = server.url.flatMap { try? WebSocketEndpoint.parse($0).get() }
         let loopback = endpoint.map { Self.isLoopback(host: $0.host) } ?? false
@@ -62,12 +65,29 @@ extension DaemonConfig {
         if socketDirectory, let problem = Self.socketDirectoryProblem(socket.path) {
             problems.append(ConfigProblem(key: "socket.path", message: problem))
         }
+        if stateDirectory {
+            // An existing state_dir the store would refuse at start (exit 73).
+            var info = stat()
+            if stat(stateDir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+               let refusal = SmarticoStore.stateDirectoryRefusal(stateDir, info, uid: Self.checkedOwner) {
+                problems.append(ConfigProblem(key: "state_dir", message: refusal))
+            }
+        }
         if metricsDirectory, let textfile = metrics.textfile {
             if let problem = Self.directoryProblem(
                 Self.directoryOf(textfile), what: "the directory of metrics.textfile",
                 fix: "choose another metrics.textfile, fix the permissions, or set it to null")
             {
                 problems.append(ConfigProblem(key: "metrics.textfile", message: problem))
+            } else {
+                // An existing directory the daemon would refuse at every write (docs/security.md,
+                // "Files the daemon writes").
+                let directory = Self.directoryOf(textfile)
+                var info = stat()
+                if stat(directory, &info) == 0,
+                   let refusal = MetricsTextfileWriter.directoryRefusal(directory, info, uid: Self.checkedOwner) {
+                    problems.append(ConfigProblem(key: "metrics.textfile", message: "\(textfile) would not be written: \(refusal)"))
+                }
             }
             if !textfile.hasSuffix(".prom") {
                 problems.append(ConfigProblem(
@@ -78,6 +98,13 @@ extension DaemonConfig {
         }
         return problems
     }
+
+    /// The uid whose ownership of `state_dir` and the textfile's directory the checks require: the
+    /// user running them, taken for the daemon's user (docs/operations.md runs `--check-config` as
+    /// that user). Nil for root: the package's postinst runs the check as root, and the unit's
+    /// `User=` is not known, so only the modes are checked then (the daemon checks the owner at
+    /// start).
+    static var checkedOwner: uid_t? { geteuid() == 0 ? nil : geteuid() }
 
     /// `localhost`, `127.0.0.0/8` or `::1`.
     static func isLoopback(host: String) -> Bool {

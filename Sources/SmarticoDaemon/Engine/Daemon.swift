@@ -49,6 +49,13 @@ public enum Daemon {
         signal(SIGPIPE, SIG_IGN)
         closeInheritedDescriptorsOnExec()
         ProcessMemory.useOneArena()
+        // What a hash command leaves outside its process group (setsid, a double fork) comes back
+        // to the daemon and is killed when its run ends (docs/security.md, "Hash commands"). Only
+        // here, in the daemon's own process, which has no other children (not in ``run``, which
+        // a host process with children of its own could call).
+        if let failure = HashCommandRunner.adoptOrphans() {
+            Logger(label: "smarticod").warning("cannot become a child subreaper (\(failure)): a user.hash_command descendant that leaves the command's process group can outlive its run")
+        }
         guard let loop = makeLoop() else { return startFailureExitCode }
         let status = Mutex<Int32>(startFailureExitCode)
         let done = ThreadLatch()
@@ -130,7 +137,7 @@ public enum Daemon {
             // What a restart cannot fix (docs/store.md, "A damaged database"): the operator must act,
             // and systemd does not restart on 73. A full disk or an I/O error may pass: exit 1.
             switch error {
-            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable:
+            case .fileSystem, .databaseTooNew, .developmentFormat, .notAStore, .walUnavailable, .unsafeStateDir:
                 return unusableDirectoryExitCode
             default:
                 return startFailureExitCode

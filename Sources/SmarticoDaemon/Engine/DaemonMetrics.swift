@@ -153,9 +153,17 @@ struct DaemonMetrics: Sendable {
 }
 
 /// Writes `metrics.textfile` for node_exporter's textfile collector: the whole text to a
-/// temporary file in the same directory (mode 0644), then `rename` over the file, so the
-/// collector never reads half a file. The temporary name does not end in `.prom`, which the
-/// collector ignores.
+/// temporary file in the same directory, then `rename` over the file, so the collector never reads
+/// half a file. The temporary name does not end in `.prom`, which the collector ignores.
+///
+/// The collector's directory is often writable by others (docs/operations.md: group-writable, so
+/// the daemon's user can write there), so nothing in it is trusted (docs/security.md, "Files the
+/// daemon writes"): the temporary file gets a random name and is created with
+/// `O_CREAT | O_EXCL | O_NOFOLLOW` (a name planted by someone else, a symlink above all, is never
+/// opened: another random name is tried), its mode is set through its own descriptor, and the
+/// rename replaces whatever entry has the textfile's name without following it. A directory that
+/// belongs to a user other than root or the daemon's, or that every user may write without the
+/// sticky bit, is refused: nothing is written there, a warning names it, the daemon goes on.
 ///
 /// Writes run on the blocking pool, never the loop or the cooperative pool; a write still under
 /// way when the next is due makes the next one skipped, so a stuck file system holds one pool
@@ -218,24 +226,89 @@ final class MetricsTextfileWriter: Sendable {
         pool.submit { _ = unlink(path) }
     }
 
-    /// Writes `bytes` to `path` through a temporary file and `rename`; nil, or what failed (naming
-    /// the path). Creates missing directories (mode 0755). Blocking.
-    static func writeAtomically(_ bytes: [UInt8], to path: String) -> String? {
-        let directory = DaemonConfig.directoryOf(path)
-        let temporary = "\(path).\(getpid()).tmp"
-        var fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        if fd < 0 && errno == ENOENT {
-            if let failure = Daemon.makeSocketDirectory(directory) { return "cannot create the directory \(directory): \(failure)" }
-            fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    /// `O_PATH` (Linux; Glibc's module does not export it without `_GNU_SOURCE`): a descriptor
+    /// that names the directory for `fstat`, `openat` and `renameat` without opening it for reading.
+    static let pathOnly: Int32 = 0o10000000
+
+    /// How many random temporary names are tried when each is taken (`EEXIST`) before giving up.
+    static let temporaryNameAttempts = 8
+
+    /// A fresh temporary name for the textfile `base`: `<base>.<16 random hex digits>.tmp`.
+    static func randomTemporaryName(_ base: String) -> String {
+        let hex = String(UInt64.random(in: .min ... .max), radix: 16)
+        return "\(base).\(String(repeating: "0", count: 16 - hex.count))\(hex).tmp"
+    }
+
+    /// Why the textfile must not be written in `directory`, whose `stat` is `info`, by a daemon
+    /// running as `uid`; nil when it may. The directory must belong to root or to `uid` (another
+    /// user could swap it, or what is in it, at will), and must not be writable by every user
+    /// unless its sticky bit is set. A directory group-writable for the daemon's group (the setup
+    /// docs/operations.md shows) is accepted: the temporary file and the rename are safe there.
+    /// `uid` nil: the daemon's user is not known (`--check-config` run by root), the owner is not
+    /// checked.
+    static func directoryRefusal(_ directory: String, _ info: stat, uid: uid_t?) -> String? {
+        let mode = info.st_mode & 0o7777
+        let shown = "owner uid \(info.st_uid), mode \(octalMode(mode))"
+        if let uid, info.st_uid != 0 && info.st_uid != uid {
+            return "its directory \(directory) (\(shown)) belongs to neither root nor the daemon's uid \(uid), so its owner could replace what the daemon writes there; use a directory owned by root or by uid \(uid)"
         }
-        guard fd >= 0 else { return "cannot create \(temporary): \(String(cString: strerror(errno)))" }
+        if mode & S_IWOTH != 0 && mode & S_ISVTX == 0 {
+            return "its directory \(directory) (\(shown)) is writable by every user and has no sticky bit, so anyone could replace the file; remove the write bit for others (chmod o-w) or set the sticky bit (chmod +t)"
+        }
+        return nil
+    }
+
+    /// `mode` as `chmod` takes it: four octal digits (`0775`, `1777`).
+    static func octalMode(_ mode: mode_t) -> String {
+        let digits = String(mode & 0o7777, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+
+    /// Writes `bytes` to `path` through a temporary file and `rename`; nil, or what failed (naming
+    /// the path). Creates missing directories (mode 0755). Refuses a directory
+    /// ``directoryRefusal(_:_:uid:)`` refuses. `temporaryName` makes each temporary name (tests
+    /// give their own). Blocking.
+    static func writeAtomically(_ bytes: [UInt8], to path: String,
+                                temporaryName: (String) -> String = randomTemporaryName) -> String? {
+        let directory = DaemonConfig.directoryOf(path)
+        let base = path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
+        guard !base.isEmpty else { return "\(path) names no file" }
+        // O_PATH: the directory needs write and search permission only, as before, not read.
+        var dirfd = open(directory, pathOnly | O_DIRECTORY | O_CLOEXEC)
+        if dirfd < 0 && errno == ENOENT {
+            if let failure = Daemon.makeSocketDirectory(directory) { return "cannot create the directory \(directory): \(failure)" }
+            dirfd = open(directory, pathOnly | O_DIRECTORY | O_CLOEXEC)
+        }
+        guard dirfd >= 0 else { return "cannot open the directory \(directory): \(String(cString: strerror(errno)))" }
+        defer { close(dirfd) }
+        // The descriptor is the directory checked and written: swapping the path afterwards changes nothing.
+        var info = stat()
+        guard fstat(dirfd, &info) == 0 else { return "cannot stat the directory \(directory): \(String(cString: strerror(errno)))" }
+        if let refusal = directoryRefusal(directory, info, uid: geteuid()) { return "\(path) not written: \(refusal)" }
+
+        var fd: Int32 = -1
+        var temporary = ""
+        for _ in 0..<temporaryNameAttempts {
+            temporary = temporaryName(base)
+            // Mode 0644 at creation (the umask may take bits away: fchmod below gives them back).
+            fd = openat(dirfd, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            if fd >= 0 || errno != EEXIST { break }
+        }
+        let shownTemporary = directory == "/" ? "/\(temporary)" : "\(directory)/\(temporary)"
+        guard fd >= 0 else {
+            if errno == EEXIST {
+                return "cannot create a temporary file in \(directory): \(temporaryNameAttempts) random names were all taken (last \(shownTemporary)); is someone planting files there?"
+            }
+            return "cannot create \(shownTemporary): \(String(cString: strerror(errno)))"
+        }
         func fail(_ what: String) -> String {
             let reason = String(cString: strerror(errno))
             close(fd)
-            unlink(temporary)
-            return "cannot write \(temporary): \(what)\(reason)"
+            unlinkat(dirfd, temporary, 0)
+            return "cannot write \(shownTemporary): \(what)\(reason)"
         }
-        // The umask may have taken bits away: the collector (another user) must read it.
+        // The collector (another user) must read it. The descriptor is the file just created,
+        // never a file a link points at.
         if fchmod(fd, 0o644) != 0 { return fail("chmod: ") }
         var offset = 0
         while offset < bytes.count {
@@ -246,13 +319,14 @@ final class MetricsTextfileWriter: Sendable {
         }
         if close(fd) != 0 {
             let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            return "cannot write \(temporary): \(reason)"
+            unlinkat(dirfd, temporary, 0)
+            return "cannot write \(shownTemporary): \(reason)"
         }
-        if rename(temporary, path) != 0 {
+        // Replaces the entry named `base` (a file, or a link planted there) without following it.
+        if renameat(dirfd, temporary, dirfd, base) != 0 {
             let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            return "cannot rename \(temporary) to \(path): \(reason)"
+            unlinkat(dirfd, temporary, 0)
+            return "cannot rename \(shownTemporary) to \(path): \(reason)"
         }
         return nil
     }

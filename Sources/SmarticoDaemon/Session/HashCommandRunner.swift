@@ -65,6 +65,14 @@ public enum HashCommandError: Error, Sendable, Equatable, CustomStringConvertibl
 /// line (trailing `\r` and blanks removed) is the hash. The command must exit 0 within the
 /// timeout (default 10 s); otherwise its whole process group is killed with SIGKILL.
 ///
+/// A descendant that leaves the process group (`setsid`, a double fork) is not reached by the
+/// group's kill. The daemon calls ``adoptOrphans()`` at start: it becomes a child subreaper, so
+/// such a process, once its parent is gone, is reparented to the daemon instead of init; when a
+/// run ends and no other command is running or starting, every child of the daemon that is not a
+/// running command is such a leftover, and is killed and reaped (``sweepOrphans()``), until none
+/// is left. So nothing a hash command started outlives its run, whether it timed out, failed or
+/// succeeded (docs/security.md, "Hash commands").
+///
 /// Every blocking call (poll, read, waitpid) runs on a dedicated thread created per run.
 public enum HashCommandRunner {
     public static let defaultTimeoutMs = 10_000
@@ -106,24 +114,106 @@ public enum HashCommandRunner {
     /// The name of the thread a run uses.
     public static let threadName = "smarticod-hash"
 
-    /// The commands running now, by pid (= their process group). A pid leaves the set in the same
-    /// critical section that reaps it, so `killRunning()` never signals a pid that was reaped
-    /// (and may have been reused).
-    private static let running = Mutex<Set<pid_t>>([])
+    /// The daemon's children as the runner knows them.
+    struct Children {
+        /// The commands running now, by pid (= their process group). A pid leaves the set in the
+        /// same critical section that reaps it, so `killRunning()` never signals a pid that was
+        /// reaped (and may have been reused).
+        var running: Set<pid_t> = []
+        /// `posix_spawnp` calls under way: their pid is not in `running` yet.
+        var spawning = 0
+        /// Whether leftovers are swept (``adoptOrphans()`` made the process a subreaper).
+        var sweeping = false
+    }
+
+    private static let children = Mutex(Children())
+
+    /// Makes the process a child subreaper, so that what a hash command leaves behind outside its
+    /// process group comes back to it and is killed when the run ends. Call it only in a process
+    /// whose only children are hash commands (the daemon: ``sweepOrphans()`` kills every other
+    /// child). Returns nil, or why it failed (the runner then kills process groups only).
+    public static func adoptOrphans() -> String? {
+        guard smartico_set_child_subreaper() == 0 else {
+            return "prctl(PR_SET_CHILD_SUBREAPER): \(String(cString: strerror(errno)))"
+        }
+        children.withLock { $0.sweeping = true }
+        return nil
+    }
 
     /// Kills the process group of every command still running; returns how many. The daemon
     /// calls it when it stops, so no hash command outlives it (each run then ends as killed by
     /// signal 9, an outcome no one waits for any more).
     @discardableResult
     public static func killRunning() -> Int {
-        running.withLock { pids in
-            for pid in pids { killGroup(pid) }
-            return pids.count
+        children.withLock { c in
+            for pid in c.running { killGroup(pid) }
+            return c.running.count
         }
     }
 
     /// How many commands are running (tests).
-    static var runningCount: Int { running.withLock { $0.count } }
+    static var runningCount: Int { children.withLock { $0.running.count } }
+
+    /// How long ``sweepOrphans()`` keeps killing and reaping leftovers.
+    static let sweepLimitMs: Int64 = 2_000
+
+    /// After ``adoptOrphans()``: kills (SIGKILL) and reaps every child of this process that is not
+    /// a running command, round after round (a killed leftover's own children come back to this
+    /// process when it dies), until none is left or ``sweepLimitMs`` passed. Nothing is done
+    /// while a command runs or is being started (its own leftovers could not be told apart: the
+    /// last run to end sweeps). Returns how many leftovers were killed. Blocking: the runner's
+    /// thread only.
+    ///
+    /// Only this function reaps a child that is not in `running`, and only under the lock, so a
+    /// pid it found is still that child when it signals it (a pid is not reused before its
+    /// parent reaps it).
+    @discardableResult
+    static func sweepOrphans() -> Int {
+        let deadline = monotonicMs() + sweepLimitMs
+        var killed: Set<pid_t> = []
+        while true {
+            let found = children.withLock { c -> Bool in
+                guard c.sweeping, c.running.isEmpty, c.spawning == 0 else { return false }
+                let leftovers = childPids()
+                for pid in leftovers {
+                    kill(pid, SIGKILL)
+                    killed.insert(pid)
+                }
+                var status: Int32 = 0
+                for pid in leftovers { _ = waitpid(pid, &status, WNOHANG) }
+                return !leftovers.isEmpty
+            }
+            if !found || monotonicMs() >= deadline { return killed.count }
+            usleep(2_000)
+        }
+    }
+
+    /// The pids whose parent is this process (from `/proc/<pid>/stat`). Blocking.
+    static func childPids() -> [pid_t] {
+        let me = getpid()
+        guard let dir = opendir("/proc") else { return [] }
+        defer { closedir(dir) }
+        var out: [pid_t] = []
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard let pid = pid_t(name), pid != me else { continue }
+            let fd = open("/proc/\(name)/stat", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard n > 0 else { continue }
+            // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so from the last ')'.
+            guard let paren = buffer[..<n].lastIndex(of: UInt8(ascii: ")")) else { continue }
+            let fields = buffer[(paren + 1)..<n].split(separator: UInt8(ascii: " "))
+            if fields.count >= 2, let ppid = pid_t(String(decoding: fields[1], as: UTF8.self)), ppid == me {
+                out.append(pid)
+            }
+        }
+        return out
+    }
 
     /// Runs the command on a new detached pthread (named ``threadName``) and calls
     /// `completion` there with the outcome. `environment` and `passing`: as for
@@ -164,8 +254,15 @@ public enum HashCommandRunner {
     }
 
     /// The blocking implementation (call it only on a thread of your own). `environment`: the
-    /// command's whole environment (`NAME=value`).
+    /// command's whole environment (`NAME=value`). What the command left behind is killed before
+    /// it returns (``sweepOrphans()``).
     static func runBlocking(argv: [String], environment env: [String], timeoutMs: Int) -> HashCommandOutcome {
+        let outcome = runOnce(argv: argv, environment: env, timeoutMs: timeoutMs)
+        sweepOrphans()
+        return outcome
+    }
+
+    private static func runOnce(argv: [String], environment env: [String], timeoutMs: Int) -> HashCommandOutcome {
         guard let program = argv.first, !program.isEmpty else { return .failed(.emptyCommand) }
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
@@ -204,14 +301,19 @@ public enum HashCommandRunner {
             for p in cEnv { free(p) }
         }
         var pid: pid_t = 0
+        // Counted while under way, so that no sweep takes the new child for a leftover.
+        children.withLock { $0.spawning += 1 }
         let rc = posix_spawnp(&pid, program, &actions, &attr, &cArgs, &cEnv)
+        children.withLock { c in
+            c.spawning -= 1
+            if rc == 0 { c.running.insert(pid) }
+        }
         close(outPipe[1])
         close(errPipe[1])
         guard rc == 0 else {
             close(outPipe[0]); close(errPipe[0])
             return .failed(.spawnFailed(program: program, errno: rc))
         }
-        running.withLock { _ = $0.insert(pid) }
         defer { close(outPipe[0]); close(errPipe[0]) }
 
         let deadline = monotonicMs() + Int64(timeoutMs)
@@ -253,10 +355,10 @@ public enum HashCommandRunner {
         if !timedOut {
             // The pipes are closed; the program normally exits at once. Wait within the deadline.
             while true {
-                let (r, e) = running.withLock { pids -> (pid_t, Int32) in
+                let (r, e) = children.withLock { c -> (pid_t, Int32) in
                     let r = waitpid(pid, &status, WNOHANG)
                     let e = errno
-                    if r == pid || (r < 0 && e != EINTR) { pids.remove(pid) }
+                    if r == pid || (r < 0 && e != EINTR) { c.running.remove(pid) }
                     return (r, e)
                 }
                 if r == pid { break }
@@ -292,10 +394,10 @@ public enum HashCommandRunner {
 
     /// Kills the command's process group and reaps it (SIGKILL cannot be caught: the wait is short).
     static func killAndReap(_ pid: pid_t, _ status: inout Int32) {
-        running.withLock { pids in
+        children.withLock { c in
             killGroup(pid)
             while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-            pids.remove(pid)
+            c.running.remove(pid)
         }
     }
 

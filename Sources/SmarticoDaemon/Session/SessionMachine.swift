@@ -855,6 +855,13 @@ public struct SessionMachine: Sendable {
             let msg = "user.hash_command failed for \(ext): \(error)"
             emitError("hash_command_failed", msg)
             if ext == user?.extUserID {
+                // Every identify waiting for this user is answered now: IDENTIFY cannot be sent
+                // without a hash. The user stays the daemon's; the next connection runs the
+                // command again.
+                let answer = SessionReplyError(.hashCommandFailed, msg + "; no IDENTIFY was sent. \(ext) stays the daemon's user: the command runs again at the next connection, after the backoff")
+                for w in identifyWaiters { reply(w.id, .failure(answer)) }
+                identifyWaiters.removeAll()
+                rescheduleRequestTimer()
                 fail(reason: "hash_command_failed", message: msg, now: now, closeCode: 1000)
             } else {
                 dropMessages(of: ext, now: now)

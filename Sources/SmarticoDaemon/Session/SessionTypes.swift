@@ -176,6 +176,8 @@ public enum SessionErrorCode: String, Sendable, Equatable {
     case timeout
     case queueFull = "queue_full"
     case storageUnavailable = "storage_unavailable"
+    /// `user.hash_command` gave no hash for the user an `identify` is waiting for.
+    case hashCommandFailed = "hash_command_failed"
     case `internal`
 }
 

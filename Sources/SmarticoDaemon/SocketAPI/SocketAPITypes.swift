@@ -15,6 +15,9 @@ public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
     case queueFull = "queue_full"
     /// The state directory is full, read-only or failing: a durable op's message was not stored.
     case storageUnavailable = "storage_unavailable"
+    /// `identify`: `user.hash_command` failed for the user (it could not start, exited non-zero,
+    /// was killed, timed out or printed nothing); the daemon retries after its backoff.
+    case hashCommandFailed = "hash_command_failed"
     case `internal`
     case notImplemented = "not_implemented"
     /// The connection was refused at accept: its uid holds `socket.max_peers_per_uid` connections,

@@ -86,7 +86,8 @@ final class SQLiteConnection {
         self.path = path
         var db: OpaquePointer?
         // NOMUTEX: the connection is confined to one thread. EXRESCODE: extended result codes everywhere.
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        // NOFOLLOW: a symbolic link at `path` is refused (SQLITE_CANTOPEN), never followed.
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))

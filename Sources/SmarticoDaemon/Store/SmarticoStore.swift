@@ -82,8 +82,15 @@ public actor SmarticoStore {
         try Self.createFile(path)
         let connection: SQLiteConnection
         do {
-            connection = try SQLiteConnection(path: path)
+            // SQLITE_OPEN_NOFOLLOW refuses a link anywhere in the path it is given: hand it the
+            // state directory's real path (state_dir may be reached through links the
+            // administrator made), so that only a link at the database's own name is refused.
+            connection = try SQLiteConnection(path: Self.realDirectory(directory).map { $0 + "/" + Self.fileName } ?? path)
         } catch {
+            // SQLITE_CANTOPEN_SYMLINK, a macro Swift does not import.
+            if error.extendedCode == SQLITE_CANTOPEN | (6 << 8) {
+                throw .unsafeStateDir(path: path, reason: Self.symbolicLinkRefusal(path))
+            }
             throw .sqlite(error)
         }
         do {
@@ -858,9 +865,36 @@ public actor SmarticoStore {
         if stat(events, &info) == 0 { throw .developmentFormat(path: events, found: nil) }
     }
 
+    /// Why the existing state directory `directory` (its `stat` is `info`) must not be used by a
+    /// daemon running as `uid`, or nil. It must belong to `uid` and be writable by no one else
+    /// (no group or other write bit, sticky or not): whoever may create names in it could plant a
+    /// link at `smarticod.db`, `-wal` or `-shm` before the daemon creates them, and whoever owns it
+    /// may change its mode or swap what is in it. `uid` nil: the daemon's user is not known
+    /// (`--check-config` run by root), the owner is not checked.
+    static func stateDirectoryRefusal(_ directory: String, _ info: stat, uid: uid_t?) -> String? {
+        let mode = info.st_mode & 0o7777
+        let shown = "state_dir \(directory) (owner uid \(info.st_uid), mode \(MetricsTextfileWriter.octalMode(mode)))"
+        if let uid, info.st_uid != uid {
+            return "\(shown) does not belong to the daemon's user (uid \(uid)): its owner could read and change the stored user, outbox and journal, or plant links where the daemon writes; "
+                + "give it to the daemon's user (chown -R that user's uid and group, e.g. smarticod:smarticod, on the directory) or point state_dir at a directory of its own"
+        }
+        if mode & (S_IWGRP | S_IWOTH) != 0 {
+            return "\(shown) is writable by its group or by others: they could plant links at the names the daemon creates there (smarticod.db and its -wal and -shm files); "
+                + "make it writable by its owner only (chmod 0700; systemd's StateDirectoryMode=0700 does)"
+        }
+        return nil
+    }
+
     private static func makeDirectory(_ directory: String) throws(StoreError) {
-        var isDirectory = stat()
-        if stat(directory, &isDirectory) == 0 { return }
+        var existing = stat()
+        if stat(directory, &existing) == 0 {
+            // A file there fails at the database's creation, with its own error.
+            guard existing.st_mode & S_IFMT == S_IFDIR else { return }
+            if let refusal = stateDirectoryRefusal(directory, existing, uid: geteuid()) {
+                throw .unsafeStateDir(path: directory, reason: refusal)
+            }
+            return
+        }
         // Create missing parents too, each with 0700.
         var prefix = ""
         for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
@@ -880,11 +914,37 @@ public actor SmarticoStore {
     }
 
     private static func createFile(_ path: String) throws(StoreError) {
-        let fd = posixOpen(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw .fileSystem(path: path, operation: "opening database file", errno: errno) }
+        // O_NOFOLLOW: a link at the database's name is refused, never followed (its target is
+        // neither chmod'ed nor written).
+        let fd = posixOpen(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            let error = errno
+            var info = stat()
+            if error == ELOOP, lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+                throw .unsafeStateDir(path: path, reason: symbolicLinkRefusal(path))
+            }
+            throw .fileSystem(path: path, operation: "opening database file", errno: error)
+        }
         defer { posixClose(fd) }
         // Tighten an existing file too; the WAL and shm files inherit the database file's mode.
         _ = fchmod(fd, 0o600)
+    }
+
+    /// `directory` with every symbolic link resolved (`realpath`), or nil when it cannot be.
+    static func realDirectory(_ directory: String) -> String? {
+        guard let resolved = realpath(directory, nil) else { return nil }
+        defer { free(resolved) }
+        let text = String(cString: resolved)
+        return text == "/" ? "" : text
+    }
+
+    /// The refusal of a symbolic link at the database's name `path`, naming its target.
+    static func symbolicLinkRefusal(_ path: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink(path, &buffer, 4096)
+        let target = n >= 0 ? " (to \(String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)))" : ""
+        return "the database \(path) is a symbolic link\(target): the daemon does not follow links in state_dir; "
+            + "remove the link (move the real database file into state_dir if that is where it belongs, with the daemon stopped)"
     }
 
     static func randomBytes(_ count: Int) -> [UInt8] {

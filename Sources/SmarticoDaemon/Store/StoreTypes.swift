@@ -270,6 +270,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case notAStore(path: String)
     /// The database is not in WAL mode after asking for it (e.g. a read-only or network file system).
     case walUnavailable(path: String, journalMode: String)
+    /// The state directory, or the database file in it, is not safe to use (docs/security.md,
+    /// "Files the daemon writes"): another user owns the directory or may write in it, or the
+    /// database's name is a symbolic link. `reason` says which, and what to do.
+    case unsafeStateDir(path: String, reason: String)
     /// The outbox holds `outbox.max_messages` messages.
     case queueFull(max: Int)
     /// A message with this uuid is already in the outbox.
@@ -311,6 +315,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .walUnavailable(let path, let mode):
             return "the database \(path) could not be put in WAL mode (journal_mode is \(mode)); "
                 + "state_dir must be on a local file system that supports shared memory"
+        case .unsafeStateDir(_, let reason):
+            return reason
         case .queueFull(let max):
             return "the outbox holds its maximum of \(max) messages (outbox.max_messages); "
                 + "the message was not accepted"

@@ -107,7 +107,7 @@ class WireTests(unittest.TestCase):
             self.assertEqual(len(client._events), len(codes))
         self.assertEqual(sorted(smarticod.ERRORS_BY_CODE), sorted([
             "bad_json", "bad_request", "unknown_op", "line_too_long", "not_permitted", "not_ready",
-            "server_error", "timeout", "queue_full", "storage_unavailable", "too_many_connections", "internal",
+            "server_error", "timeout", "queue_full", "storage_unavailable", "hash_command_failed", "too_many_connections", "internal",
             "not_implemented"]))
 
     def test_a_connection_refused_at_accept_raises_too_many_connections(self) -> None:

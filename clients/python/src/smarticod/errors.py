@@ -89,6 +89,12 @@ class StorageUnavailable(SmarticoError):
     code = "storage_unavailable"
 
 
+class HashCommandFailed(SmarticoError):
+    """``hash_command_failed``: ``identify`` without a hash, and the daemon's ``user.hash_command``
+    gave none for the user. The daemon keeps the user and retries after its backoff."""
+    code = "hash_command_failed"
+
+
 class TooManyConnections(SmarticoError):
     """``too_many_connections``: the connection was refused at accept."""
     code = "too_many_connections"
@@ -129,7 +135,8 @@ class ProtocolError(SmarticoError):
 ERRORS_BY_CODE: Dict[str, Type[SmarticoError]] = {
     cls.code: cls  # type: ignore[misc]
     for cls in (BadJSON, BadRequest, UnknownOp, LineTooLong, NotPermitted, NotReady, ServerError,
-                Timeout, QueueFull, StorageUnavailable, TooManyConnections, Internal, OpNotImplemented)
+                Timeout, QueueFull, StorageUnavailable, HashCommandFailed, TooManyConnections, Internal,
+                OpNotImplemented)
 }
 
 
