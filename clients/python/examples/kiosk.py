@@ -4,9 +4,13 @@
 It subscribes durably (name ``kiosk``) to engagements, mini-games and deep links, so nothing is
 missed across its own restarts or the daemon's, and for each event:
 
-- ``engagement``: shows it, then ``report impression``; when the user taps, ``report action``;
-  when it cannot be shown, ``report failed``. Without the reports every engagement stays
-  pending at the server and comes again after each login.
+- ``engagement``: shows it natively (as text, from ``message.params``: no Smartico page), so it
+  reports it itself: ``report impression``, and on a tap ``report action``; when it cannot be
+  shown, ``report failed``. Without the reports every engagement stays pending at the server.
+  An app that shows Smartico's page (``data.popup_url``) does not report impressions or taps:
+  the page reports them itself through the bridge, and the app relays its messages with the
+  ``bridge`` op (``smartico-wrapper`` does that; docs/socket-api.md, "What an app must do").
+  Doing both would count every engagement twice.
 - ``minigame``: opens the mini-game's URL, then ``minigame_ack`` (the server's 707 is handled).
 - ``deeplink``: opens the link (``url`` for the gamification links, the app's own handler for
   ``custom`` ones; ``dummy`` links need nothing).
