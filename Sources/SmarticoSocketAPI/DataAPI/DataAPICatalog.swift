@@ -87,7 +87,7 @@ public struct DataAPICallSpec: Sendable, Equatable {
 /// Every call of the `api` op, in the order docs/api.md lists them.
 public enum DataAPICatalog {
     /// The wait for each server answer when neither the call nor the op sets one.
-    public static let defaultTimeoutMs = 10_000
+    public static let defaultTimeoutMs = 30_000
 
     public static let calls: [DataAPICallSpec] =
         DataAPIAchievementCalls.calls + DataAPIInboxStoreCalls.calls + DataAPICompetitionCalls.calls + DataAPIGameCalls.calls
