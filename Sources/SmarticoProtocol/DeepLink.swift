@@ -75,14 +75,15 @@ public struct DeepLink: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// For `dp:action&action=<name>`: `<name>`, percent-decoded (`+` is a space), as Smartico's SDK
-    /// reports it in a `client_action` event (a bare `&action` is `"true"`, as in the SDK); nil for
-    /// any other link or without an `action` parameter. The name is matched case-insensitively.
+    /// reports it in a `client_action` event; nil for any other link or without an `action`
+    /// parameter. As the SDK's `parseDp`: the parameter's name is percent-decoded and matched
+    /// case-insensitively, the last of several wins, a bare `&action` is `"true"` and an empty
+    /// `action=` is `""` (reported as such).
     public var clientAction: String? {
         guard action == "action",
-              let p = parameters.first(where: { $0.name.lowercased() == "action" }),
-              case let v = p.value.map({ WrapperURL.percentDecode($0, plusAsSpace: true) }) ?? "true", !v.isEmpty
+              let p = parameters.last(where: { WrapperURL.percentDecode($0.name, plusAsSpace: true).lowercased() == "action" })
         else { return nil }
-        return v
+        return p.value.map { WrapperURL.percentDecode($0, plusAsSpace: true) } ?? "true"
     }
 
     /// The value of the first parameter named `name` (`""` for a parameter without `=`).

@@ -186,6 +186,10 @@ import SmarticoTestSupport
         #expect(DeepLink("dp:ACTION&Action=opened+the%20shop").clientAction == "opened the shop")
         #expect(DeepLink("dp:action&action").clientAction == "true")
         #expect(DeepLink("dp:action").clientAction == nil)
+        // As the SDK's parseDp: the last duplicate wins, an empty value is "", the name is decoded.
+        #expect(DeepLink("dp:action&action=first&action=last").clientAction == "last")
+        #expect(DeepLink("dp:action&action=").clientAction == "")
+        #expect(DeepLink("dp:action&%61ction=decoded").clientAction == "decoded")
         #expect(DeepLink("dp:action").kind == .dummy)
         #expect(DeepLink("dp:gf_store&action=x").clientAction == nil)
         #expect(ClientEvent.clientAction("x").json == ["cid": 9, "eventType": "client_action", "payload": ["action": "x"]])
