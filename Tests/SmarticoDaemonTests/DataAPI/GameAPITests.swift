@@ -97,14 +97,21 @@ struct GameAPITests {
             // The last spin, then none left: SAW_NO_SPINS, reported with its status text.
             _ = try await f.call("minigames.play", ["template_id": 11])
             #expect(Self.byID(try await f.call("minigames.list").objects)[11]?["spin_count"]?.int64Value == 0)
+            let acksBeforeRefusal = try await Self.acknowledged(f).count
             let noSpins = try await f.failure("minigames.play", ["template_id": 11])
             #expect(noSpins["code"]?.stringValue == "server_error" && noSpins["errCode"]?.int64Value == 40001, "\(noSpins)")
+            // The refused round is acknowledged too, as the SDK acknowledges every round.
+            let refusedID = try #require(try await f.received(cids: [702]).last?["request_id"]?.stringValue)
+            #expect(Array(try await Self.acknowledged(f).dropFirst(acksBeforeRefusal)) == [refusedID])
             #expect(try await eventually(timeout: .seconds(5)) { try await Self.attempts(f).count == 4 })
             #expect(try await Self.attempts(f).last?["payload"]?["status"]?.stringValue == "NO SPINS AVAILABLE")
 
-            // The free lootbox: once a day; the list then shows when the next round comes.
+            // The free lootbox: once a day; the list then shows when the next round comes. Its
+            // acknowledge is refused (a 705 with errCode 7): the prize stands, with its request_id.
+            try await f.dataFault(cid: 704, "error", ["errCode": 7, "errMsg": "not now"])
             let lootbox = try await f.call("minigames.play", ["template_id": 14])
-            #expect(lootbox["prize_id"]?.int64Value == 141)
+            #expect(lootbox["prize_id"]?.int64Value == 141, "a refused acknowledge lost the prize: \(lootbox)")
+            #expect(lootbox["request_id"]?.stringValue != nil)
             let nextFree = Self.byID(try await f.call("minigames.list").objects)[14]?["next_available_spin_ts"]?.int64Value
             #expect((nextFree ?? 0) > f.nowMs + 86_000_000)
             let maxReached = try await f.failure("minigames.play", ["template_id": 14])

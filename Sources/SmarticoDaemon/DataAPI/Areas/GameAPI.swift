@@ -80,23 +80,33 @@ enum GameAPI {
         try? await ctx.event("minigame_attempt", payload: ["saw_template_id": .number(templateID), "status": .string(status)])
     }
 
-    /// 702 with our request_id; the attempt event with the round's status (also for a refusal,
-    /// which then fails the call with `server_error`); 704 unless `acknowledge` is false.
+    /// 702 with our request_id; the attempt event with the round's status; 704 unless
+    /// `acknowledge` is false — after a refused round too (which then fails the call with
+    /// `server_error`), as the SDK acknowledges every round. A 705 refusing the acknowledge does
+    /// not fail the call: the prize was won and its `request_id` is the app's to acknowledge
+    /// again (the SDK returns the round whatever the 705 says).
     static func playMiniGame(_ ctx: DataAPIContext) async throws(SocketAPIError) -> JSONValue {
         let templateID = ctx.args.int("template_id") ?? 0
         let requestID = newRequestID()
+        let acknowledge = ctx.args.bool("acknowledge") ?? true
         let answer: JSONObject
         do {
             answer = try await ctx.request(cid: 702, ["saw_template_id": .number(templateID), "request_id": .string(requestID)])
         } catch {
             if error.code == .serverError, let code = error.errCode {
                 await reportAttempt(ctx, templateID: templateID, status: spinStatus(code))
+                if acknowledge { _ = try? await ctx.request(cid: 704, ["request_id": .string(requestID)]) }
             }
             throw error
         }
         await reportAttempt(ctx, templateID: templateID, status: spinStatus(answer.int("errCode") ?? 0))
-        if ctx.args.bool("acknowledge") ?? true {
-            _ = try await ctx.request(cid: 704, ["request_id": .string(requestID)])
+        if acknowledge {
+            do {
+                _ = try await ctx.request(cid: 704, ["request_id": .string(requestID)])
+            } catch {
+                // A refused acknowledge leaves the prize won; anything else (a timeout) fails the call.
+                if error.code != .serverError { throw error }
+            }
         }
         return .object([
             "err_code": .of(answer.int("errCode")),
