@@ -38,8 +38,12 @@ extension JSONObject {
         return Int64(d.rounded(.towardZero))
     }
 
-    /// Text: a string, or a number's text (``JSONValue/lenientString``).
-    func string(_ key: String) -> String? { lenientString(key) }
+    /// Text: a string, a number's text (``JSONValue/lenientString``), or a boolean's
+    /// (`"true"`/`"false"`, as the SDK's lenient string reads one).
+    func string(_ key: String) -> String? {
+        if case .bool(let b)? = present(key) { return b ? "true" : "false" }
+        return lenientString(key)
+    }
 
     /// A boolean field (see above).
     func bool(_ key: String) -> Bool? {
@@ -58,9 +62,14 @@ extension JSONObject {
     /// The objects of an array member (other elements skipped); empty when absent.
     func objects(_ key: String) -> [JSONObject] { (self[key]?.arrayValue ?? []).compactMap(\.objectValue) }
 
-    /// The integers of an array member (fractions truncated, others skipped); nil when absent.
+    /// The integers of an array member, each read as an integer field is (fractions truncated,
+    /// numeric text read, anything else 0, as the SDK reads an element: so no position shifts);
+    /// nil when absent.
     func ints(_ key: String) -> [Int64]? {
-        self[key]?.arrayValue.map { $0.compactMap { v in v.lenientInt64 ?? v.doubleValue.map(Self.truncate) } }
+        self[key]?.arrayValue.map { $0.map { v in
+            v.lenientInt64 ?? v.doubleValue.map(Self.truncate)
+                ?? v.stringValue.flatMap { Double($0.trimmingCharacters(in: " \t")) }.map(Self.truncate) ?? 0
+        } }
     }
 
     /// A member as it is (`null` when absent), for fields the SDK passes through untyped.

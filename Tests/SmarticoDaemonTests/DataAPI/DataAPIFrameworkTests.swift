@@ -80,6 +80,16 @@ struct DataAPIFrameworkTests {
         #expect(cache.usage.entries == 2)
     }
 
+    /// Issue 41: the SDK's lenient reading of a text field and of an integer list's elements.
+    @Test func aBooleanInTextIsItsTextAndJunkInAnIntegerListIsZero() throws {
+        let o = try #require(try JSONValue(parsing: Array(#"{"t":true,"f":false,"n":5,"s":"x","list":[1,"x",2.9,null,"7",true,{"a":1},3]}"#.utf8)).objectValue)
+        #expect(o.string("t") == "true" && o.string("f") == "false" && o.string("n") == "5" && o.string("s") == "x")
+        #expect(o.string("absent") == nil)
+        // Every element keeps its position: the 3 is still the 8th.
+        #expect(o.ints("list") == [1, 0, 2, 0, 7, 0, 0, 3])
+        #expect(o.ints("absent") == nil)
+    }
+
     // MARK: Against the daemon
 
     @Test func anonymousCallsAnswerNotReadyAtOnceAndSendNothing() async throws {
