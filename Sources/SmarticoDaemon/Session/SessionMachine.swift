@@ -1027,9 +1027,12 @@ public struct SessionMachine: Sendable {
             }
             return .string(value)
         }
+        func wrapper(_ value: String?, _ field: String) -> JSONValue {
+            url(value, field).stringValue.map { .string(WrapperURL.forcingMobile($0)) } ?? .null
+        }
         let avatar = url(r.avatarURL(imageDomain: domain), "avatar_url")
-        let gf = url(r.gamificationURL, "native_app_gf_url")
-        let popup = url(r.popupURL, "native_app_popup_url")
+        let gf = wrapper(r.gamificationURL, "native_app_gf_url")
+        let popup = wrapper(r.popupURL, "native_app_popup_url")
         return .object([
             "ext_user_id": .string(u.extUserID),
             "user_id": r.json["user_id"] ?? .null,
@@ -1044,11 +1047,12 @@ public struct SessionMachine: Sendable {
     }
 
     /// The IDENTIFY answer's popup page (`native_app_popup_url`) when it may be handed out
-    /// (``WebURL``): engagements carry it as `popup_url`.
-    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked) }
-    /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out: the
-    /// base of the `url` of deep links and mini-games.
-    var gamificationURL: String? { identity?.gamificationURL.flatMap(WebURL.checked) }
+    /// (``WebURL``), with `force_mobile=true` (``WrapperURL/forcingMobile(_:)``): engagements carry
+    /// it as `popup_url`.
+    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
+    /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out, with
+    /// `force_mobile=true`: the base of the `url` of deep links and mini-games (which keep it).
+    var gamificationURL: String? { identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
 
     mutating func becomeReady(reason: String, now: Int64) {
         enter(.ready, reason: reason, now: now)

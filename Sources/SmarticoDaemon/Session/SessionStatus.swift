@@ -26,6 +26,9 @@ extension SessionMachine {
                 // Smartico's own id of the user, from the IDENTIFY answer (kept in the props).
                 "user_id": props["user_id"] ?? .null,
                 "public_username": opt(identity?.publicUsername),
+                // The wrapper pages as the `identified` event hands them out (force_mobile=true).
+                "gf_url": opt(gamificationURL),
+                "popup_url": opt(popupURL),
                 "props": .object(props),
                 "identified": .bool(identifiedOnConn),
                 "rejected": rejected.map { r in .object([
