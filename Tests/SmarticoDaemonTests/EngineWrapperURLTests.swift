@@ -54,4 +54,43 @@ struct EngineWrapperURLTests {
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
+
+    /// 002 §1.2: gamification may be opened only with product 100. A label whose INIT answer
+    /// lacks it gets no gamification URL: `status` and `identified` say `gamification: false`,
+    /// `minigame` and `deeplink` carry `url: null` and the `problem`.
+    @Test func withoutProduct100NoGamificationURLIsHandedOut() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--products", "0,5"])
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+        let status = try await EngineSessionTests.status(client)
+        #expect(status["session"]?["products"] == .array([.number(0), .number(5)]), "\(status)")
+        #expect(status["session"]?["gamification"] == .bool(false), "\(status)")
+        #expect(status["user"]?["gf_url"] == .null, "\(status)")
+        #expect(Self.hasOneForceMobile(status["user"]?["popup_url"]), "engagements still show: \(status)")
+
+        let answer = try await client.ok("identify", ["ext_user_id": "bob", "hash": "h"])
+        #expect(answer["gamification"] == .bool(false), "\(answer)")
+        #expect(answer["gf_url"] == .null, "\(answer)")
+        #expect(answer["problem"]?.stringValue?.contains("100") == true, "\(answer)")
+        let identified = try #require(await client.nextEvent { $0["event"]?.stringValue == "identified" })
+        #expect(identified["data"]?["gamification"] == .bool(false), "\(identified)")
+
+        for kind in ["show_spin", "deeplink"] {
+            _ = try await sim.control(["op": "emit", "kind": .string(kind), "user": "bob"])
+        }
+        let spin = try #require(await client.nextEvent { $0["event"]?.stringValue == "minigame" })
+        #expect(spin["data"]?["url"] == .null, "\(spin)")
+        #expect(spin["data"]?["problem"]?.stringValue?.contains("gamification is unavailable") == true, "\(spin)")
+        let link = try #require(await client.nextEvent { $0["event"]?.stringValue == "deeplink" })
+        #expect(link["data"]?["kind"]?.stringValue == "gamification" && link["data"]?["url"] == .null, "\(link)")
+        #expect(link["data"]?["problem"]?.stringValue?.contains("gamification is unavailable") == true, "\(link)")
+        // With 100 (the default answer) nothing is gated: the first test.
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
 }

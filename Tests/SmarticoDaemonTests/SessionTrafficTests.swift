@@ -375,7 +375,7 @@ import Testing
 
         let dl = try #require(h.feed(.request(SessionRequestID(1), .bridge(["bcid": 4, "dp": "dp:cashier"]))).events("deeplink").first)
         #expect(dl.data == .object(["source": "bridge", "engagement_uid": nil, "dp": "dp:cashier", "kind": "custom", "url": nil,
-                                    "client_action": nil]))
+                                    "client_action": nil, "problem": nil]))
         let game = h.feed(.request(SessionRequestID(2), .bridge(["bcid": 8, "ach_game_id": 3])))
         #expect(game.events("game_opening").first?.data == .object(["bcid": 8, "ach_game_id": 3]))
         let page = h.feed(.request(SessionRequestID(3), .bridge(["bcid": 1])))

@@ -313,6 +313,10 @@ public struct SessionMachine: Sendable {
     var lastActivityMs: Int64?
     var activityPersistedMs: Int64?
     var identity: IdentifyUserResponse?
+    /// Whether the INIT answer of the connection that identified the user offers gamification
+    /// (product 100, 002 §1.2). Without it the widget may not be opened: no gamification URL is
+    /// handed out. An answer without a `products` array gates nothing.
+    var gamificationOffered = true
     var props: JSONObject = [:]
     /// Per user ("" for the anonymous session): the `client.language` last queued for them
     /// (store meta `x.language_sent.<user>`). The configured language goes once per change, never
@@ -909,6 +913,7 @@ public struct SessionMachine: Sendable {
             out.append(.userAccepted(ext))
             props = Self.mergedProps(props, identify: r)
             identity = r
+            gamificationOffered = c.initResponse.map { $0.json["products"]?.arrayValue == nil || $0.hasGamification } ?? true
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
             let data = identifiedData(r, user: u)
             // A server URL that is not handed out is logged once, with this answer.
@@ -1031,7 +1036,8 @@ public struct SessionMachine: Sendable {
             url(value, field).stringValue.map { .string(WrapperURL.forcingMobile($0)) } ?? .null
         }
         let avatar = url(r.avatarURL(imageDomain: domain), "avatar_url")
-        let gf = wrapper(r.gamificationURL, "native_app_gf_url")
+        let gf = gamificationOffered ? wrapper(r.gamificationURL, "native_app_gf_url") : .null
+        if !gamificationOffered, r.gamificationURL != nil { problems.append(Self.gamificationUnavailable) }
         let popup = wrapper(r.popupURL, "native_app_popup_url")
         return .object([
             "ext_user_id": .string(u.extUserID),
@@ -1040,6 +1046,7 @@ public struct SessionMachine: Sendable {
             "avatar_id": r.avatarID.map(JSONValue.string) ?? .null,
             "avatar_url": avatar,
             "gf_url": gf,
+            "gamification": .bool(gamificationOffered),
             "popup_url": popup,
             "props": .object(props),
             "problem": problems.isEmpty ? .null : .string(problems.joined(separator: "; ")),
@@ -1052,7 +1059,18 @@ public struct SessionMachine: Sendable {
     var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
     /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out, with
     /// `force_mobile=true`: the base of the `url` of deep links and mini-games (which keep it).
-    var gamificationURL: String? { identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
+    var gamificationURL: String? {
+        guard gamificationOffered else { return nil }
+        return identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile)
+    }
+
+    /// Why a gamification URL is not handed out although the user is identified: INIT's products
+    /// lack 100. Nil otherwise.
+    var gamificationProblem: String? {
+        identity != nil && !gamificationOffered ? Self.gamificationUnavailable : nil
+    }
+
+    static let gamificationUnavailable = "gamification is unavailable: INIT's \"products\" lack 100 (GAMIFICATION, 002 §1.2), so the widget may not be opened and no gamification URL is handed out"
 
     mutating func becomeReady(reason: String, now: Int64) {
         enter(.ready, reason: reason, now: now)

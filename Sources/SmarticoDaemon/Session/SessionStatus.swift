@@ -18,6 +18,9 @@ extension SessionMachine {
             "session": .object([
                 "session_id": opt(c?.sessionID),
                 "products": r.map { .array($0.products.map { JSONValue.number($0.rawValue) }) } ?? .array([]),
+                // 002 §1.2: the widget may be opened only with product 100 (of the INIT that
+                // identified the user); false: no gamification URL is handed out.
+                "gamification": .bool(gamificationOffered),
                 "settings": .object(r?.settings ?? [:]),
                 "payload": .object(r?.payload ?? [:]),
             ]),
