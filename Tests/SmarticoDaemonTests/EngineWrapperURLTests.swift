@@ -93,4 +93,58 @@ struct EngineWrapperURLTests {
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
+
+    /// `user.reidentify_after_s` at its minimum (60 s; the test takes about a minute): the daemon
+    /// closes and identifies again; the URLs in `status` and a new `identified` are the new
+    /// connection's, no LOGIN is sent, and an engagement the server re-delivers is not shown again.
+    @Test(.timeLimit(.minutes(3)))
+    func theDaemonIdentifiesAgainAfterReidentifyAfterS() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--ping-interval", "5s"])
+        try setup.writeConfig(url: sim.serverURL)
+        try Self.setReidentify(setup, 60)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+        let started = ContinuousClock.now
+        #expect(try await sim.received(cids: [5]).count == 1)
+        let logins = try await sim.received(cids: [7]).count
+
+        // An engagement nobody reports stays pending at the server, which re-delivers it after
+        // every IDENTIFY.
+        _ = try await sim.control(["op": "emit", "kind": "engagement", "user": "alice"])
+        let first = try #require(await client.nextEvent { $0["event"]?.stringValue == "engagement" })
+        let uid = try #require(first["data"]?["message"]?["engagement_uid"]?.stringValue)
+
+        let again = await client.nextEvent(timeoutMs: 90_000) { $0["event"]?.stringValue == "identified" }
+        let took = ContinuousClock.now - started
+        let data = try #require(again?["data"], "no second identified within 90 s; log:\n\(setup.log)")
+        #expect(took >= .seconds(55), "re-identified after \(took), before reidentify_after_s")
+        #expect(try await sim.received(cids: [5]).count == 2, "a second IDENTIFY")
+        #expect(Self.hasOneForceMobile(data["gf_url"]), "\(data)")
+        #expect(setup.log.contains("reidentify"), "the close's reason in the log")
+        #expect(try await eventually { try await EngineSessionTests.isReady(client) })
+        let status = try await EngineSessionTests.status(client)
+        #expect(status["user"]?["gf_url"] == data["gf_url"], "\(status)")
+        #expect(try await sim.received(cids: [7]).count == logins, "a refresh sends no LOGIN")
+        // The re-delivered engagement: pending at the server still, not shown again.
+        let pending = try await sim.control(["op": "pending", "user": "alice"])
+        #expect("\(pending)".contains(uid), "the sim still holds it pending (and re-delivered it): \(pending)")
+        let later = await client.drainEvents(forMs: 1500)
+        #expect(!later.contains { $0["event"]?.stringValue == "engagement" }, "shown again: \(later.map(\.text))")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+
+    /// Adds `user.reidentify_after_s` to the written configuration.
+    static func setReidentify(_ setup: DaemonSetup, _ seconds: Int) throws {
+        let url = URL(fileURLWithPath: setup.configPath)
+        var config = try #require(try JSONValue(parsing: Array(Data(contentsOf: url))).objectValue)
+        var user = config["user"]?.objectValue ?? [:]
+        user["reidentify_after_s"] = .number(Int64(seconds))
+        config["user"] = .object(user)
+        try Data(config.serialized()).write(to: url)
+    }
 }

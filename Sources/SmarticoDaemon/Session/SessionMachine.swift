@@ -313,6 +313,9 @@ public struct SessionMachine: Sendable {
     var lastActivityMs: Int64?
     var activityPersistedMs: Int64?
     var identity: IdentifyUserResponse?
+    /// The connection was closed by the `reidentify` timer: its IDENTIFY refreshes the wrapper
+    /// URLs and starts no logical session.
+    var refreshingURLs = false
     /// Whether the INIT answer of the connection that identified the user offers gamification
     /// (product 100, 002 §1.2). Without it the widget may not be opened: no gamification URL is
     /// handed out. An answer without a `products` array gates nothing.
@@ -492,7 +495,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func cancelConnectionTimers() {
-        for t in [SessionTimer.connect, .response, .keepalive, .dead, .healthyReset, .logoutWait, .closeWait] { cancel(t) }
+        for t in [SessionTimer.connect, .response, .keepalive, .dead, .healthyReset, .logoutWait, .closeWait, .reidentify] { cancel(t) }
     }
 
     mutating func emit(_ name: String, _ data: JSONValue, journaled: Bool) {
@@ -764,6 +767,14 @@ public struct SessionMachine: Sendable {
             }
         case .requests:
             expireRequests(now: now)
+        case .reidentify:
+            // 002 §1.5: one IDENTIFY per WebSocket session (the server refuses a second one), so
+            // identifying again is a new connection: INIT, IDENTIFY (a fresh hash from
+            // hash_command), new URLs. Only from ready: in any other phase the connection is
+            // being made or ended already, and its IDENTIFY schedules the next one.
+            guard phase == .ready, let c = connection, c.speaker == user?.extUserID, identity != nil else { return }
+            refreshingURLs = true
+            closeGracefully(then: .reconnect, reason: "reidentify", now: now)
         }
     }
 
@@ -915,12 +926,16 @@ public struct SessionMachine: Sendable {
             identity = r
             gamificationOffered = c.initResponse.map { $0.json["products"]?.arrayValue == nil || $0.hasGamification } ?? true
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
+            schedule(.reidentify, at: now + Int64(config.config.user.reidentifyAfterS) * 1000)
             let data = identifiedData(r, user: u)
             // A server URL that is not handed out is logged once, with this answer.
             out.append(.emit(DaemonEvent(name: "identified", data: data, journaled: false, warning: data["problem"]?.stringValue)))
             for w in identifyWaiters { reply(w.id, .success(data)) }
             identifyWaiters.removeAll()
-            let inactive = lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true
+            // A re-identify (user.reidentify_after_s) only refreshes the URLs: no new logical
+            // session, so no LOGIN for inactivity (every_identify still sends one).
+            let inactive = !refreshingURLs && (lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
+            refreshingURLs = false
             if sessionConfig.loginPolicy == .everyIdentify || forceLogin || inactive {
                 forceLogin = false
                 send(Login(ua: userAgent(now: now)).json, now: now)
