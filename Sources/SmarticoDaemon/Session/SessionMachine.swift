@@ -924,7 +924,7 @@ public struct SessionMachine: Sendable {
             out.append(.userAccepted(ext))
             props = Self.mergedProps(props, identify: r)
             identity = r
-            gamificationOffered = c.initResponse.map { $0.json["products"]?.arrayValue == nil || $0.hasGamification } ?? true
+            gamificationOffered = c.initResponse.map(Self.offersGamification) ?? true
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
             schedule(.reidentify, at: now + Int64(config.config.user.reidentifyAfterS) * 1000)
             let data = identifiedData(r, user: u)
@@ -1083,6 +1083,12 @@ public struct SessionMachine: Sendable {
     /// lack 100. Nil otherwise.
     var gamificationProblem: String? {
         identity != nil && !gamificationOffered ? Self.gamificationUnavailable : nil
+    }
+
+    /// Whether an INIT answer lets the widget be opened: `products` has 100, or there is no
+    /// `products` array to go by.
+    static func offersGamification(_ r: InitSessionResponse) -> Bool {
+        r.json["products"]?.arrayValue == nil || r.hasGamification
     }
 
     static let gamificationUnavailable = "gamification is unavailable: INIT's \"products\" lack 100 (GAMIFICATION, 002 §1.2), so the widget may not be opened and no gamification URL is handed out"

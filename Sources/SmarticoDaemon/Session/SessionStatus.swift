@@ -18,9 +18,10 @@ extension SessionMachine {
             "session": .object([
                 "session_id": opt(c?.sessionID),
                 "products": r.map { .array($0.products.map { JSONValue.number($0.rawValue) }) } ?? .array([]),
-                // 002 §1.2: the widget may be opened only with product 100 (of the INIT that
-                // identified the user); false: no gamification URL is handed out.
-                "gamification": .bool(gamificationOffered),
+                // 002 §1.2: the widget may be opened only with product 100: this connection's
+                // INIT when there is one, else the one that identified the user. False: no
+                // gamification URL is handed out.
+                "gamification": .bool(r.map(Self.offersGamification) ?? gamificationOffered),
                 "settings": .object(r?.settings ?? [:]),
                 "payload": .object(r?.payload ?? [:]),
             ]),
