@@ -170,6 +170,24 @@ public enum WrapperURL {
         withParameter(base, name: "dp", value: deepLink)
     }
 
+    /// `url` with `force_mobile=true` added, unless it has a `force_mobile` parameter already
+    /// (whatever its value), as Smartico's SDK builds every wrapper URL: the widget picks its layout
+    /// from the user agent, and `SMTO-WRAPPER` matches no mobile token, so without it the page
+    /// renders its desktop layout. Every wrapper URL the daemon hands out goes through this.
+    public static func forcingMobile(_ url: String) -> String {
+        hasParameter(url, name: "force_mobile") ? url : withParameter(url, name: "force_mobile", value: "true")
+    }
+
+    /// True when `url`'s query (before any `#fragment`) has a parameter named `name` (the name
+    /// percent-decoded, as ``withParameter(_:name:value:)`` reads it).
+    public static func hasParameter(_ url: String, name: String) -> Bool {
+        let noFragment = url.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        guard let q = noFragment.firstIndex(of: "?") else { return false }
+        return noFragment[noFragment.index(after: q)...].split(separator: "&").contains { item in
+            percentDecode(String(item.firstIndex(of: "=").map { item[..<$0] } ?? item)) == name
+        }
+    }
+
     /// The gamification wrapper URL that opens the mini-game of a SAW_SHOW_SPIN_PUSH (707); nil
     /// when the push has no `saw_template_id`.
     public static func miniGame(_ base: String, push: SawShowSpinPush) -> String? {

@@ -124,6 +124,19 @@ public struct SimCommand: ParsableCommand, Sendable {
     @Option(help: ArgumentHelp("FCM_SENDER_ID in INIT's settings.", valueName: "id"))
     public var fcmSenderID = "000000000000"
 
+    @Option(help: ArgumentHelp("INIT's products: integers, comma-separated (100 = gamification, 002 §1.2); \"\" for none.",
+                               valueName: "list"))
+    public var products = "100,0,5"
+
+    /// The parsed `--products`.
+    public func parsedProducts() throws -> [Int64] {
+        try products.split(separator: ",").map { item in
+            let t = String(item).trimmed(" ")
+            guard let n = Int64(t) else { throw ValidationError("--products: \"\(t)\" is not an integer; give e.g. 100,0,5") }
+            return n
+        }
+    }
+
     @Flag(help: "Give every response a fresh uuid instead of the request's (exercises oldest-pending matching).")
     public var noEchoUUID = false
 
@@ -166,6 +179,7 @@ public struct SimCommand: ParsableCommand, Sendable {
             throw ValidationError("--pong-timeout must be more than 0 when pings are on")
         }
         _ = try parsedKinds()
+        _ = try parsedProducts()
     }
 
     /// The configuration for a given HTTP base URL (known once the HTTP port is bound).
@@ -173,7 +187,7 @@ public struct SimCommand: ParsableCommand, Sendable {
         SimConfig(labelKey: labelKey, brandKey: brandKey, hashSalt: hashSalt,
                   pingIntervalMs: pingInterval.milliseconds, pongTimeoutMs: pongTimeout.milliseconds,
                   emitEveryMs: emitEvery?.milliseconds, emitKinds: try parsedKinds(), templateBytes: templateBytes,
-                  httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID,
+                  httpBaseURL: httpBaseURL, fcmSenderID: fcmSenderID, products: try parsedProducts(),
                   uuidEcho: noEchoUUID ? .never : echoUUIDs ? .always : .asServer, quirks: quirks, withholdPong: withholdPong)
     }
 

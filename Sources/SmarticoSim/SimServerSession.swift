@@ -210,7 +210,7 @@ public struct SimServerSession: Sendable {
         // 002 §1.2's example, field by field.
         let response: JSONObject = [
             "cid": 4, "errCode": 0, "errMsg": .null,
-            "products": [100, 0, 5],
+            "products": .array(context.config.products.map { .number($0) }),
             "payload": ["country": "ZZ", "s": "sim01", "city": "Localhost", "ip": .string(remoteIP),
                         "sessionId": .string(String(sid.prefix(4)))],
             "settings": ["FCM_SENDER_ID": .string(context.config.fcmSenderID),

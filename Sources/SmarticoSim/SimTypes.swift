@@ -27,6 +27,8 @@ public struct SimConfig: Sendable, Equatable {
     public var httpBaseURL: String
     /// `FCM_SENDER_ID` in INIT_SESSION_RESPONSE's settings.
     public var fcmSenderID: String
+    /// `products` in INIT_SESSION_RESPONSE (002 §1.2's example: 100, 0, 5).
+    public var products: [Int64]
     /// Which responses echo the request's `uuid` (the others get a fresh one, which exercises a
     /// client's "oldest pending request" matching).
     public var uuidEcho: SimUUIDEcho
@@ -48,7 +50,7 @@ public struct SimConfig: Sendable, Equatable {
         labelKey: String? = nil, brandKey: String? = nil, hashSalt: String? = nil,
         pingIntervalMs: Int64 = 30_000, pongTimeoutMs: Int64 = 10_000,
         emitEveryMs: Int64? = nil, emitKinds: [SimPushKind] = [.engagement], templateBytes: Int = 2048,
-        httpBaseURL: String = "http://127.0.0.1:8081", fcmSenderID: String = "000000000000",
+        httpBaseURL: String = "http://127.0.0.1:8081", fcmSenderID: String = "000000000000", products: [Int64] = [100, 0, 5],
         uuidEcho: SimUUIDEcho = .asServer, quirks: Bool = false, withholdPong: Bool = false, maxReceived: Int = 100_000, maxReceivedBytes: Int = 256 << 20,
         maxPendingPerUser: Int = 1000, maxPendingBytes: Int = 256 << 20
     ) {
@@ -62,6 +64,7 @@ public struct SimConfig: Sendable, Equatable {
         self.templateBytes = templateBytes
         self.httpBaseURL = httpBaseURL
         self.fcmSenderID = fcmSenderID
+        self.products = products
         self.uuidEcho = uuidEcho
         self.quirks = quirks
         self.withholdPong = withholdPong

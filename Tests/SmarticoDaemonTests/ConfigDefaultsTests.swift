@@ -32,6 +32,7 @@ struct ConfigDefaultsTests {
         #expect(c.user.push.platform == 5)
         #expect(c.user.push.status == 4)
         #expect(c.user.push.appPackageID == nil)
+        #expect(c.user.reidentifyAfterS == 82_800)
         #expect(c.session.connectTimeoutS == 10)
         #expect(c.session.responseTimeoutS == 15)
         #expect(c.session.keepaliveS == 29)

@@ -5,7 +5,8 @@ import Testing
 
 /// An engagement's line and journal row are assembled from the 110's bytes as received.
 @Suite struct EngagementSpliceTests {
-    static let popup = "https://wrap.example/popup?x=1"
+    /// The Harness's `native_app_popup_url` as engagements carry it (force_mobile=true added).
+    static let popup = "https://wrap.example/popup?x=1&force_mobile=true"
     /// Spaces, odd key order, escapes, exact numbers and a `bcid` member of its own.
     static let odd = #" { "template_html" : "<p class=\"x\">\u00e9 Gr\u00fc\u00dfe \ud83d\ude00 é\n</p>\/" , "bcid":7,"#
         + #" "activityType" : 30,"engagement_id":9007199254740993,"cid":110 , "engagement_uid":"e\u002d7","#
@@ -39,7 +40,7 @@ import Testing
         #expect(event.name == "engagement" && event.journaled)
         let (row, line) = SessionDriver.journalRow(event, tsMs: 5)
         #expect(row.name == "engagement" && row.tsMs == 5)
-        let expectedRow = Array(#"{"message":"#.utf8) + raw + Array(#","popup_url":"https://wrap.example/popup?x=1"}"#.utf8)
+        let expectedRow = Array(#"{"message":"#.utf8) + raw + Array(#","popup_url":"https://wrap.example/popup?x=1&force_mobile=true"}"#.utf8)
         #expect(row.data == expectedRow, "\(String(decoding: row.data, as: UTF8.self))")
         let bridge = #"{"bcid":3,"template_html" : "<p class=\"x\">\u00e9 Gr\u00fc\u00dfe \ud83d\ude00 é\n</p>\/","#
             + #""activityType" : 30,"engagement_id":9007199254740993,"cid":110 , "engagement_uid":"e\u002d7","#
@@ -107,7 +108,7 @@ import Testing
             #expect(!line.contains(0x0A) && !line.contains(0x0D), "\(text.debugDescription)")
             let message = try #require(try JSONValue(parsing: raw).objectValue)
             let compact = message.serialized()
-            #expect(row.data == Array(#"{"message":"#.utf8) + compact + Array(#","popup_url":"https://wrap.example/popup?x=1"}"#.utf8))
+            #expect(row.data == Array(#"{"message":"#.utf8) + compact + Array(#","popup_url":"https://wrap.example/popup?x=1&force_mobile=true"}"#.utf8))
             #expect(line == JSONValue.object(try treeData(message, popupURL: Self.popup)).serialized())
             #expect(EngagementJournal.lineData(name: "engagement", journaled: row.data) == line)
         }

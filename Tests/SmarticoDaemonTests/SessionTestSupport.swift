@@ -12,12 +12,13 @@ enum SessionFixtures {
     static func config(
         url: String? = SessionFixtures.url, user: String? = nil, hash: String? = nil, hashCommand: [String]? = nil,
         policy: DaemonConfig.LoginPolicy = .logicalSession, language: String? = nil, keepalive: Int = 29,
-        push: DaemonConfig.User.Push = DaemonConfig.User.Push()
+        push: DaemonConfig.User.Push = DaemonConfig.User.Push(),
+        reidentifyAfterS: Int = DaemonConfig.User.defaultReidentifyAfterS
     ) -> ResolvedConfig {
         let cfg = DaemonConfig(
             server: .init(url: url, labelKey: Secret(labelKey), brandKey: "brand-1"),
             client: .init(trackerVersion: "1.2.3", domain: "app.example", agent: "smarticod-test", language: language),
-            user: .init(extUserID: user, hash: hash.map { Secret($0) }, hashCommand: hashCommand, push: push),
+            user: .init(extUserID: user, hash: hash.map { Secret($0) }, hashCommand: hashCommand, push: push, reidentifyAfterS: reidentifyAfterS),
             session: .init(keepaliveS: keepalive, loginPolicy: policy))
         return try! ResolvedConfig(cfg, environment: [:])
     }

@@ -254,7 +254,7 @@ import Testing
         let data = try #require(event.data.objectValue)
         #expect(data["message"] == (try JSONValue(parsing: raw)))
         #expect(data["message"]?["engagement_id"]?.numberValue?.literal == "9007199254740993")
-        #expect(data["popup_url"] == .string("https://wrap.example/popup?x=1"))
+        #expect(data["popup_url"] == .string("https://wrap.example/popup?x=1&force_mobile=true"))
         let bridge = try #require(data["bridge"]?.objectValue)
         #expect(bridge.keys.first == "bcid")
         #expect(bridge["bcid"] == .number(3))
@@ -269,7 +269,7 @@ import Testing
         #expect(dl.data["source"] == .string("server"))
         #expect(dl.data["kind"] == .string("gamification"))
         #expect(dl.data["engagement_uid"] == .string("e-43"))
-        #expect(dl.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&dp=dp%3Agf_missions%26id%3D3"))
+        #expect(dl.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&force_mobile=true&dp=dp%3Agf_missions%26id%3D3"))
     }
 
     /// An engagement is journaled without its `bridge` (the payload once, not twice); replay puts it
@@ -359,13 +359,13 @@ import Testing
         #expect(id["public_username"] == .string("Player One"))
         #expect(id["avatar_id"] == .string("av-1"))
         #expect(id["avatar_url"] == .string("https://img3.example/avatar/av-1"))
-        #expect(id["gf_url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1"))
-        #expect(id["popup_url"] == .string("https://wrap.example/popup?x=1"))
+        #expect(id["gf_url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&force_mobile=true"))
+        #expect(id["popup_url"] == .string("https://wrap.example/popup?x=1&force_mobile=true"))
 
         let mg = try #require(h.server(SawShowSpinPush(sawTemplateID: 5, pendingMessageID: 8).json).events("minigame").first)
         #expect(mg.journaled)
         #expect(mg.data["saw_template_id"] == .number(5))
-        #expect(mg.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&dp=dp%3Agf_saw%26id%3D5%26standalone%3Dtrue"))
+        #expect(mg.data["url"] == .string("https://wrap.example/gf?label=1&user_ext_id=u1&force_mobile=true&dp=dp%3Agf_saw%26id%3D5%26standalone%3Dtrue"))
         #expect(mg.data["message"]?["pending_message_id"] == .number(8))
 
         let msg = try #require(h.server(["cid": 706, "spins": 3]).events("message").first)
@@ -375,7 +375,7 @@ import Testing
 
         let dl = try #require(h.feed(.request(SessionRequestID(1), .bridge(["bcid": 4, "dp": "dp:cashier"]))).events("deeplink").first)
         #expect(dl.data == .object(["source": "bridge", "engagement_uid": nil, "dp": "dp:cashier", "kind": "custom", "url": nil,
-                                    "client_action": nil]))
+                                    "client_action": nil, "problem": nil]))
         let game = h.feed(.request(SessionRequestID(2), .bridge(["bcid": 8, "ach_game_id": 3])))
         #expect(game.events("game_opening").first?.data == .object(["bcid": 8, "ach_game_id": 3]))
         let page = h.feed(.request(SessionRequestID(3), .bridge(["bcid": 1])))

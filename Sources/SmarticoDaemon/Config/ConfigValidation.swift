@@ -83,6 +83,7 @@ extension DaemonConfig {
         v.range("user.push.platform", user.push.platform, User.Push.platformRange, note: " (PushClientPlatform)")
         v.range("user.push.status", user.push.status, User.Push.statusRange, note: " (PushNotificationUserStatus)")
         v.nonEmpty("user.push.app_package_id", user.push.appPackageID)
+        v.atLeast("user.reidentify_after_s", user.reidentifyAfterS, User.minReidentifyAfterS)
 
         // session
         v.atLeast("session.connect_timeout_s", session.connectTimeoutS, 1)

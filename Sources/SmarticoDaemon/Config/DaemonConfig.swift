@@ -299,14 +299,22 @@ extension DaemonConfig {
         public var hashCommandEnv: [String]
         /// `user.push.*`
         public var push: Push
+        /// `user.reidentify_after_s`: seconds after an IDENTIFY answer before the daemon identifies
+        /// again on a new connection, so the wrapper URLs (whose hash is valid 24 h, 002 §1.6)
+        /// stay fresh; default 82800 (23 h), at least 60.
+        public var reidentifyAfterS: Int
+
+        public static let defaultReidentifyAfterS = 82_800
+        public static let minReidentifyAfterS = 60
 
         public init(extUserID: String? = nil, hash: Secret? = nil, hashCommand: [String]? = nil, hashCommandEnv: [String] = [],
-                    push: Push = Push()) {
+                    push: Push = Push(), reidentifyAfterS: Int = User.defaultReidentifyAfterS) {
             self.extUserID = extUserID
             self.hash = hash
             self.hashCommand = hashCommand
             self.hashCommandEnv = hashCommandEnv
             self.push = push
+            self.reidentifyAfterS = reidentifyAfterS
         }
 
         enum CodingKeys: String, CodingKey, CaseIterable {
@@ -315,6 +323,7 @@ extension DaemonConfig {
             case hashCommand = "hash_command"
             case hashCommandEnv = "hash_command_env"
             case push
+            case reidentifyAfterS = "reidentify_after_s"
         }
 
         init(config c: ConfigObject<CodingKeys>) {
@@ -323,6 +332,8 @@ extension DaemonConfig {
             hashCommand = c.optional(.hashCommand, expect: "a non-empty array of strings (program and arguments)")
             hashCommandEnv = c.field(.hashCommandEnv, default: [], expect: "an array of environment variable names")
             push = c.section(.push, default: Push())
+            reidentifyAfterS = c.field(.reidentifyAfterS, default: User.defaultReidentifyAfterS,
+                                       expect: Expect.integer(atLeast: User.minReidentifyAfterS))
         }
 
         /// `user.push.*`: push data for IDENTIFY and cid 1003.

@@ -154,7 +154,7 @@ extension SessionMachine {
             // Without a template id there is no mini-game to open: still a `minigame` (the apps that
             // show mini-games are the ones to know), with nulls and the problem.
             let url = gamificationURL.flatMap { WrapperURL.miniGame($0, push: s) }
-            let problem = s.problem
+            let problem = s.problem ?? gamificationProblem
             out.append(.emit(DaemonEvent(name: "minigame", data: .object([
                 "message": .object(s.json),
                 "saw_template_id": s.sawTemplateID.map { JSONValue.number($0) } ?? .null,
@@ -192,6 +192,7 @@ extension SessionMachine {
     func deepLinkEvent(source: String, dp: String, engagementUID: String?) -> DaemonEvent {
         let link = DeepLink(dp)
         let url = gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
+        let problem = link.kind == .gamification ? gamificationProblem : nil
         return DaemonEvent(name: "deeplink", data: .object([
             "source": .string(source),
             "engagement_uid": engagementUID.map(JSONValue.string) ?? .null,
@@ -199,6 +200,7 @@ extension SessionMachine {
             "kind": .string(link.kind.rawValue),
             "url": url.map(JSONValue.string) ?? .null,
             "client_action": link.clientAction.map(JSONValue.string) ?? .null,
+            "problem": problem.map(JSONValue.string) ?? .null,
         ]), journaled: true)
     }
 

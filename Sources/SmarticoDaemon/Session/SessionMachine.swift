@@ -313,6 +313,13 @@ public struct SessionMachine: Sendable {
     var lastActivityMs: Int64?
     var activityPersistedMs: Int64?
     var identity: IdentifyUserResponse?
+    /// The connection was closed by the `reidentify` timer: its IDENTIFY refreshes the wrapper
+    /// URLs and starts no logical session.
+    var refreshingURLs = false
+    /// Whether the INIT answer of the connection that identified the user offers gamification
+    /// (product 100, 002 §1.2). Without it the widget may not be opened: no gamification URL is
+    /// handed out. An answer without a `products` array gates nothing.
+    var gamificationOffered = true
     var props: JSONObject = [:]
     /// Per user ("" for the anonymous session): the `client.language` last queued for them
     /// (store meta `x.language_sent.<user>`). The configured language goes once per change, never
@@ -488,7 +495,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func cancelConnectionTimers() {
-        for t in [SessionTimer.connect, .response, .keepalive, .dead, .healthyReset, .logoutWait, .closeWait] { cancel(t) }
+        for t in [SessionTimer.connect, .response, .keepalive, .dead, .healthyReset, .logoutWait, .closeWait, .reidentify] { cancel(t) }
     }
 
     mutating func emit(_ name: String, _ data: JSONValue, journaled: Bool) {
@@ -760,6 +767,14 @@ public struct SessionMachine: Sendable {
             }
         case .requests:
             expireRequests(now: now)
+        case .reidentify:
+            // 002 §1.5: one IDENTIFY per WebSocket session (the server refuses a second one), so
+            // identifying again is a new connection: INIT, IDENTIFY (a fresh hash from
+            // hash_command), new URLs. Only from ready: in any other phase the connection is
+            // being made or ended already, and its IDENTIFY schedules the next one.
+            guard phase == .ready, let c = connection, c.speaker == user?.extUserID, identity != nil else { return }
+            refreshingURLs = true
+            closeGracefully(then: .reconnect, reason: "reidentify", now: now)
         }
     }
 
@@ -909,13 +924,18 @@ public struct SessionMachine: Sendable {
             out.append(.userAccepted(ext))
             props = Self.mergedProps(props, identify: r)
             identity = r
+            gamificationOffered = c.initResponse.map(Self.offersGamification) ?? true
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
+            schedule(.reidentify, at: now + Int64(config.config.user.reidentifyAfterS) * 1000)
             let data = identifiedData(r, user: u)
             // A server URL that is not handed out is logged once, with this answer.
             out.append(.emit(DaemonEvent(name: "identified", data: data, journaled: false, warning: data["problem"]?.stringValue)))
             for w in identifyWaiters { reply(w.id, .success(data)) }
             identifyWaiters.removeAll()
-            let inactive = lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true
+            // A re-identify (user.reidentify_after_s) only refreshes the URLs: no new logical
+            // session, so no LOGIN for inactivity (every_identify still sends one).
+            let inactive = !refreshingURLs && (lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
+            refreshingURLs = false
             if sessionConfig.loginPolicy == .everyIdentify || forceLogin || inactive {
                 forceLogin = false
                 send(Login(ua: userAgent(now: now)).json, now: now)
@@ -1027,9 +1047,13 @@ public struct SessionMachine: Sendable {
             }
             return .string(value)
         }
+        func wrapper(_ value: String?, _ field: String) -> JSONValue {
+            url(value, field).stringValue.map { .string(WrapperURL.forcingMobile($0)) } ?? .null
+        }
         let avatar = url(r.avatarURL(imageDomain: domain), "avatar_url")
-        let gf = url(r.gamificationURL, "native_app_gf_url")
-        let popup = url(r.popupURL, "native_app_popup_url")
+        let gf = gamificationOffered ? wrapper(r.gamificationURL, "native_app_gf_url") : .null
+        if !gamificationOffered, r.gamificationURL != nil { problems.append(Self.gamificationUnavailable) }
+        let popup = wrapper(r.popupURL, "native_app_popup_url")
         return .object([
             "ext_user_id": .string(u.extUserID),
             "user_id": r.json["user_id"] ?? .null,
@@ -1037,6 +1061,7 @@ public struct SessionMachine: Sendable {
             "avatar_id": r.avatarID.map(JSONValue.string) ?? .null,
             "avatar_url": avatar,
             "gf_url": gf,
+            "gamification": .bool(gamificationOffered),
             "popup_url": popup,
             "props": .object(props),
             "problem": problems.isEmpty ? .null : .string(problems.joined(separator: "; ")),
@@ -1044,11 +1069,29 @@ public struct SessionMachine: Sendable {
     }
 
     /// The IDENTIFY answer's popup page (`native_app_popup_url`) when it may be handed out
-    /// (``WebURL``): engagements carry it as `popup_url`.
-    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked) }
-    /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out: the
-    /// base of the `url` of deep links and mini-games.
-    var gamificationURL: String? { identity?.gamificationURL.flatMap(WebURL.checked) }
+    /// (``WebURL``), with `force_mobile=true` (``WrapperURL/forcingMobile(_:)``): engagements carry
+    /// it as `popup_url`.
+    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
+    /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out, with
+    /// `force_mobile=true`: the base of the `url` of deep links and mini-games (which keep it).
+    var gamificationURL: String? {
+        guard gamificationOffered else { return nil }
+        return identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile)
+    }
+
+    /// Why a gamification URL is not handed out although the user is identified: INIT's products
+    /// lack 100. Nil otherwise.
+    var gamificationProblem: String? {
+        identity != nil && !gamificationOffered ? Self.gamificationUnavailable : nil
+    }
+
+    /// Whether an INIT answer lets the widget be opened: `products` has 100, or there is no
+    /// `products` array to go by.
+    static func offersGamification(_ r: InitSessionResponse) -> Bool {
+        r.json["products"]?.arrayValue == nil || r.hasGamification
+    }
+
+    static let gamificationUnavailable = "gamification is unavailable: INIT's \"products\" lack 100 (GAMIFICATION, 002 §1.2), so the widget may not be opened and no gamification URL is handed out"
 
     mutating func becomeReady(reason: String, now: Int64) {
         enter(.ready, reason: reason, now: now)

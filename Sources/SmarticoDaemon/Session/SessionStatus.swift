@@ -18,6 +18,10 @@ extension SessionMachine {
             "session": .object([
                 "session_id": opt(c?.sessionID),
                 "products": r.map { .array($0.products.map { JSONValue.number($0.rawValue) }) } ?? .array([]),
+                // 002 §1.2: the widget may be opened only with product 100: this connection's
+                // INIT when there is one, else the one that identified the user. False: no
+                // gamification URL is handed out.
+                "gamification": .bool(r.map(Self.offersGamification) ?? gamificationOffered),
                 "settings": .object(r?.settings ?? [:]),
                 "payload": .object(r?.payload ?? [:]),
             ]),
@@ -26,6 +30,9 @@ extension SessionMachine {
                 // Smartico's own id of the user, from the IDENTIFY answer (kept in the props).
                 "user_id": props["user_id"] ?? .null,
                 "public_username": opt(identity?.publicUsername),
+                // The wrapper pages as the `identified` event hands them out (force_mobile=true).
+                "gf_url": opt(gamificationURL),
+                "popup_url": opt(popupURL),
                 "props": .object(props),
                 "identified": .bool(identifiedOnConn),
                 "rejected": rejected.map { r in .object([

@@ -40,6 +40,10 @@ public enum SessionTimer: String, Sendable, CaseIterable, CustomStringConvertibl
     case closeWait
     /// The earliest deadline of the local requests waiting for an answer (`request`, `identify`).
     case requests
+    /// `user.reidentify_after_s` after the server answered IDENTIFY for the daemon's user: the
+    /// connection is closed and made anew, so IDENTIFY's wrapper URLs (their hash is valid 24 h,
+    /// 002 §1.6) are fresh again.
+    case reidentify
 
     public var description: String { rawValue }
 }
