@@ -130,6 +130,28 @@ import Testing
         #expect(m.warning == nil)
     }
 
+    /// Issue 41: `cid` as a decimal string is read as the SDK reads it; a `cid` that is no number
+    /// is a `message` with the problem. Neither ends the connection.
+    @Test func cidAsDecimalStringIsReadAsTheNumber() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.serverBytes(#"{"cid":"110","engagement_uid":"u-str","activityType":30}"#)
+        expectKept(a, h, "110 with a string cid")
+        #expect(a.events("engagement").count == 1)
+        #expect(a.events("engagement").first?.data["message"]?["cid"] == .string("110")) // forwarded as received
+        let p = h.serverBytes(#"{"cid":" 108 ","props":{"level":"gold"}}"#)
+        expectKept(p, h, "108 with a padded string cid")
+        #expect(p.events("props").first?.data["level"] == .string("gold"))
+        for text in [#"{"cid":"abc","x":1}"#, #"{"cid":1.5}"#, #"{"x":1}"#] {
+            let b = h.serverBytes(text)
+            expectKept(b, h, text)
+            let m = try #require(b.events("message").first, "\(text)")
+            #expect(m.data["message"] == (try JSONValue(parsing: Array(text.utf8))))
+            #expect(m.data["problem"]?.stringValue?.contains(#""cid""#) == true, "\(text)")
+            #expect(m.warning != nil)
+        }
+    }
+
     @Test func onlyAnUnreadableAnswerEndsTheConnection() throws {
         var h = Harness(SessionFixtures.config())
         h.start()
@@ -138,11 +160,11 @@ import Testing
         #expect(a.closes == [1002])
         #expect(a.events("session").first?.data["reason"] == .string("bad_server_message"))
         #expect(h.machine.status()["last_error"]?["code"] == .string("bad_server_message"))
-        // Bytes that are not an object with an integer cid.
+        // Bytes that are not an object.
         h.advance(by: h.timers[.backoff]! - h.now)
         h.connected()
         h.initOK()
-        #expect(h.serverBytes(#"{"cid":"110"}"#).closes == [1002])
+        #expect(h.serverBytes(#"[{"cid":110}]"#).closes == [1002])
     }
 
     // MARK: fatal INIT errCode

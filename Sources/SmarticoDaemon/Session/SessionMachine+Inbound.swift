@@ -55,13 +55,26 @@ extension SessionMachine {
         // Anything from the server shows the connection is alive.
         connection?.heardAtMs = now
         cancel(.dead)
-        // Session rule 7: only bytes that are not a JSON object with an integer cid end the
-        // connection here; the fields of a known cid are read loosely (ServerMessage.decode).
+        // Session rule 7: only bytes that are not a JSON object end the connection here; a `cid`
+        // given as a string holding an integer is read as that integer (as the SDK reads it), and
+        // the fields of a known cid are read loosely (ServerMessage.decode).
         let msg: ServerMessage
         do {
             msg = try ServerMessage.decode(bytes)
         } catch {
-            fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
+            if case .object(let o)? = try? JSONValue(parsing: bytes) {
+                // An object whose `cid` cannot be read (absent, text, a fraction): nothing to act
+                // on, but the connection is sound; delivered with the problem, never a reconnect
+                // (the same message would close the next connection too).
+                restartSilenceTimer(now: now)
+                if pushesFor != nil {
+                    out.append(.emit(DaemonEvent(name: "message", data: .object([
+                        "message": .object(o), "name": .null, "problem": .string(error.description),
+                    ]), journaled: true, warning: "a server message without a usable class id delivered as a message event: \(error)")))
+                }
+                return
+            }
+            fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object: \(error)",
                  now: now, closeCode: 1002)
             return
         }

@@ -1,0 +1,55 @@
+import Foundation
+import SmarticoProtocol
+import SmarticoTestSupport
+import Testing
+
+/// Issue 41, against the built `smarticod` and `smartico-sim`: what the official SDK tolerates in
+/// the server's messages the daemon tolerates too, and what the SDK drops unread is made visible.
+@Suite("Engine: server tolerance (issue 41)")
+struct EngineToleranceTests {
+    static func status(_ client: DaemonClient) async throws -> JSONValue { try await client.ok("status") }
+
+    static func isReady(_ client: DaemonClient) async throws -> Bool {
+        let s = try await status(client)
+        return s["state"]?.stringValue == "ready" && s["user"]?["identified"]?.boolValue == true
+    }
+
+    /// A `cid` sent as a decimal string is read as the number (the SDK's `int`), so a 110 with
+    /// `"cid":"110"` is an `engagement`; a `cid` that is no number is a `message` with its
+    /// problem. Neither ends the connection.
+    @Test func cidAsStringIsReadAsTheNumberAndNothingReconnects() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+        let before = try #require(try await Self.status(client)["counters"]?["reconnects"]?.int64Value)
+
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": [
+            "cid": "110", "engagement_uid": "string-cid-1", "activityType": 30, "engagement_id": 5,
+        ]])
+        let engagement = await client.nextEvent { $0["event"] == "engagement" || $0["event"] == "message" }
+        #expect(engagement?["event"] == "engagement", "\(engagement.map { String(decoding: $0.serialized(), as: UTF8.self) } ?? "none"); log:\n\(setup.log)")
+        // Forwarded as received: the page gets the server's message unchanged.
+        #expect(engagement?["data"]?["message"]?["engagement_uid"] == "string-cid-1", "\(String(describing: engagement))")
+        #expect(engagement?["data"]?["message"]?["cid"] == "110")
+
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": ["cid": "abc", "x": 1]])
+        let message = await client.nextEvent { $0["event"] == "message" }
+        #expect(message?["data"]?["message"]?["cid"] == "abc", "\(String(describing: message))")
+        let problem = message?["data"]?["problem"]?.stringValue ?? ""
+        #expect(problem.contains(#""cid""#) && problem.contains("abc"), "\(problem)")
+
+        try await Task.sleep(for: .milliseconds(300))
+        let s = try await Self.status(client)
+        #expect(s["state"] == "ready")
+        #expect(s["counters"]?["reconnects"]?.int64Value == before, "no reconnect over a string cid: \(s)")
+        let clients = try await sim.control(["op": "clients"])["clients"]?.arrayValue ?? []
+        #expect(clients.count == 1, "one connection all along: \(clients)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
+}
