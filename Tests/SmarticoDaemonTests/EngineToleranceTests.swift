@@ -52,4 +52,34 @@ struct EngineToleranceTests {
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
+
+    /// The SDK merges a `props` object from any server message: so does the daemon, with a
+    /// `props` event and the props in `status`.
+    @Test func propsFromA504AreMerged() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+        let earlier = try await Self.status(client)["user"]?["props"]?.objectValue ?? [:]
+        #expect(!earlier.isEmpty, "IDENTIFY's answer carries props")
+
+        _ = try await sim.control(["op": "emit", "user": "alice", "message": [
+            "cid": 504, "props": ["ach_points_balance": 4242, "issue41_marker": "from-504"],
+        ]])
+        let props = await client.nextEvent { $0["event"] == "props" && $0["data"]?["issue41_marker"] != nil }
+        #expect(props?["data"]?["issue41_marker"] == "from-504", "log:\n\(setup.log)")
+        #expect(props?["data"]?["ach_points_balance"] == 4242)
+        // Merged, not replaced: the earlier props stay.
+        for key in earlier.keys where key != "ach_points_balance" {
+            #expect(props?["data"]?[key] == earlier[key], "\(key) kept")
+        }
+        let s = try await Self.status(client)
+        #expect(s["user"]?["props"]?["issue41_marker"] == "from-504", "\(s)")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
 }

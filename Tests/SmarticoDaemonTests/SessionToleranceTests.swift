@@ -152,6 +152,20 @@ import Testing
         }
     }
 
+    /// Issue 41: props are merged from any server message that carries a `props` object.
+    @Test func propsAreMergedFromAnyServerMessage() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.server(["cid": 504, "props": ["ach_points_balance": 12, "marker": "504"]])
+        #expect(a.events("props").first?.data["marker"] == .string("504"))
+        #expect(a.events("message").count == 1) // still delivered as what it is
+        let b = h.server(["cid": 706, "props": ["marker": "706"], "spin_count": 1])
+        #expect(b.events("props").first?.data["ach_points_balance"] == .number(12)) // merged, not replaced
+        #expect(h.machine.status()["user"]?["props"]?["marker"] == .string("706"))
+        // A `props` that is not an object is no change.
+        #expect(h.server(["cid": 504, "props": "x"]).events("props").isEmpty)
+    }
+
     @Test func onlyAnUnreadableAnswerEndsTheConnection() throws {
         var h = Harness(SessionFixtures.config())
         h.start()

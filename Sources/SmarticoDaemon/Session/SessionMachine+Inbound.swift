@@ -116,6 +116,16 @@ extension SessionMachine {
             break
         }
 
+        // Props are merged from any server message that carries a `props` object, as the SDK
+        // merges them (a 108's below, with its problem check; IDENTIFY's in onIdentifyResponse):
+        // e.g. a 504 or a data answer. Not for another user's messages (pushesFor).
+        if case .object(let changes)? = msg.json["props"], pushesFor != nil {
+            switch msg {
+            case .publicPropertiesChanged, .identifyUserResponse: break
+            default: updateProps(changes)
+            }
+        }
+
         if matchPending(msg, now: now) { return }
         // Pushes for another user than the daemon's are not delivered (the server sends them again
         // when that user is next identified).
@@ -232,7 +242,8 @@ extension SessionMachine {
         return true
     }
 
-    /// Merges public props (server 108, bridge 7), emits `props`, persists them.
+    /// Merges public props (server 108 and any server message with a `props` object, bridge 7),
+    /// emits `props`, persists them.
     mutating func updateProps(_ changes: JSONObject) {
         props = props.merging(changes)
         emit("props", .object(props), journaled: false)
