@@ -82,4 +82,34 @@ struct EngineToleranceTests {
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
+
+    /// A 2003 with `errCode` ≠ 0 (the server refused the push token) is an `error` event
+    /// `push_token_refused` with the server's code and message, `status.last_error`, and a line
+    /// at warning.
+    @Test func refusedPushTokenIsAnErrorEventAndTheLastError() async throws {
+        let setup = try DaemonSetup()
+        defer { setup.remove() }
+        let sim = try await SimProcess.start(dir: setup.dir)
+        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 2003,
+                                   "fields": ["errCode": 4711, "errMsg": "token refused by test"]])
+        try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
+        let client = try await setup.start()
+        defer { client.close() }
+        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        _ = try await client.ok("subscribe")
+
+        _ = try await client.ok("push_token", ["token": "tok-refused-41", "platform": 7, "status": 0])
+        let error = await client.nextEvent { $0["event"] == "error" }
+        #expect(error?["data"]?["code"] == "push_token_refused", "\(String(describing: error)); log:\n\(setup.log)")
+        #expect(error?["data"]?["errCode"] == 4711)
+        #expect(error?["data"]?["errMsg"] == "token refused by test")
+        let s = try await Self.status(client)
+        #expect(s["last_error"]?["code"] == "push_token_refused", "\(s)")
+        #expect(s["last_error"]?["message"]?.stringValue?.contains("4711") == true, "\(s)")
+        let lines = setup.log.split(separator: "\n").filter { $0.contains("push_token_refused") }
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.contains("warning") }, "log:\n\(setup.log)")
+        #expect(!setup.log.contains("tok-refused-41"), "the token stays out of the log")
+        expectExitedZero(await setup.stop())
+        _ = await sim.stop()
+    }
 }

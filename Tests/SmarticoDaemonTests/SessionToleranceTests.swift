@@ -166,6 +166,44 @@ import Testing
         #expect(h.server(["cid": 504, "props": "x"]).events("props").isEmpty)
     }
 
+    /// Issue 41: the server refusing the push token (2003 with errCode ≠ 0) is an `error` and
+    /// `status.last_error`; other answers stay consumed.
+    @Test func refusedPushTokenIsAnError() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.server(["cid": 2003, "errCode": "4711", "errMsg": "bad token"])
+        expectKept(a, h, "refused 2003")
+        let e = try #require(a.events("error").first)
+        #expect(e.data["code"] == .string("push_token_refused"))
+        #expect(e.data["errCode"] == .number(4711) && e.data["errMsg"] == .string("bad token"))
+        #expect(h.machine.status()["last_error"]?["code"] == .string("push_token_refused"))
+        #expect(h.server(["cid": 2003, "errCode": 0]).events("error").isEmpty)
+        // A 10 while no 1003 waits for its answer refuses an event, not the token.
+        #expect(h.server(["cid": 10, "errCode": 5]).events("error").isEmpty)
+        #expect(SessionDriver.logLevel(of: e).map { "\($0)" } == "warning")
+    }
+
+    /// A 10 refusing a 1003 written on this connection is the token's refusal too; once that
+    /// 1003 is answered, a 10 is an event's answer again.
+    @Test func aTenRefusingAWrittenPushTokenIsItsRefusal() throws {
+        var h = Harness(SessionFixtures.config())
+        #expect(h.bringUp().loads == 2)
+        h.feed(.outboxLoaded([]))
+        #expect(h.feed(.request(SessionRequestID(1), .identify(extUserID: "u9", hash: "h9"))).loads == 1)
+        h.feed(.outboxLoaded([]))
+        #expect(h.identifyOK().loads == 1)
+        h.feed(.outboxLoaded([]))
+        h.feed(.request(SessionRequestID(2), .pushToken(token: "tok-2", platform: 7, status: 0, appPackageID: nil)))
+        let stored = try #require(h.all.stored.last)
+        #expect(h.feed(.outboxStored(uuid: stored.uuid, failure: nil)).sent(cid: 1003).count == 1)
+        let a = h.server(["cid": 10, "errCode": 12, "errMsg": "no such app"])
+        expectKept(a, h, "refusing 10")
+        let e = try #require(a.events("error").first)
+        #expect(e.data["code"] == .string("push_token_refused") && e.data["errCode"] == .number(12))
+        #expect(e.data["message"]?.stringValue?.contains("tok-2") == false) // the token stays out
+        #expect(h.server(["cid": 10, "errCode": 12]).events("error").isEmpty)
+    }
+
     @Test func onlyAnUnreadableAnswerEndsTheConnection() throws {
         var h = Harness(SessionFixtures.config())
         h.start()

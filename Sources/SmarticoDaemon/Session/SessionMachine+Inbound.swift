@@ -188,7 +188,9 @@ extension SessionMachine {
             deliverUnusable(msg, problem: "an INIT_SESSION_RESPONSE (cid 4) that answers no INIT_SESSION_REQUEST of this connection")
         case .identifyUserResponse:
             deliverUnusable(msg, problem: "an IDENTIFY_USER_RESPONSE (cid 6) that answers no IDENTIFY_USER_REQUEST of this connection")
-        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse, .ping, .pong:
+        case .registerPushTokenResponse(let r), .eventResponse(let r):
+            onPushTokenAnswer(r)
+        case .loginResponse, .logoutResponse, .ping, .pong:
             break // answers to the daemon's own messages: consumed
         case .other(let cid, let json):
             emit("message", .object([
@@ -240,6 +242,23 @@ extension SessionMachine {
         actedDeepLinks.append(key)
         if actedDeepLinks.count > Self.maxActedDeepLinks { actedDeepLinks.removeFirst(actedDeepLinks.count - Self.maxActedDeepLinks) }
         return true
+    }
+
+    /// A 2003, or a 10 while a 1003 written on this connection is unanswered (the daemon cannot
+    /// tell a 1003's 10 from an event's otherwise), answers the push token: with `errCode` ≠ 0
+    /// the server refused it, which becomes an `error` event `push_token_refused` with the
+    /// server's code and message, and `status.last_error` (the SDK drops these answers unread).
+    /// Any other 10 (the answer to an event of the outbox) is consumed as before.
+    mutating func onPushTokenAnswer(_ r: ResponseMessage) {
+        let is2003 = r.cid == .registerPushTokenResponse
+        let unanswered = connection?.pushTokensUnanswered ?? 0
+        guard is2003 || unanswered > 0 else { return }
+        let code = r.errCode ?? 0
+        if unanswered > 0, is2003 || code != 0 { connection?.pushTokensUnanswered = unanswered - 1 }
+        guard code != 0 else { return }
+        emitError("push_token_refused",
+                  "the server refused the push token: \(r.cid) with errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")",
+                  errCode: code, errMsg: r.errMsg)
     }
 
     /// Merges public props (server 108 and any server message with a `props` object, bridge 7),
