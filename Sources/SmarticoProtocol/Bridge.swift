@@ -72,7 +72,7 @@ public enum BridgeMessage: Sendable, Equatable {
 
     /// Types a bridge object; errors name the `bcid` and the field.
     public init(json: JSONObject) throws(ProtocolError) {
-        let bcid = try readClassID(json, field: "bcid")
+        let bcid = try readServerClassID(json, field: "bcid") // "4" is read as 4, as the SDK does
         var rest = json
         rest.removeValue(forKey: "bcid")
         let tag = MessageTag.bcid(bcid)

@@ -9,8 +9,8 @@ import SmarticoProtocol
 /// | every one | an unknown field `server_node` |
 /// | 4 | `settings.FCM_SENDER_ID` a number; no `payload.city` |
 /// | 6 (success) | `avatar_id` a number; an extra numeric `user_id`; `props.ach_points_balance` a string; no `native_app_popup_url` |
-/// | other answers (success) | no `errMsg` |
-/// | 110 | `activity_type` instead of `activityType`; `engagement_id` a string; no `root_audience_id` |
+/// | other answers (success) | no `errMsg`; `errCode` a string (`"0"`) |
+/// | 110 | `cid` a string (`"110"`); `activity_type` instead of `activityType`; `engagement_id` a string; no `root_audience_id` |
 /// | 105 | an unknown `payload.target` |
 /// | 108 | numeric props as strings |
 /// | 706 | `saw_template_id` and `spin_count` strings |
@@ -43,6 +43,7 @@ public enum SimQuirks {
             }
             m["native_app_popup_url"] = nil
         case 110:
+            m["cid"] = string(m["cid"])
             if let t = m["activityType"] {
                 m["activityType"] = nil
                 m["activity_type"] = t
@@ -71,7 +72,10 @@ public enum SimQuirks {
             m["jp_template_id"] = string(m["jp_template_id"])
             m["winning_amount"] = string(m["winning_amount"])
         default:
-            if success, m["errCode"] != nil { m["errMsg"] = nil }
+            if success, m["errCode"] != nil {
+                m["errMsg"] = nil
+                m["errCode"] = string(m["errCode"])
+            }
         }
         return m
     }

@@ -188,11 +188,15 @@ public struct SimServer {
 
     /// A given message to every target client (stamped with `ts`/`uuid` unless it has them).
     public mutating func emit(message: JSONObject, to target: Target, now: Int64) throws(SimControlError) -> EmitResult {
-        guard message["cid"]?.int64Value != nil else { throw .invalid("\"message\" must be an object with an integer \"cid\"") }
+        // A string cid is sent as given: a client must read `"110"` as the SDK does, and deliver
+        // what it cannot read (`"abc"`) without ending the connection.
+        guard let c = message["cid"], c.int64Value != nil || c.stringValue != nil else {
+            throw .invalid("\"message\" must be an object with an integer \"cid\" (or a string, sent as given)")
+        }
         let ids = try resolve(target)
         var result = EmitResult()
         for id in ids { deliver(message, to: id, now: now, into: &result) }
-        if ids.isEmpty, case .user(let user) = target, message["cid"]?.int64Value == 110 {
+        if ids.isEmpty, case .user(let user) = target, message["cid"]?.lenientInt64 == 110 {
             guard message["engagement_uid"]?.stringValue != nil else {
                 throw .invalid("a 110 for an offline user needs an \"engagement_uid\" to be kept pending")
             }

@@ -411,7 +411,7 @@ public struct SimServerSession: Sendable {
         if o["ts"] == nil { o["ts"] = .number(now) }
         if o["uuid"] == nil { o["uuid"] = .string(context.random.uuid()) }
         let bytes = o.serialized()
-        if o["cid"]?.int64Value == 110, let user {
+        if o["cid"]?.lenientInt64 == 110, let user {
             context.pending.add(o, user: user, serializedSize: bytes.count)
         }
         return [SimAction(client: id, output: .text(bytes), at: now)]

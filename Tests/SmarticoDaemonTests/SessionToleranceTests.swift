@@ -130,6 +130,80 @@ import Testing
         #expect(m.warning == nil)
     }
 
+    /// Issue 41: `cid` as a decimal string is read as the SDK reads it; a `cid` that is no number
+    /// is a `message` with the problem. Neither ends the connection.
+    @Test func cidAsDecimalStringIsReadAsTheNumber() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.serverBytes(#"{"cid":"110","engagement_uid":"u-str","activityType":30}"#)
+        expectKept(a, h, "110 with a string cid")
+        #expect(a.events("engagement").count == 1)
+        #expect(a.events("engagement").first?.data["message"]?["cid"] == .string("110")) // forwarded as received
+        let p = h.serverBytes(#"{"cid":" 108 ","props":{"level":"gold"}}"#)
+        expectKept(p, h, "108 with a padded string cid")
+        #expect(p.events("props").first?.data["level"] == .string("gold"))
+        for text in [#"{"cid":"abc","x":1}"#, #"{"cid":1.5}"#, #"{"x":1}"#] {
+            let b = h.serverBytes(text)
+            expectKept(b, h, text)
+            let m = try #require(b.events("message").first, "\(text)")
+            #expect(m.data["message"] == (try JSONValue(parsing: Array(text.utf8))))
+            #expect(m.data["problem"]?.stringValue?.contains(#""cid""#) == true, "\(text)")
+            #expect(m.warning != nil)
+        }
+    }
+
+    /// Issue 41: props are merged from any server message that carries a `props` object.
+    @Test func propsAreMergedFromAnyServerMessage() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.server(["cid": 504, "props": ["ach_points_balance": 12, "marker": "504"]])
+        #expect(a.events("props").first?.data["marker"] == .string("504"))
+        #expect(a.events("message").count == 1) // still delivered as what it is
+        let b = h.server(["cid": 706, "props": ["marker": "706"], "spin_count": 1])
+        #expect(b.events("props").first?.data["ach_points_balance"] == .number(12)) // merged, not replaced
+        #expect(h.machine.status()["user"]?["props"]?["marker"] == .string("706"))
+        // A `props` that is not an object is no change.
+        #expect(h.server(["cid": 504, "props": "x"]).events("props").isEmpty)
+    }
+
+    /// Issue 41: the server refusing the push token (2003 with errCode ≠ 0) is an `error` and
+    /// `status.last_error`; other answers stay consumed.
+    @Test func refusedPushTokenIsAnError() throws {
+        var h = Harness(SessionFixtures.config())
+        h.bringUp()
+        let a = h.server(["cid": 2003, "errCode": "4711", "errMsg": "bad token"])
+        expectKept(a, h, "refused 2003")
+        let e = try #require(a.events("error").first)
+        #expect(e.data["code"] == .string("push_token_refused"))
+        #expect(e.data["errCode"] == .number(4711) && e.data["errMsg"] == .string("bad token"))
+        #expect(h.machine.status()["last_error"]?["code"] == .string("push_token_refused"))
+        #expect(h.server(["cid": 2003, "errCode": 0]).events("error").isEmpty)
+        // A 10 while no 1003 waits for its answer refuses an event, not the token.
+        #expect(h.server(["cid": 10, "errCode": 5]).events("error").isEmpty)
+        #expect(SessionDriver.logLevel(of: e).map { "\($0)" } == "warning")
+    }
+
+    /// A 10 refusing a 1003 written on this connection is the token's refusal too; once that
+    /// 1003 is answered, a 10 is an event's answer again.
+    @Test func aTenRefusingAWrittenPushTokenIsItsRefusal() throws {
+        var h = Harness(SessionFixtures.config())
+        #expect(h.bringUp().loads == 2)
+        h.feed(.outboxLoaded([]))
+        #expect(h.feed(.request(SessionRequestID(1), .identify(extUserID: "u9", hash: "h9"))).loads == 1)
+        h.feed(.outboxLoaded([]))
+        #expect(h.identifyOK().loads == 1)
+        h.feed(.outboxLoaded([]))
+        h.feed(.request(SessionRequestID(2), .pushToken(token: "tok-2", platform: 7, status: 0, appPackageID: nil)))
+        let stored = try #require(h.all.stored.last)
+        #expect(h.feed(.outboxStored(uuid: stored.uuid, failure: nil)).sent(cid: 1003).count == 1)
+        let a = h.server(["cid": 10, "errCode": 12, "errMsg": "no such app"])
+        expectKept(a, h, "refusing 10")
+        let e = try #require(a.events("error").first)
+        #expect(e.data["code"] == .string("push_token_refused") && e.data["errCode"] == .number(12))
+        #expect(e.data["message"]?.stringValue?.contains("tok-2") == false) // the token stays out
+        #expect(h.server(["cid": 10, "errCode": 12]).events("error").isEmpty)
+    }
+
     @Test func onlyAnUnreadableAnswerEndsTheConnection() throws {
         var h = Harness(SessionFixtures.config())
         h.start()
@@ -138,11 +212,11 @@ import Testing
         #expect(a.closes == [1002])
         #expect(a.events("session").first?.data["reason"] == .string("bad_server_message"))
         #expect(h.machine.status()["last_error"]?["code"] == .string("bad_server_message"))
-        // Bytes that are not an object with an integer cid.
+        // Bytes that are not an object.
         h.advance(by: h.timers[.backoff]! - h.now)
         h.connected()
         h.initOK()
-        #expect(h.serverBytes(#"{"cid":"110"}"#).closes == [1002])
+        #expect(h.serverBytes(#"[{"cid":110}]"#).closes == [1002])
     }
 
     // MARK: fatal INIT errCode

@@ -83,7 +83,7 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
             }
         }
         let cases: [(String, ProtocolError)] = [
-            (#"{"cid":"110"}"#, .classIDNotInteger(field: "cid", found: "string \"110\"")),
+            (#"{"cid":"1l0"}"#, .classIDNotInteger(field: "cid", found: "string \"1l0\"")),
             (#"{"cid":110.5}"#, .classIDNotInteger(field: "cid", found: "number 110.5")),
             (#"{"cid":110,"cid":null}"#, .classIDNotInteger(field: "cid", found: "null")),
             (#"{"engagement_uid":"e"}"#, .missingClassID(field: "cid")),
@@ -127,13 +127,14 @@ private func fastDecode(_ input: [UInt8]) -> Result<ServerMessage, ProtocolError
     /// The verdict on the cid is the tree path's, for cids next to 110 and for cids that are not integers.
     @Test func theClassIDIsReadAsTheTreePathReadsIt() {
         for cid in ["110", "1100", "11", "-110", "0", "-0", "110.0", "1.1e2", "110.5", "null", #""110""#, "true",
-                    "9223372036854775807", "99999999999999999999", "[110]"] {
+                    "9223372036854775807", "99999999999999999999", "[110]", #"" 110 ""#, #""abc""#] {
             let input = bytes(#"{"cid":"# + cid + #","engagement_uid":"e","ts":1}"#)
             let fast = fastDecode(input), tree = treeDecode(input)
             #expect(fast == tree, "cid \(cid)")
             if case .success(let message) = fast {
                 let isEngagement = if case .engagement = message { true } else { false }
-                #expect(isEngagement == ["110", "110.0", "1.1e2"].contains(cid), "cid \(cid)")
+                // A string holding an integer is that integer (issue 41, as the SDK reads it).
+                #expect(isEngagement == ["110", "110.0", "1.1e2", #""110""#, #"" 110 ""#].contains(cid), "cid \(cid)")
             }
         }
     }

@@ -24,13 +24,33 @@ import SmarticoProtocol
 
     @Test func classIDProblems() {
         #expect(error(#"{"ts":1}"#) == .missingClassID(field: "cid"))
-        #expect(error(#"{"cid":"110"}"#) == .classIDNotInteger(field: "cid", found: #"string "110""#))
+        #expect(error(#"{"cid":"abc"}"#) == .classIDNotInteger(field: "cid", found: #"string "abc""#))
+        #expect(error(#"{"cid":"1.5"}"#) == .classIDNotInteger(field: "cid", found: #"string "1.5""#))
         #expect(error(#"{"cid":1.5}"#) == .classIDNotInteger(field: "cid", found: "number 1.5"))
         #expect(error(#"{"cid":null}"#) == .classIDNotInteger(field: "cid", found: "null"))
         #expect(error(#"{"cid":[1]}"#) == .classIDNotInteger(field: "cid", found: "array of 1"))
         #expect(error(#"{"cid":99999999999999999999999}"#)
                 == .classIDNotInteger(field: "cid", found: "number 99999999999999999999999 (out of the 64-bit range)"))
         #expect(error(#"{"cid":1e400}"#)?.description == #""cid" must be an integer, found number 1e400"#)
+    }
+
+    /// Issue 41: a class id sent as a string holding an integer is read as the SDK reads it; the
+    /// message is kept as received.
+    @Test func classIDAsDecimalStringIsReadAsTheNumber() throws {
+        let text = #"{"cid":"110","engagement_uid":"e1","activityType":30}"#
+        guard case .engagement(let e) = try ServerMessage.decode(bytes(text)) else { Issue.record("not a 110"); return }
+        #expect(e.engagementUID == "e1" && e.cid == .clientEngagementEvent)
+        #expect(e.json["cid"] == .string("110"))
+        guard case .publicPropertiesChanged(let p) = try ServerMessage.decode(bytes(#"{"cid":" 108 ","props":{"a":1}}"#)) else {
+            Issue.record("not a 108"); return
+        }
+        #expect(p.props == ["a": 1])
+        let r = try ServerMessage.decode(bytes(#"{"cid":"2003","errCode":"7"}"#))
+        guard case .registerPushTokenResponse(let a) = r else { Issue.record("not a 2003: \(r)"); return }
+        #expect(a.errCode == 7 && r.cid == .registerPushTokenResponse)
+        #expect(try BridgeMessage.decode(bytes(#"{"bcid":"4","dp":"dp:gf"}"#)) == .executeDeepLink(DeepLink("dp:gf")))
+        // What a client sends (the daemon's own messages, as the simulator reads them) stays strict.
+        #expect(clientError(#"{"cid":"9"}"#) == .classIDNotInteger(field: "cid", found: #"string "9""#))
     }
 
     @Test func unknownClassIDIsNotAnError() throws {
@@ -193,7 +213,8 @@ import SmarticoProtocol
             do { _ = try BridgeMessage.decode(bytes(t)); return nil } catch { return error.description }
         }
         #expect(berr(#"{"cid":1}"#) == #"the object has no "bcid" field"#)
-        #expect(berr(#"{"bcid":"4"}"#) == #""bcid" must be an integer, found string "4""#)
+        #expect(berr(#"{"bcid":"x"}"#) == #""bcid" must be an integer, found string "x""#)
+        #expect(berr(#"{"bcid":"4"}"#) == #"bcid 4 (EXECUTE_DEEP_LINK): required field "dp" is missing"#)  // read as 4, as the SDK does
         #expect(berr(#"{"bcid":4}"#) == #"bcid 4 (EXECUTE_DEEP_LINK): required field "dp" is missing"#)
         #expect(berr(#"{"bcid":4,"dp":["x"]}"#) == #"bcid 4 (EXECUTE_DEEP_LINK): field "dp" must be a string, found array of 1"#)
         #expect(berr(#"{"bcid":6}"#) == #"bcid 6 (SEND_TO_SOCKET): required field "cid" is missing"#)

@@ -105,6 +105,8 @@ import Testing
         #expect(identify["props"]?["ach_points_balance"]?.stringValue == "3570")
         #expect(identify["native_app_popup_url"] == nil && identify.str("native_app_gf_url") != nil)
         #expect(h.send(c, Msg.simple(1)).isEmpty)  // PONG withheld
+        let login = try #require(h.send(c, Msg.simple(7, ["payload": [:]])).first?.json)
+        #expect(login["errCode"] == .string("0") && login["errMsg"] == nil)  // errCode as a string
 
         func push(_ kind: SimPushKind) throws -> JSONObject {
             try #require(h.sim.emit(kind: kind, to: .client(c), now: t0).deliveries.first?.message)
@@ -113,6 +115,7 @@ import Testing
         #expect(engagement["activityType"] == nil && engagement.int("activity_type") == 30)
         #expect(engagement["engagement_id"]?.stringValue != nil && engagement["root_audience_id"] == nil)
         #expect(engagement.str("engagement_uid") != nil)
+        #expect(engagement["cid"] == .string("110"))  // cid as a string: read as 110 by the SDK
         let spin = try push(.showSpin)
         #expect(spin["saw_template_id"] == nil && spin["pending_message_id"]?.stringValue != nil)
         #expect(try push(.props)["props"]?["ach_points_balance"]?.stringValue != nil)

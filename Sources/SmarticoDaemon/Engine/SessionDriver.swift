@@ -682,7 +682,8 @@ actor SessionDriver {
 
     /// `error` codes of failures that stop delivery: logged at `warning`, not `info` (daemon.md,
     /// `log.level`).
-    static let warningErrorCodes: Set<String> = ["init_rejected", "identify_rejected", "hash_command_failed", "outbox_dropped", "engagement_too_large"]
+    static let warningErrorCodes: Set<String> = ["init_rejected", "identify_rejected", "hash_command_failed", "outbox_dropped", "engagement_too_large",
+                                                       "push_token_refused"]
 
     /// The level of an event's log line: `session` and `error` events are logged, a failure that
     /// stops delivery (the codes above, a `session` entering backoff) at `warning`; nil: not logged.

@@ -55,13 +55,26 @@ extension SessionMachine {
         // Anything from the server shows the connection is alive.
         connection?.heardAtMs = now
         cancel(.dead)
-        // Session rule 7: only bytes that are not a JSON object with an integer cid end the
-        // connection here; the fields of a known cid are read loosely (ServerMessage.decode).
+        // Session rule 7: only bytes that are not a JSON object end the connection here; a `cid`
+        // given as a string holding an integer is read as that integer (as the SDK reads it), and
+        // the fields of a known cid are read loosely (ServerMessage.decode).
         let msg: ServerMessage
         do {
             msg = try ServerMessage.decode(bytes)
         } catch {
-            fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object with an integer cid: \(error)",
+            if case .object(let o)? = try? JSONValue(parsing: bytes) {
+                // An object whose `cid` cannot be read (absent, text, a fraction): nothing to act
+                // on, but the connection is sound; delivered with the problem, never a reconnect
+                // (the same message would close the next connection too).
+                restartSilenceTimer(now: now)
+                if pushesFor != nil {
+                    out.append(.emit(DaemonEvent(name: "message", data: .object([
+                        "message": .object(o), "name": .null, "problem": .string(error.description),
+                    ]), journaled: true, warning: "a server message without a usable class id delivered as a message event: \(error)")))
+                }
+                return
+            }
+            fail(reason: "bad_server_message", message: "the server sent a message that is not a JSON object: \(error)",
                  now: now, closeCode: 1002)
             return
         }
@@ -101,6 +114,16 @@ extension SessionMachine {
             return
         default:
             break
+        }
+
+        // Props are merged from any server message that carries a `props` object, as the SDK
+        // merges them (a 108's below, with its problem check; IDENTIFY's in onIdentifyResponse):
+        // e.g. a 504 or a data answer. Not for another user's messages (pushesFor).
+        if case .object(let changes)? = msg.json["props"], pushesFor != nil {
+            switch msg {
+            case .publicPropertiesChanged, .identifyUserResponse: break
+            default: updateProps(changes)
+            }
         }
 
         if matchPending(msg, now: now) { return }
@@ -165,7 +188,9 @@ extension SessionMachine {
             deliverUnusable(msg, problem: "an INIT_SESSION_RESPONSE (cid 4) that answers no INIT_SESSION_REQUEST of this connection")
         case .identifyUserResponse:
             deliverUnusable(msg, problem: "an IDENTIFY_USER_RESPONSE (cid 6) that answers no IDENTIFY_USER_REQUEST of this connection")
-        case .eventResponse, .loginResponse, .logoutResponse, .registerPushTokenResponse, .ping, .pong:
+        case .registerPushTokenResponse(let r), .eventResponse(let r):
+            onPushTokenAnswer(r)
+        case .loginResponse, .logoutResponse, .ping, .pong:
             break // answers to the daemon's own messages: consumed
         case .other(let cid, let json):
             emit("message", .object([
@@ -221,7 +246,25 @@ extension SessionMachine {
         return true
     }
 
-    /// Merges public props (server 108, bridge 7), emits `props`, persists them.
+    /// A 2003, or a 10 while a 1003 written on this connection is unanswered (the daemon cannot
+    /// tell a 1003's 10 from an event's otherwise), answers the push token: with `errCode` ≠ 0
+    /// the server refused it, which becomes an `error` event `push_token_refused` with the
+    /// server's code and message, and `status.last_error` (the SDK drops these answers unread).
+    /// Any other 10 (the answer to an event of the outbox) is consumed as before.
+    mutating func onPushTokenAnswer(_ r: ResponseMessage) {
+        let is2003 = r.cid == .registerPushTokenResponse
+        let unanswered = connection?.pushTokensUnanswered ?? 0
+        guard is2003 || unanswered > 0 else { return }
+        let code = r.errCode ?? 0
+        if unanswered > 0, is2003 || code != 0 { connection?.pushTokensUnanswered = unanswered - 1 }
+        guard code != 0 else { return }
+        emitError("push_token_refused",
+                  "the server refused the push token: \(r.cid) with errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")",
+                  errCode: code, errMsg: r.errMsg)
+    }
+
+    /// Merges public props (server 108 and any server message with a `props` object, bridge 7),
+    /// emits `props`, persists them.
     mutating func updateProps(_ changes: JSONObject) {
         props = props.merging(changes)
         emit("props", .object(props), journaled: false)

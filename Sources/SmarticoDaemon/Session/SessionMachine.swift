@@ -95,6 +95,8 @@ public struct SessionMachine: Sendable {
         var heardAtMs: Int64
         var serverPingAtMs: Int64?
         var serverPingEveryMs: Int64?
+        /// 1003s written on this connection whose answer (2003, or a 10 refusing it) has not come.
+        var pushTokensUnanswered = 0
         /// An outbox load is under way; `flushAgain`: load once more when it is done.
         var flushing = false
         var flushAgain = false
@@ -594,6 +596,7 @@ public struct SessionMachine: Sendable {
         counters.messagesOut += 1
         if m.cid == 1 { c.receipts.pingWritten(barrier: barrier) }
         if fromOutbox { c.receipts.messageWritten(m.uuid) }
+        if m.cid == ClassID.registerPushTokenRequest.rawValue { c.pushTokensUnanswered += 1 }
         connection = c
         out.append(.send(c.id, m))
         // Keepalive is not activity: an idle but connected device still starts a new logical

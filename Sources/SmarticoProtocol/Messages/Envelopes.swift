@@ -24,12 +24,14 @@ public enum ServerMessage: Sendable, Equatable {
     /// to be forwarded as received; every other cid is typed from the parsed object.
     ///
     /// Throws only when the bytes are not a JSON object with an integer `cid` (within the
-    /// parser's limits): the fields of a known cid are read loosely by the types (ServerFields.swift),
+    /// parser's limits; a string holding an integer, `"110"`, is read as that integer, as the SDK
+    /// reads it, and the message is kept as received): the fields of a known cid are read
+    /// loosely by the types (ServerFields.swift),
     /// never rejected, so one unexpected field cannot make a message undeliverable. The types'
     /// `problem` properties tell when the daemon cannot act on one.
     public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ServerMessage {
         let raw = try RawJSONObject(validating: bytes, options: options)
-        if raw["cid"]?.int64Value == ClassID.clientEngagementEvent.rawValue {
+        if raw["cid"]?.lenientInt64 == ClassID.clientEngagementEvent.rawValue {
             return .engagement(try ClientEngagementEvent(raw: raw))
         }
         return try ServerMessage(json: raw.parsed())
@@ -42,7 +44,7 @@ public enum ServerMessage: Sendable, Equatable {
 
     /// Types an already parsed message object.
     public init(json o: JSONObject) throws(ProtocolError) {
-        let cid = ClassID(try readClassID(o, field: "cid"))
+        let cid = ClassID(try readServerClassID(o, field: "cid"))
         switch cid {
         case .ping: self = .ping(try Ping(json: o))
         case .pong: self = .pong(try Pong(json: o))
@@ -65,7 +67,7 @@ public enum ServerMessage: Sendable, Equatable {
         switch self {
         case .other(let cid, _): cid
         case .engagement: .clientEngagementEvent
-        default: ClassID(json["cid"]?.int64Value ?? 0)
+        default: ClassID(json["cid"]?.lenientInt64 ?? 0)
         }
     }
 

@@ -62,10 +62,22 @@ extension JSONObject {
     }
 }
 
+/// Reads the class id of a message from the server (`cid`) or from Smartico's page (`bcid`) as
+/// the SDK reads it: an integer, or a string holding one (`"110"`, `" 110 "`, as
+/// ``JSONValue/lenientInt64``). Anything else throws ``ProtocolError/classIDNotInteger(field:found:)``,
+/// naming the field. The messages the daemon sends are held to integers (``readClassID(_:field:)``).
+func readServerClassID(_ json: JSONObject, field: String) throws(ProtocolError) -> Int64 {
+    if let v = json[field], case .string = v {
+        guard let c = v.lenientInt64 else { throw .classIDNotInteger(field: field, found: describeForError(v)) }
+        return c
+    }
+    return try readClassID(json, field: field)
+}
+
 /// Checks the class id of a server message: the only thing that can make one unreadable once
 /// the bytes are a JSON object. Every other field is read loosely by the type's properties.
 func checkServerClassID(_ json: JSONObject, _ classIDs: [ClassID]) throws(ProtocolError) {
-    let c = try readClassID(json, field: "cid")
+    let c = try readServerClassID(json, field: "cid")
     guard classIDs.contains(ClassID(c)) else {
         throw .unexpectedClassID(expected: .cid(classIDs[0].rawValue), found: .cid(c))
     }

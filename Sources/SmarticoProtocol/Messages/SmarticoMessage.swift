@@ -15,8 +15,8 @@ public protocol SmarticoMessage: Sendable, Equatable, Codable {
 }
 
 extension SmarticoMessage {
-    /// The message's class id.
-    public var cid: ClassID { ClassID(json["cid"]?.int64Value ?? 0) }
+    /// The message's class id (a server's `"110"` read as 110, ``readServerClassID(_:field:)``).
+    public var cid: ClassID { ClassID(json["cid"]?.lenientInt64 ?? 0) }
     /// `ts`: milliseconds since the epoch, when present.
     public var ts: Int64? { json["ts"]?.int64Value }
     /// `uuid` of the message, when present.
