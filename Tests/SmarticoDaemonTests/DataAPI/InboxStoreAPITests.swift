@@ -152,7 +152,10 @@ struct InboxStoreAPITests {
         #expect(canonical(spin["related_item_ids"]) == "[12,16]" && canonical(spin["category_ids"]) == "[1]")
         #expect(canonical(spin["custom_data"]) == canonical(["promo": true]) && spin["name"] == "Free spin")
         #expect(spin["related_games"] == .null && spin["pool"] == .null && spin["discounted_price"] == .null)
-        #expect(spin.keys.count == 27)
+        // All 32 fields of the SDK's TStoreItem, the purchase ones null outside the purchase history.
+        #expect(spin.keys.count == 32)
+        #expect(["purchase_ts", "purchase_points_amount", "purchased_today", "purchased_this_week", "purchased_this_month"]
+            .allSatisfy { spin[$0] == .null })
         #expect(byID[12]?["ribbon"] == "Best value" && byID[12]?["type"] == "bonus" && byID[12]?["can_buy"] == true)
         #expect(byID[13]?["type"] == "tangible" && byID[13]?["purchase_type"] == "gems")
         #expect(byID[14]?["type"] == "changelevel" && byID[14]?["purchase_type"] == "diamonds")

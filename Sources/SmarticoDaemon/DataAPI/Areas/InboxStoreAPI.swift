@@ -184,7 +184,8 @@ enum InboxStoreAPI {
         }
     }
 
-    /// Wire `StoreItem` → `TStoreItem`.
+    /// Wire `StoreItem` → `TStoreItem`: all 32 of its fields. The five purchase fields are null
+    /// here; `store.purchased_items` fills them.
     static func storeItem(_ r: JSONObject) -> JSONValue {
         let meta = r.object("itemPublicMeta") ?? [:]
         let tag = meta.string("label_tag")
@@ -207,6 +208,11 @@ enum InboxStoreAPI {
             "pool": .of(r.double("shopPool")),
             "custom_data": .customData(meta["custom_data"]),
             "hint_text": .of(meta.string("hint_text")),
+            "purchase_ts": .null,
+            "purchase_points_amount": .null,
+            "purchased_today": .null,
+            "purchased_this_week": .null,
+            "purchased_this_month": .null,
             "purchase_type": .string(purchaseTypeName(meta.int("purchase_type"))),
             "active_till_date": .of(r.int("activeTillDate")),
             "show_timer": .of(meta.bool("show_timer")),
