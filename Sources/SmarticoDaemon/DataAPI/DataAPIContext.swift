@@ -124,6 +124,12 @@ public final class DataAPIContext: Sendable {
         await host.labelSettings()?[name]
     }
 
+    /// Where avatar images (and the avatar service) are: ``ImageDomain/resolve(dynamic:label:)`` of
+    /// INIT's `DYNAMIC_IMAGE_DOMAIN` and the label environment's image host.
+    public func imageDomain() async -> String {
+        ImageDomain.resolve(dynamic: await labelSetting("DYNAMIC_IMAGE_DOMAIN")?.stringValue, label: await host.labelImageDomain())
+    }
+
     /// GET `url` through the Transport's HTTP client (the daemon's CA, proxy and timeouts); the
     /// body parsed as JSON. Errors: `timeout`, or `server_error` naming the status or the problem.
     public func httpGetJSON(_ url: String) async throws(SocketAPIError) -> JSONValue {
@@ -208,6 +214,8 @@ protocol DataAPIHost: Sendable {
     func httpGet(_ url: String) async throws(ConnectError) -> HTTPClientResponse
     func httpPost(_ url: String, body: [UInt8], headers: HTTPHeaders) async throws(ConnectError) -> HTTPClientResponse
     func labelKeys() async -> (key: String, brandKey: String?)
+    /// The label environment's image host (`img[N].smr.vc`).
+    func labelImageDomain() async -> String
     var userExtID: String? { get }
     var cache: DataAPICache { get }
     func nowMs() -> Int64
@@ -216,6 +224,25 @@ protocol DataAPIHost: Sendable {
 
 extension DataAPIHost {
     func publicProps() async -> JSONObject? { nil }
+}
+
+/// The one rule for the host of avatar images, wherever the daemon hands out an avatar URL (the
+/// `identified` event, the data API's profiles, leaderboards and clans, the avatar service):
+/// INIT's `DYNAMIC_IMAGE_DOMAIN` when the session has one (002 §1.6), else the label environment's
+/// image host `img[N].smr.vc`, which is all the SDK uses. `https://` when it names no scheme; no
+/// trailing `/`.
+public enum ImageDomain {
+    public static func resolve(dynamic: String?, label: String) -> String {
+        var domain = Substring(dynamic.flatMap { $0.isEmpty ? nil : $0 } ?? label)
+        while domain.last == "/" { domain = domain.dropLast() }
+        return domain.contains("://") ? String(domain) : "https://" + domain
+    }
+
+    /// An `avatar_id` as a URL: kept when it already is one (`http…`), else `<domain>/avatar/<id>`
+    /// (the id one encoded path segment; nil for `.` and `..`).
+    public static func avatarURL(_ avatarID: String, domain: String) -> String? {
+        avatarID.hasPrefix("http") ? avatarID : WrapperURL.pathSegment(avatarID).map { domain + "/avatar/" + $0 }
+    }
 }
 
 /// A small bounded map of call results: at most `capacity` entries and `maxBytes` of their JSON

@@ -1057,6 +1057,9 @@ extension SessionDriver {
 
     /// The configured label key (its first 36 characters) and brand key, for the data API's HTTP bodies.
     func dataAPILabelKeys() -> (key: String, brandKey: String?) { (config.labelKey.key.exposedValue, config.config.server.brandKey) }
+
+    /// The label environment's image host (``ImageDomain``).
+    func dataAPIImageDomain() -> String { config.imageDomain }
 }
 
 /// The session driver as the data API calls see it: their session requests go through the driver's
@@ -1097,6 +1100,8 @@ struct DriverDataAPIHost: DataAPIHost {
     }
 
     func labelKeys() async -> (key: String, brandKey: String?) { await driver.dataAPILabelKeys() }
+
+    func labelImageDomain() async -> String { await driver.dataAPIImageDomain() }
 
     var userExtID: String? { user }
 

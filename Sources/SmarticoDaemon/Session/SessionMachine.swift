@@ -1039,8 +1039,7 @@ public struct SessionMachine: Sendable {
     /// when they are http or https URLs with a host (``WebURL``): else null, and `problem` says
     /// which and why (null when all are usable).
     func identifiedData(_ r: IdentifyUserResponse, user u: UserState) -> JSONValue {
-        var domain = lastConnection?.initResponse?.dynamicImageDomain ?? config.imageDomain
-        if !domain.contains(bytes: "://") { domain = "https://" + domain }
+        let domain = ImageDomain.resolve(dynamic: lastConnection?.initResponse?.dynamicImageDomain, label: config.imageDomain)
         var problems: [String] = []
         func url(_ value: String?, _ field: String) -> JSONValue {
             guard let value else { return .null }

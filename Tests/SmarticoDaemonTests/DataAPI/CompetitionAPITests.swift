@@ -150,8 +150,9 @@ struct CompetitionAPITests {
             #expect(rewards.map { $0["points"]?.int64Value } == [2000, 1000, 500])
             let users = weekly["users"]?.objects ?? []
             #expect(users.count == 3)
-            // avatar_id expanded against the image CDN; a URL kept; user_alt_name when no public_username.
-            #expect(users[0]["avatar_url"]?.stringValue == "https://img.smr.vc/avatar/av-1")
+            // avatar_id expanded against the image host (INIT's DYNAMIC_IMAGE_DOMAIN: the simulator's
+            // pages, ImageDomain); a URL kept; user_alt_name when no public_username.
+            #expect(users[0]["avatar_url"]?.stringValue == f.sim.httpURL + "/avatar/av-1")
             #expect(users[0]["points"]?.int64Value == 1800 && users[0]["position"]?.int64Value == 1)
             #expect(users[1]["public_username"]?.stringValue == "SpinQueen")
             #expect(users[1]["avatar_url"]?.stringValue == "https://cdn.example/avatars/q.png")
@@ -209,7 +210,7 @@ struct CompetitionAPITests {
             let info = try await f.call("clans.info", ["clan_id": 12])
             let members = info["members"]?.objects ?? []
             #expect(info["clan_id"]?.int64Value == 12 && members.count == 3)
-            #expect(members.first?["avatar_url"]?.stringValue == "https://img.smr.vc/avatar/av-1")
+            #expect(members.first?["avatar_url"]?.stringValue == f.sim.httpURL + "/avatar/av-1")
             #expect(members.last?["is_me"]?.boolValue == true)
             #expect(members.last?["avatar_url"]?.stringValue == "https://cdn.example/me.png")
             #expect(members.last?["contribution_score"]?.doubleValue == 150.5)

@@ -288,3 +288,16 @@ struct DataAPIFrameworkTests {
         }
     }
 }
+
+/// Issue 41: one rule for the host of avatar images, wherever an avatar URL is handed out.
+@Suite struct ImageDomainTests {
+    @Test func initsDomainElseTheLabelEnvironmentsHost() {
+        #expect(ImageDomain.resolve(dynamic: "https://img3.example/", label: "img2.smr.vc") == "https://img3.example")
+        #expect(ImageDomain.resolve(dynamic: "img3.example", label: "img2.smr.vc") == "https://img3.example")
+        #expect(ImageDomain.resolve(dynamic: nil, label: "img2.smr.vc") == "https://img2.smr.vc", "the SDK's rule: the label's environment")
+        #expect(ImageDomain.resolve(dynamic: "", label: "img.smr.vc") == "https://img.smr.vc")
+        #expect(ImageDomain.avatarURL("av 1", domain: "https://img2.smr.vc") == "https://img2.smr.vc/avatar/av%201")
+        #expect(ImageDomain.avatarURL("https://cdn.example/a.png", domain: "https://img2.smr.vc") == "https://cdn.example/a.png")
+        #expect(ImageDomain.avatarURL("..", domain: "https://img2.smr.vc") == nil)
+    }
+}

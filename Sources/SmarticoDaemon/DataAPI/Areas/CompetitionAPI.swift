@@ -61,13 +61,14 @@ enum CompetitionAPI {
         guard let board = entry.objectValue else {
             throw SocketAPIError(.serverError, "the leaderboard of period type \(period) is not an object")
         }
-        return .object(CompetitionShapes.leaderboard(board))
+        return .object(CompetitionShapes.leaderboard(board, imageDomain: await ctx.imageDomain()))
     }
 
     static func leaderboardList(_ ctx: DataAPIContext) async throws(SocketAPIError) -> JSONValue {
         let answer = try await ctx.request(cid: 505, expect: 506)
         guard let map = answer.object("map") else { return .array([]) }
-        return .array(CompetitionShapes.byNumericKey(map).compactMap { $0.value.objectValue }.map { .object(CompetitionShapes.leaderboard($0)) })
+        let domain = await ctx.imageDomain()
+        return .array(CompetitionShapes.byNumericKey(map).compactMap { $0.value.objectValue }.map { .object(CompetitionShapes.leaderboard($0, imageDomain: domain)) })
     }
 
     static func leaderboardSettings(_ ctx: DataAPIContext) async -> JSONValue {
@@ -113,13 +114,14 @@ enum CompetitionAPI {
         let id = ctx.args.int("clan_id") ?? 0
         let r = try await ctx.request(cid: 572, ["clan_id": .number(id)], expect: 573)
         let c = r.object("clanInfo")
+        let domain = await ctx.imageDomain()
         let members: [JSONValue] = (c?.objects("members") ?? []).map { m in
             .object([
                 "user_id": .of(m.int("user_id")),
                 "public_username": .of(m.string("public_username")),
                 "avatar_id": .of(m.string("avatar_id")),
                 "avatar_real_id": .of(m.int("avatar_real_id")),
-                "avatar_url": .url(m.string("avatar_id").flatMap(CompetitionShapes.avatarURL)),
+                "avatar_url": .url(m.string("avatar_id").flatMap { ImageDomain.avatarURL($0, domain: domain) }),
                 "position": .of(m.int("position")),
                 "contribution_score": .of(m.double("contribution_score")),
                 "is_me": .of(m.bool("is_me")),

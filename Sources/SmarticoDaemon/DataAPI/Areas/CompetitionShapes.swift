@@ -13,15 +13,6 @@ enum CompetitionShapes {
     }
     static let qualifiedPendingRegistration: Int64 = 6
 
-    /// The CDN that serves avatar images of the production environment (the SDK derives the host
-    /// from the label key's environment digit; the daemon uses the production one).
-    static let avatarDomain = "https://img.smr.vc"
-
-    /// An `avatar_id` as a URL: kept when it already is one, else `<domain>/avatar/<id>` (the id
-    /// one encoded path segment; nil for `.` or `..`).
-    static func avatarURL(_ avatarID: String) -> String? {
-        avatarID.hasPrefix("http") ? avatarID : WrapperURL.pathSegment(avatarID).map { avatarDomain + "/avatar/" + $0 }
-    }
 
     static func registrationTypeName(_ type: Int64?) -> String {
         switch type {
@@ -221,7 +212,8 @@ enum CompetitionShapes {
     // MARK: - Leaderboards
 
     /// `LeaderBoardDetails` → `LeaderBoardDetailsT`.
-    static func leaderboard(_ b: JSONObject) -> JSONObject {
+    /// `imageDomain`: where avatar ids resolve (``ImageDomain``).
+    static func leaderboard(_ b: JSONObject, imageDomain: String) -> JSONObject {
         let meta = b.object("board_public_meta")
         let rewards: JSONValue = b.ints("reward_points").map { points in
             .array(points.enumerated().map { i, p in .object(["place": .number(i + 1), "points": .number(p)]) })
@@ -235,15 +227,15 @@ enum CompetitionShapes {
             "version_id": .of(b.int("versiod_id")),
             "create_date": .of(b.int("create_date")),
             "rewards": rewards,
-            "users": .array(b.objects("positions").map { .object(leaderboardUser($0, isMe: false)) }),
-            "me": b.object("userPosition").map { .object(leaderboardUser($0, isMe: true)) } ?? .null,
+            "users": .array(b.objects("positions").map { .object(leaderboardUser($0, isMe: false, imageDomain: imageDomain)) }),
+            "me": b.object("userPosition").map { .object(leaderboardUser($0, isMe: true, imageDomain: imageDomain)) } ?? .null,
         ]
     }
 
-    static func leaderboardUser(_ p: JSONObject, isMe: Bool) -> JSONObject {
+    static func leaderboardUser(_ p: JSONObject, isMe: Bool, imageDomain: String) -> JSONObject {
         [
             "public_username": .of(p.string("public_username") ?? p.string("user_alt_name")),
-            "avatar_url": .url(p.string("avatar_url") ?? p.string("avatar_id").flatMap(avatarURL)),
+            "avatar_url": .url(p.string("avatar_url") ?? p.string("avatar_id").flatMap { ImageDomain.avatarURL($0, domain: imageDomain) }),
             "level_id": .of(p.int("level_id")),
             "position": .of(p.int("position_in_board")),
             "points": .of(p.int("points_accumulated")),

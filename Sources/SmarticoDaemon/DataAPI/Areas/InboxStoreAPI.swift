@@ -278,17 +278,16 @@ enum InboxStoreAPI {
 
     // MARK: - Avatars
 
-    /// Where relative avatar paths are resolved: the label's `DYNAMIC_IMAGE_DOMAIN` (the SDK uses its
-    /// environment's image CDN, which the daemon learns from INIT).
+    /// Where relative avatar paths are resolved (``ImageDomain``).
     static func avatarDomain(_ ctx: DataAPIContext) async -> String {
-        await ctx.labelSetting("DYNAMIC_IMAGE_DOMAIN")?.stringValue ?? ""
+        await ctx.imageDomain()
     }
 
-    /// `url` as it is when it starts with `http`, else on `domain`; null unless the result is an
-    /// http or https URL with a host (``WebURL``).
+    /// `url` as it is when it starts with `http`, else on `domain` (one `/` between them); null
+    /// unless the result is an http or https URL with a host (``WebURL``).
     static func absoluteURL(_ url: String?, _ domain: String) -> JSONValue {
         guard let url else { return .null }
-        return .of(WebURL.checked(url.hasPrefix("http") ? url : domain + url))
+        return .of(WebURL.checked(url.hasPrefix("http") ? url : domain + (url.hasPrefix("/") ? url : "/" + url)))
     }
 
     static let avatarsList: DataAPIRun = { ctx async throws(SocketAPIError) in
@@ -351,15 +350,10 @@ enum InboxStoreAPI {
     /// `avatars.customize`: POSTs the SDK's body to the avatar service and answers its
     /// `AvatarCustomizeResponse` (`cdn_url` on success, `errCode`/`errMessage` on failure: a service
     /// error is a result, as in the SDK, not a thrown one). The SDK posts to its environment's image
-    /// host (`https://img<env>.smr.vc/avatar-customize`); the daemon takes that host from INIT's
-    /// `DYNAMIC_IMAGE_DOMAIN`, as for the avatar images. No argument checks: the SDK makes none.
+    /// host (`https://img<env>.smr.vc/avatar-customize`); the daemon takes the host of the avatar
+    /// images (``ImageDomain``). No argument checks: the SDK makes none.
     static let avatarsCustomize: DataAPIRun = { ctx async throws(SocketAPIError) in
-        var domain = Substring(await avatarDomain(ctx))
-        guard !domain.isEmpty else {
-            throw SocketAPIError(.notReady, "no avatar service URL: INIT has not given the label setting DYNAMIC_IMAGE_DOMAIN")
-        }
-        while domain.hasSuffix("/") { domain = domain.dropLast() }
-        let url = String(domain) + "/avatar-customize"
+        let url = await avatarDomain(ctx) + "/avatar-customize"
         let label = await ctx.labelKeys()
         var body: JSONObject = [
             "label_api_key": .string(label.key),
@@ -412,13 +406,11 @@ enum InboxStoreAPI {
     ]
 
     /// The public props as `TUserProfile`; `avatar_url` from `avatar_id`: as it is when it starts with
-    /// `http`, else the image domain (trailing slashes trimmed) + `/avatar/` + id.
+    /// `http`, else the image domain (``ImageDomain``) + `/avatar/` + id.
     static let userProfile: DataAPIRun = { ctx async throws(SocketAPIError) in
         var props = try await props(ctx)
         if let id = props.string("avatar_id") {
-            var domain = Substring(await avatarDomain(ctx))
-            while domain.last == "/" { domain = domain.dropLast() }
-            props["avatar_url"] = .of((id.hasPrefix("http") ? id : WrapperURL.pathSegment(id).map { domain + "/avatar/" + $0 }).flatMap(WebURL.checked))
+            props["avatar_url"] = .of(ImageDomain.avatarURL(id, domain: await avatarDomain(ctx)).flatMap(WebURL.checked))
         }
         var out: JSONObject = [:]
         for (name, type) in profileFields {
