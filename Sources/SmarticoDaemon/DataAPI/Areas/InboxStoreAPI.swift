@@ -370,7 +370,7 @@ enum InboxStoreAPI {
         guard let r = answer.objectValue else {
             throw SocketAPIError(.serverError, "POST \(url): the answer is not a JSON object")
         }
-        return .object(["cdn_url": .url(r.string("cdn_url")), "errCode": r["errCode"] ?? .null, "errMessage": .of(r.string("errMessage"))])
+        return .object(["cdn_url": .url(r.string("cdn_url")), "errCode": .of(r.int("errCode")), "errMessage": .of(r.string("errMessage"))])
     }
 
     // MARK: - The user
