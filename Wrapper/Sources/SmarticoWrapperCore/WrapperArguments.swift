@@ -22,7 +22,9 @@ public struct WrapperArguments: Sendable, Equatable {
 
           --socket PATH      smarticod's socket (default: the configuration's "socket",
                              $SMARTICOD_SOCKET, else /run/smarticod/smarticod.sock)
-          --config FILE      the wrapper's JSON configuration (man smartico-wrapper)
+          --config FILE      the wrapper's JSON configuration (man smartico-wrapper; default:
+                             ~/.config/smartico-wrapper/config.json if it exists, else
+                             /etc/smartico-wrapper/config.json if it exists, else none)
           --kiosk            full screen, no decorations, external links refused
           --open [DP]        open the gamification widget, at the deep link DP (e.g. dp:gf_missions)
           --log-level LEVEL  debug, info, warning or error (default info)

@@ -40,6 +40,21 @@ public struct WrapperConfig: Sendable, Equatable {
 
     public var externalLinksAllowed: Bool { openExternalLinks ?? !kiosk }
 
+    /// Where the configuration is read from without `--config`, in order; the first that exists
+    /// is read (an invalid one is an error, as with `--config`), none at all means every default.
+    /// So the menu entry's `smartico-wrapper --open`, the user unit and a start by hand all read
+    /// the same file: the user's (`$XDG_CONFIG_HOME`, else `~/.config`), then the machine's.
+    public static func defaultPaths(environment: [String: String]) -> [String] {
+        var paths: [String] = []
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            paths.append(xdg + "/smartico-wrapper/config.json")
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            paths.append((home == "/" ? "" : home) + "/.config/smartico-wrapper/config.json")
+        }
+        paths.append("/etc/smartico-wrapper/config.json")
+        return paths
+    }
+
     /// Every problem of a configuration, each naming its key.
     public struct Problems: Error, CustomStringConvertible, Equatable {
         public let file: String

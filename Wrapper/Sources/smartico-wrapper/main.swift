@@ -33,8 +33,14 @@ if arguments.version {
 }
 
 var config = WrapperConfig()
-if let path = arguments.config {
-    guard let file = fopen(path, "rb") else { fail("cannot read --config \(path): \(String(cString: strerror(errno)))", code: 78) }
+// --config, else the first default file that exists (the user's, then the machine's).
+let environment = ["XDG_CONFIG_HOME", "HOME"].reduce(into: [String: String]()) { env, name in
+    if let value = getenv(name) { env[name] = String(cString: value) }
+}
+let configPath = arguments.config ?? WrapperConfig.defaultPaths(environment: environment).first { access($0, F_OK) == 0 }
+if let path = configPath {
+    let named = arguments.config != nil ? "--config \(path)" : path
+    guard let file = fopen(path, "rb") else { fail("cannot read \(named): \(String(cString: strerror(errno)))", code: 78) }
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
@@ -98,7 +104,7 @@ let onCommandLine: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPoi
             g_application_release(cast(app))
             return 1
         }
-        logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(durableName))\(kiosk ? ", kiosk mode" : "")")
+        logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(durableName))\(kiosk ? ", kiosk mode" : ""); configuration \(configPath.map { Text.quoted($0) } ?? "none (every default)")")
     } else if !invocation.open {
         logger.info("already running; another invocation without --open changed nothing")
     }

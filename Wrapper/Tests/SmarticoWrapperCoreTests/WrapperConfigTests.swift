@@ -234,3 +234,24 @@ struct WrapperConfigTests {
         #expect(problems(#""{}""#) == ["the configuration must be a JSON object, not a string"])
     }
 }
+
+@Suite("WrapperConfig.defaultPaths: the file read without --config")
+struct WrapperConfigDefaultPathTests {
+    @Test("the user's file (XDG_CONFIG_HOME, else ~/.config), then the machine's")
+    func order() {
+        #expect(WrapperConfig.defaultPaths(environment: ["HOME": "/home/ann"])
+                == ["/home/ann/.config/smartico-wrapper/config.json", "/etc/smartico-wrapper/config.json"])
+        #expect(WrapperConfig.defaultPaths(environment: ["HOME": "/home/ann", "XDG_CONFIG_HOME": "/srv/cfg"])
+                == ["/srv/cfg/smartico-wrapper/config.json", "/etc/smartico-wrapper/config.json"])
+        #expect(WrapperConfig.defaultPaths(environment: ["HOME": "/"])
+                == ["/.config/smartico-wrapper/config.json", "/etc/smartico-wrapper/config.json"])
+    }
+
+    @Test("a relative or missing XDG_CONFIG_HOME or HOME is ignored (the XDG spec: absolute paths only)")
+    func relative() {
+        #expect(WrapperConfig.defaultPaths(environment: ["HOME": "/home/ann", "XDG_CONFIG_HOME": "cfg"])
+                == ["/home/ann/.config/smartico-wrapper/config.json", "/etc/smartico-wrapper/config.json"])
+        #expect(WrapperConfig.defaultPaths(environment: ["HOME": "home"]) == ["/etc/smartico-wrapper/config.json"])
+        #expect(WrapperConfig.defaultPaths(environment: [:]) == ["/etc/smartico-wrapper/config.json"])
+    }
+}
