@@ -24,24 +24,17 @@ struct PendingRequest {
     }
 }
 
-/// A message given to the store, and the op that waits for it to be stored (nil: nobody).
-struct StoreWaiter {
-    var id: SessionRequestID?
-    var entry: OutboxEntry
-}
-
-/// Every op that waits for something, with its deadline: `request`s waiting for the server's
-/// answer (and the abandoned ones whose late answer is still recognised), `identify`s waiting
-/// for cid 6, `logout`s waiting for cid 12, messages waiting for the store. Sans I/O: what to
-/// answer is handed back to the machine, which replies.
+/// Every op that waits, with its deadline: `request`s waiting for the server's answer (and the
+/// abandoned ones whose late answer is still recognised), `identify`s for cid 6, `logout`s for
+/// cid 12, messages for the store. What to answer is handed back to the machine, which replies.
 struct RequestBook {
     var pending: [PendingRequest] = []
     /// How the pool of ``pending`` is shared between the roles and uids.
     var shares: RequestShares
     var identifyWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
     var logoutWaiters: [SessionRequestID] = []
-    /// By uuid.
-    var storing: [String: StoreWaiter] = [:]
+    /// Messages given to the store, by uuid, and the op that waits for them to be stored (nil: nobody).
+    var storing: [String: (id: SessionRequestID?, entry: OutboxEntry)] = [:]
 
     /// Requests waiting for the server whose answer somebody waits for (``PendingRequest/abandoned`` not).
     var live: Int { pending.reduce(0) { $0 + ($1.abandoned ? 0 : 1) } }
@@ -82,15 +75,10 @@ struct RequestBook {
         return identifyWaiters.map(\.id)
     }
 
-    mutating func takeLogoutWaiters() -> [SessionRequestID] {
-        defer { logoutWaiters = [] }
-        return logoutWaiters
-    }
-
     /// Everybody who waits for the server, in the order to answer them; the book forgets them.
     mutating func takeAll() -> [SessionRequestID] {
-        defer { pending = [] }
-        return pending.filter { !$0.abandoned }.map(\.id) + takeIdentifyWaiters() + takeLogoutWaiters()
+        defer { pending = []; logoutWaiters = [] }
+        return pending.filter { !$0.abandoned }.map(\.id) + takeIdentifyWaiters() + logoutWaiters
     }
 
     /// The connection is gone: what nobody waits for is not written again, the rest is written
@@ -112,48 +100,29 @@ struct RequestBook {
         for (uuid, w) in storing where w.id.map(gone.contains) == true { storing[uuid]?.id = nil }
     }
 
-    /// Takes the live requests made for another user than `ext`, to be answered `not_ready`. Those
-    /// written stay, abandoned: their answer may still come on this connection, and is dropped
-    /// (until the request's own deadline).
-    mutating func takeRequests(notFor ext: String?) -> [PendingRequest] {
-        var kept: [PendingRequest] = [], taken: [PendingRequest] = []
-        for var p in pending {
-            if p.user == ext || p.abandoned {
-                kept.append(p)
-                continue
-            }
+    /// Takes the live requests `select` picks, to be answered. A written one stays, abandoned until
+    /// `until(p)`: its answer may still come on this connection, and is then dropped, not published.
+    mutating func take(_ select: (PendingRequest) -> Bool, keepingWrittenUntil until: (PendingRequest) -> Int64) -> [PendingRequest] {
+        var taken: [PendingRequest] = []
+        pending = pending.compactMap { p in
+            guard !p.abandoned, select(p) else { return p }
             taken.append(p)
-            if p.sentOn != nil {
-                p.abandon(until: p.deadlineMs)
-                kept.append(p)
-            }
+            guard p.sentOn != nil else { return nil }
+            var kept = p
+            kept.abandon(until: .max)
+            kept.deadlineMs = until(p)
+            return kept
         }
-        pending = kept
         trimAbandoned()
         return taken
     }
 
     /// Takes the requests and identifies whose deadline has come, to be answered. An expired
-    /// request that was written is kept abandoned, so its late answer is dropped rather than
-    /// published (recognised for ``SessionMachine/lateAnswerGraceMs`` more); an abandoned one is
-    /// forgotten: a server that never answers must not hold the pool for ever.
+    /// request that was written is recognised for ``SessionMachine/lateAnswerGraceMs`` more; an
+    /// abandoned one is forgotten: a server that never answers must not hold the pool for ever.
     mutating func expire(now: Int64) -> (requests: [PendingRequest], identifies: [SessionRequestID]) {
-        var kept: [PendingRequest] = [], expired: [PendingRequest] = []
-        for var p in pending {
-            guard p.deadlineMs <= now else {
-                kept.append(p)
-                continue
-            }
-            if p.abandoned { continue }
-            expired.append(p)
-            if p.sentOn != nil {
-                p.abandon(until: .max)
-                p.deadlineMs = now + SessionMachine.lateAnswerGraceMs
-                kept.append(p)
-            }
-        }
-        pending = kept
-        trimAbandoned()
+        pending.removeAll { $0.abandoned && $0.deadlineMs <= now }
+        let expired = take({ $0.deadlineMs <= now }, keepingWrittenUntil: { _ in now + SessionMachine.lateAnswerGraceMs })
         let identifies = identifyWaiters.filter { $0.deadlineMs <= now }.map(\.id)
         identifyWaiters.removeAll { $0.deadlineMs <= now }
         return (expired, identifies)

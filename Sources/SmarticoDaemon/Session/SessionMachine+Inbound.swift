@@ -241,9 +241,7 @@ extension SessionMachine {
         let key = user + "\u{0}" + uid
         if memory.actedDeepLinks.contains(key) { return false }
         memory.actedDeepLinks.append(key)
-        if memory.actedDeepLinks.count > Self.maxActedDeepLinks {
-            memory.actedDeepLinks.removeFirst(memory.actedDeepLinks.count - Self.maxActedDeepLinks)
-        }
+        if memory.actedDeepLinks.count > Self.maxActedDeepLinks { memory.actedDeepLinks.removeFirst(memory.actedDeepLinks.count - Self.maxActedDeepLinks) }
         return true
     }
 

@@ -3,11 +3,8 @@ import SmarticoProtocol
 // The socket API ops that reach the session.
 extension SessionMachine {
     mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, owner: RequestOwner = .daemon, now: Int64) {
-        switch current {
-        case .stopped: return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping")))
-        case .idle: return reply(id, .failure(SessionReplyError(.notReady, "the session has not started")))
-        default: if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
-        }
+        if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
+        if case .idle = current { return reply(id, .failure(SessionReplyError(.notReady, "the session has not started"))) }
         switch request {
         case .identify(let ext, let hash): opIdentify(id, ext: ext, hash: hash, now: now)
         case .logout: opLogout(id, now: now)
@@ -16,10 +13,7 @@ extension SessionMachine {
             opPushToken(id, token: token, platform: platform, status: status, appPackageID: app, now: now)
         case .language(let code):
             guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
-            let m = stamp(ClientEvent.languageChanged(code).json, now: now, envelope: true)
-            let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
-            requests.storing[m.uuid] = StoreWaiter(id: id, entry: entry)
-            out.append(.storeLatest(slot: "language", entry))
+            queueDurable(ClientEvent.languageChanged(code).json, id: id, now: now, envelope: true, latest: "language")
         case .event(let type, let payload):
             guard !type.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "event_type must not be empty"))) }
             queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now, envelope: true)
@@ -52,7 +46,8 @@ extension SessionMachine {
 
     /// Messages of `user` that could not be sent under that user were removed from the outbox.
     mutating func onOutboxDropped(user: String?, count: Int, now: Int64) {
-        defer { afterOutboxDropped() }
+        // A connection still sorting goes on from the next oldest message.
+        defer { if phase == .sorting { startFlush() } }
         guard count > 0 else { return }
         let who = user.map { "user \($0)" } ?? "the anonymous session"
         var d: JSONObject = ["code": .string("outbox_dropped"), "count": .number(Int64(count)),
@@ -61,11 +56,6 @@ extension SessionMachine {
         d["message"] = .string(message)
         shown.lastError = ("outbox_dropped", message, now)
         emit("error", .object(d), journaled: false)
-    }
-
-    /// After `.dropOutbox`: a connection still sorting goes on from the next oldest message.
-    mutating func afterOutboxDropped() {
-        if phase == .sorting { startFlush() }
     }
 
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
@@ -95,12 +85,13 @@ extension SessionMachine {
 
     /// Stamps a message made for the daemon's user (or the anonymous session) and asks the driver
     /// to store it with that user; the answer and the sending follow `.outboxStored`. `envelope`:
-    /// an event or data request, sent in the SDK's envelope (``stamp(_:now:envelope:)``).
-    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64, envelope: Bool = false) {
+    /// an event or data request, sent in the SDK's envelope (``stamp(_:now:envelope:)``). `latest`:
+    /// the store keeps only the latest message of this slot.
+    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64, envelope: Bool = false, latest slot: String? = nil) {
         let m = stamp(json, now: now, envelope: envelope)
         let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
-        requests.storing[m.uuid] = StoreWaiter(id: id, entry: entry)
-        out.append(.storeOutbox(entry))
+        requests.storing[m.uuid] = (id, entry)
+        out.append(slot.map { .storeLatest(slot: $0, entry) } ?? .storeOutbox(entry))
     }
 
     mutating func onOutboxStored(_ uuid: String, _ failure: OutboxStoreFailure?, now: Int64) {
@@ -123,7 +114,7 @@ extension SessionMachine {
         if gateOpen, let c = connection, c.speaker == w.entry.user {
             if c.flushing {
                 connection?.flushAgain = true
-            } else if !stopping {
+            } else {
                 write(OutgoingMessage(bytes: w.entry.bytes, cid: Int64(w.entry.cid), uuid: uuid), now: now, fromOutbox: true)
                 queued = false
             }
@@ -177,9 +168,7 @@ extension SessionMachine {
 
     /// Identify requests for another user are answered `not_ready`: a newer identify replaced them.
     mutating func supersedeIdentifyWaiters(by ext: String) {
-        for id in requests.takeIdentifyWaiters() {
-            reply(id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered")))
-        }
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered"))) }
     }
 
     /// Logout: the user's queued messages go first, under the user; then LOGOUT, cid 12, close,

@@ -35,12 +35,10 @@ public struct SessionEnvironment: Sendable {
 /// (`handle(_:now:)`, milliseconds since the epoch) and performs the returned actions in order.
 /// A value type: one owner (the driver's actor or loop) holds it and mutates it.
 ///
-/// Its data is grouped by lifetime, each group a value replaced whole when its lifetime ends:
-/// where the session is lives in `current`, a ``State`` whose cases carry the data that exists
-/// only there — everything about one WebSocket is in a ``ConnectionState``, whose ``ConnectionState/Phase``
-/// carries what exists only in that phase; everything about the user acted for is in an
-/// ``Account``, replaced at a user boundary (switch, logout, refusal); every op waiting for
-/// something is in the ``RequestBook``.
+/// Its data is grouped by lifetime, each group replaced whole when its lifetime ends: `current`,
+/// a ``State`` whose cases carry their data (one WebSocket's in a ``ConnectionState``, whose
+/// ``ConnectionState/Phase`` carries its own); the user acted for in an ``Account``, replaced at
+/// a switch, a logout or a refusal; every op that waits in the ``RequestBook``.
 public struct SessionMachine: Sendable {
     /// What a close we started leads to.
     enum AfterClose: Equatable { case reconnect, stop }
@@ -50,19 +48,16 @@ public struct SessionMachine: Sendable {
         /// Not started.
         case idle
         /// A WebSocket is being opened.
-        case connecting(ConnectingState)
+        case connecting(ConnectionID)
         /// A WebSocket is open.
         case connected(ConnectionState)
-        /// We sent close 1000 and wait for the server's close.
-        case closing(ClosingState)
+        /// We sent close 1000 on the connection (its data still shows in `status`) and wait for the
+        /// server's close.
+        case closing(ConnectionState, then: AfterClose)
         /// Waiting to reconnect.
-        case backoff(BackoffState)
+        case backoff(retryAtMs: Int64)
         /// Shut down; nothing more happens.
         case stopped
-    }
-
-    struct ConnectingState {
-        let id: ConnectionID
     }
 
     /// One open WebSocket: everything here belongs to it and goes with it.
@@ -70,11 +65,10 @@ public struct SessionMachine: Sendable {
         /// `initializing`: INIT sent. `sorting`: INIT answered; the outbox is read from its oldest
         /// message to learn whom this connection must speak for first (session rule 5): the
         /// anonymous messages at its head are written, and the first user's message decides whom
-        /// to identify. `hashing`: the hash command runs for that user; `identifying`: IDENTIFY
-        /// sent for them, with that hash. `ready`: identified as the daemon's user (nil: anonymous,
-        /// with no user). `draining`: identified as an earlier user only to send that user's queued
-        /// messages; the connection is left when they are written. `loggingOut`: LOGOUT sent,
-        /// waiting for cid 12.
+        /// to identify. `hashing`: the hash command runs for that user. `identifying`: IDENTIFY sent.
+        /// `ready`: identified as the daemon's user (nil: anonymous, with no user). `draining`:
+        /// identified as an earlier user only to send their queued messages, then left.
+        /// `loggingOut`: LOGOUT sent, waiting for cid 12.
         enum Phase: Equatable {
             case initializing, sorting
             case hashing(for: String)
@@ -111,13 +105,6 @@ public struct SessionMachine: Sendable {
         var flushAgain = false
         var receipts = Receipts()
 
-        init(id: ConnectionID, connectedAtMs: Int64, sessionID: String) {
-            self.id = id
-            self.connectedAtMs = connectedAtMs
-            self.sessionID = sessionID
-            heardAtMs = connectedAtMs
-        }
-
         /// The user the server accepted on this connection (nil: anonymous).
         var speaking: Speaker? {
             switch phase {
@@ -149,34 +136,12 @@ public struct SessionMachine: Sendable {
         }
     }
 
-    struct ClosingState {
-        /// The connection being closed (its data still shows in `status`).
-        var connection: ConnectionState
-        var after: AfterClose
-    }
-
-    struct BackoffState {
-        let retryAtMs: Int64
-    }
-
-    /// Proof of receipt for the outbox messages written on one connection.
-    ///
-    /// A written message can still be lost: when the daemon dies (kill -9) with unread server data
-    /// in its receive buffer, the kernel resets the connection and the server may drop what it had
-    /// not read yet. So a message leaves the outbox only when the server proved it read it, or
-    /// completed the close handshake we started. Until then a crash or a dead connection sends it
-    /// again on the next connection, with the same uuid.
-    ///
-    /// PONGs carry no reference to their PING, so the proof is cumulative and counted: the one
-    /// assumption is that the server sends a PONG only for a PING it has read, reading in order.
-    /// Then the k-th PONG on a connection means the server read at least k of our PINGs, and so
-    /// everything written before our k-th PING — which a PONG confirms (the earliest PING still
-    /// unanswered by that count). A PONG the server skips makes every later PONG confirm less than
-    /// it could: confirmation is only delayed, nothing is confirmed that was not read.
+    /// Proof of receipt for the outbox messages written on one connection (docs/session.md,
+    /// "Proof of receipt"): a message leaves the outbox only when the server proved it read it, or
+    /// completed the close handshake we started. The proof is cumulative and counted: the k-th PONG
+    /// on a connection means the server read at least k of our PINGs, and so everything written
+    /// before our k-th PING. A skipped PONG only delays confirmation, never confirms the unread.
     struct Receipts {
-        /// PINGs written on the connection (keepalive and barriers) and PONGs counted.
-        private(set) var pingsWritten = 0
-        private(set) var pongsReceived = 0
         /// For each PING not yet answered by the count, oldest first: how many outbox messages
         /// had been written on the connection before it.
         private var unansweredPings: [Int] = []
@@ -197,7 +162,6 @@ public struct SessionMachine: Sendable {
 
         /// A PING (keepalive or barrier) was written: it covers everything written so far.
         mutating func pingWritten(barrier: Bool = false) {
-            pingsWritten += 1
             unansweredPings.append(writtenTotal)
             coveredByLastPing = writtenTotal
             if barrier { barrierWaiting = true }
@@ -214,7 +178,6 @@ public struct SessionMachine: Sendable {
         /// can answer). A PONG when none of our PINGs waits answers nothing and is not counted.
         mutating func pongReceived() -> [String] {
             guard !unansweredPings.isEmpty else { return [] }
-            pongsReceived += 1
             barrierWaiting = false
             let before = unansweredPings.removeFirst()
             let confirmedTotal = writtenTotal - written.count
@@ -231,7 +194,6 @@ public struct SessionMachine: Sendable {
             return written
         }
     }
-
 
     enum UserSource: Equatable { case config, op }
 
@@ -256,8 +218,7 @@ public struct SessionMachine: Sendable {
         var forceLogin = false
         var lastActivityMs: Int64?
         var activityPersistedMs: Int64?
-        /// The connection was closed by the `reidentify` timer: its IDENTIFY refreshes the wrapper
-        /// URLs and starts no logical session.
+        /// Closed by the `reidentify` timer: the next IDENTIFY refreshes the URLs, no new logical session.
         var refreshingURLs = false
     }
 
@@ -269,20 +230,17 @@ public struct SessionMachine: Sendable {
         /// Users who logged out while no connection spoke for them: the connection that sends their
         /// last messages ends with LOGOUT.
         var loggedOutOffline = RecentUsers<Bool>()
-        /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their
-        /// messages are dropped, so an earlier user the server keeps refusing cannot hold the
-        /// current one back.
+        /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their messages
+        /// are dropped (an earlier user the server keeps refusing cannot hold the current one back).
         var drainFailures = RecentUsers<Int>()
         /// The last user whose IDENTIFY the server refused (fatal errCode): shown as
         /// `user.rejected`, never as the current user.
         var rejected: (extUserID: String, errCode: Int64?, errMsg: String?)?
-        /// Per user ("" for the anonymous session): the `client.language` last queued for them
-        /// (store meta `x.language_sent.<user>`). The configured language goes once per change,
-        /// never again on a reconnect or a restart.
+        /// Per user ("" for the anonymous session): the `client.language` last queued for them (store
+        /// meta `x.language_sent.<user>`): it goes once per change, not again on a reconnect or restart.
         var languagesSent: [String: String] = [:]
-        /// `"<user>\u{0}<engagement_uid>"` of the 105s whose `dp:action` was reported as a
-        /// `client_action` in this run, oldest first (at most ``maxActedDeepLinks``): the server
-        /// sends pending 105s again after every IDENTIFY, and each is reported once.
+        /// `"<user>\u{0}<engagement_uid>"` of the 105s whose `dp:action` was reported in this run, oldest
+        /// first (at most ``maxActedDeepLinks``): the server sends them again after every IDENTIFY.
         var actedDeepLinks: [String] = []
     }
     static let maxDrainFailures = 3
@@ -419,7 +377,7 @@ public struct SessionMachine: Sendable {
     var stopping: Bool {
         switch current {
         case .stopped: true
-        case .closing(let s): s.after == .stop
+        case .closing(_, let after): after == .stop
         default: false
         }
     }
@@ -434,7 +392,7 @@ public struct SessionMachine: Sendable {
             case .hashing, .identifying, .draining: .identifying
             case .ready, .loggingOut: .ready
             }
-        case .closing(let s): s.after == .stop ? .stopping : .connecting
+        case .closing(_, let after): after == .stop ? .stopping : .connecting
         case .backoff: .backoff
         }
     }
@@ -449,14 +407,14 @@ public struct SessionMachine: Sendable {
     var lastConnection: ConnectionState? {
         switch current {
         case .connected(let c): c
-        case .closing(let s): s.connection
+        case .closing(let c, _): c
         default: nil
         }
     }
 
     /// The connection being opened, open or closing.
     var connectionID: ConnectionID? {
-        if case .connecting(let s) = current { return s.id }
+        if case .connecting(let id) = current { return id }
         return lastConnection?.id
     }
 
@@ -464,10 +422,7 @@ public struct SessionMachine: Sendable {
     var phase: ConnectionState.Phase? { connection?.phase }
 
     /// The daemon's user is identified on the connection (also while we close it).
-    var identifiedOnConn: Bool {
-        guard let s = lastConnection?.speaker else { return false }
-        return s == user?.extUserID
-    }
+    var identifiedOnConn: Bool { lastConnection?.speaker.map { $0 == user?.extUserID } ?? false }
 
     /// Messages that act for the user may go: the session is ready and speaks as the daemon's user
     /// (identified as them, or anonymous when there is no user).
@@ -574,7 +529,7 @@ public struct SessionMachine: Sendable {
         dialing.connections += 1
         let c = ConnectionID(dialing.connections)
         connectionGone()
-        enter(.connecting(ConnectingState(id: c)), reason: reason, now: now)
+        enter(.connecting(c), reason: reason, now: now)
         out.append(.connect(c, url: config.server.url))
         schedule(.connect, at: now + Int64(sessionConfig.connectTimeoutS) * 1000)
     }
@@ -587,10 +542,10 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func onConnected(_ c: ConnectionID, now: Int64) {
-        guard case .connecting(let s) = current, s.id == c else { return }
+        guard case .connecting(c) = current else { return }
         cancel(.connect)
         let sid = makeUUID()
-        current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid))
+        current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid, heardAtMs: now))
         let cfg = config.config
         // label_key and label_name: the key without its environment suffix (the SDK sends both).
         let initMessage = InitSessionRequest(
@@ -604,7 +559,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func onConnectFailed(_ c: ConnectionID, reason: String, message: String, now: Int64) {
-        guard case .connecting(let s) = current, s.id == c else { return }
+        guard case .connecting(c) = current else { return }
         fail(reason: reason, message: message, now: now, transportGone: true)
     }
 
@@ -685,14 +640,11 @@ public struct SessionMachine: Sendable {
         cancelConnectionTimers()
         connectionGone()
         shown.lastError = (reason, message, now)
-        if stopping {
-            finish(now: now)
-            return
-        }
+        if stopping { return finish(now: now) } // (a failure comes from a connection, never while stopping)
         let delay = retryInMs ?? backoff.delayMs(attempt: dialing.attempt, using: &env.random)
         dialing.attempt += 1
         schedule(.backoff, at: now + delay)
-        enter(.backoff(BackoffState(retryAtMs: now + delay)), reason: reason, now: now, extra: [
+        enter(.backoff(retryAtMs: now + delay), reason: reason, now: now, extra: [
             "message": .string(message), "attempt": .number(dialing.attempt), "retry_in_ms": .number(delay),
         ])
     }
@@ -701,32 +653,32 @@ public struct SessionMachine: Sendable {
     mutating func closeGracefully(then next: AfterClose, reason: String, now: Int64) {
         guard case .connected(let c) = current else {
             // Nothing open yet: drop the attempt, no close handshake to wait for.
-            if case .connecting(let s) = current { out.append(.abort(s.id)) }
+            if case .connecting(let id) = current { out.append(.abort(id)) }
             cancelConnectionTimers()
             if next == .stop { finish(now: now) } else { connect(now: now, reason: reason) }
             return
         }
         cancelConnectionTimers()
         out.append(.close(c.id, code: 1000, reason: reason))
-        enter(.closing(ClosingState(connection: c, after: next)), reason: reason, now: now)
+        enter(.closing(c, then: next), reason: reason, now: now)
         schedule(.closeWait, at: now + env.closeWaitMs)
     }
 
     /// The connection we were closing is gone. `confirmed`: its close handshake completed, so
     /// the server read everything written before our close.
-    mutating func afterClose(_ closing: ClosingState, confirmed: Bool, now: Int64) {
+    mutating func afterClose(_ closing: ConnectionState, then next: AfterClose, confirmed: Bool, now: Int64) {
         cancel(.closeWait)
         if confirmed {
-            var receipts = closing.connection.receipts
+            var receipts = closing.receipts
             confirm(receipts.confirmAll())
         }
         connectionGone()
-        if closing.after == .stop { finish(now: now) } else { connect(now: now, reason: "reconnect") }
+        if next == .stop { finish(now: now) } else { connect(now: now, reason: "reconnect") }
     }
 
     mutating func onClosed(_ c: ConnectionID, code: Int?, reason: String, clean: Bool, now: Int64) {
-        if case .closing(let s) = current, s.connection.id == c {
-            afterClose(s, confirmed: clean, now: now)
+        if case .closing(let closing, let next) = current, closing.id == c {
+            afterClose(closing, then: next, confirmed: clean, now: now)
         } else if connectionID == c {
             let detail = code.map { "code \($0)" } ?? "no close code"
             fail(reason: "server_closed", message: "the connection closed (\(detail)\(reason.isEmpty ? "" : ": \(reason)"))",
@@ -784,9 +736,9 @@ public struct SessionMachine: Sendable {
         case .logoutWait:
             if case .loggingOut? = phase { finishLogout(now: now) }
         case .closeWait:
-            if case .closing(let s) = current {
-                out.append(.abort(s.connection.id))
-                afterClose(s, confirmed: false, now: now)
+            if case .closing(let closing, let next) = current {
+                out.append(.abort(closing.id))
+                afterClose(closing, then: next, confirmed: false, now: now)
             }
         case .requests:
             expireRequests(now: now)
@@ -950,8 +902,7 @@ public struct SessionMachine: Sendable {
             for id in requests.takeIdentifyWaiters() { reply(id, .success(data)) }
             // A re-identify (user.reidentify_after_s) only refreshes the URLs: no new logical
             // session, so no LOGIN for inactivity (every_identify still sends one).
-            let inactive = !account.refreshingURLs
-                && (account.lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
+            let inactive = !account.refreshingURLs && (account.lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
             account.refreshingURLs = false
             if sessionConfig.loginPolicy == .everyIdentify || account.forceLogin || inactive {
                 account.forceLogin = false
@@ -1007,9 +958,10 @@ public struct SessionMachine: Sendable {
         }
     }
 
-    /// Answers `not_ready` to the waiting `request`s made for another user than `ext`.
+    /// Answers `not_ready` to the waiting `request`s made for another user than `ext` (those
+    /// written are recognised until their own deadline).
     mutating func failRequests(notFor ext: String?, why: String) {
-        for p in requests.takeRequests(notFor: ext) {
+        for p in requests.take({ $0.user != ext }, keepingWrittenUntil: \.deadlineMs) {
             reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")")))
         }
         rescheduleRequestTimer()
@@ -1197,27 +1149,22 @@ public struct SessionMachine: Sendable {
             schedule(.logoutWait, at: now + env.logoutWaitMs)
             return
         }
-        if case .draining = c.phase {
-            closeGracefully(then: .reconnect, reason: "drained", now: now)
-        } else {
-            closeGracefully(then: .reconnect, reason: "user_switch", now: now)
-        }
+        let why = if case .draining = c.phase { "drained" } else { "user_switch" }
+        closeGracefully(then: .reconnect, reason: why, now: now)
     }
 
     /// The user or the outbox changed while connected: go on from where the connection is.
     mutating func reconsider(now: Int64) {
-        guard let c = connection, !c.flushing else { return }
-        switch c.phase {
-        case .sorting, .ready, .draining: outboxWritten(now: now)
-        default: break
-        }
+        guard connection?.flushing == false else { return }
+        outboxWritten(now: now)
     }
 
     // MARK: logout, shutdown, reload
 
     mutating func finishLogout(now: Int64) {
         cancel(.logoutWait)
-        for id in requests.takeLogoutWaiters() { reply(id, .success(.object([:]))) }
+        for id in requests.logoutWaiters { reply(id, .success(.object([:]))) }
+        requests.logoutWaiters = []
         closeGracefully(then: .reconnect, reason: "logout", now: now)
     }
 
@@ -1226,9 +1173,7 @@ public struct SessionMachine: Sendable {
         if let u = user, let h = u.hash { memory.knownHashes[u.extUserID] = h }
         account = Account()
         out.append(.clearUser)
-        for id in requests.takeIdentifyWaiters() {
-            reply(id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY")))
-        }
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
         failRequests(notFor: nil, why: "the user logged out")
     }
 
@@ -1238,12 +1183,11 @@ public struct SessionMachine: Sendable {
         switch current {
         case .idle, .backoff, .stopped:
             finish(now: now)
-        case .connecting(let s):
-            out.append(.abort(s.id))
+        case .connecting(let id):
+            out.append(.abort(id))
             finish(now: now)
-        case .closing(var s):
-            s.after = .stop
-            enter(.closing(s), reason: "shutdown", now: now)
+        case .closing(let c, _):
+            enter(.closing(c, then: .stop), reason: "shutdown", now: now)
         case .connected:
             closeGracefully(then: .stop, reason: "shutdown", now: now)
         }
@@ -1263,8 +1207,8 @@ public struct SessionMachine: Sendable {
             cancel(.backoff)
             dialing.attempt = 0
             connect(now: now, reason: "network_changed")
-        case .connecting(let s):
-            out.append(.abort(s.id))
+        case .connecting(let id):
+            out.append(.abort(id))
             cancel(.connect)
             dialing.attempt = 0
             connect(now: now, reason: "network_changed")

@@ -73,7 +73,7 @@ extension SessionMachine {
 
     /// When the next connection attempt starts, while backing off.
     var retryAtMs: Int64? {
-        if case .backoff(let b) = current { return b.retryAtMs }
+        if case .backoff(let at) = current { return at }
         return nil
     }
 }
