@@ -9,8 +9,7 @@ extension SessionMachine {
     /// the apps, which show the current user's.
     var pushesFor: String? {
         guard let c = connection else { return nil }
-        let bound = c.speaker ?? c.identifyingAs
-        if let b = bound, b != user?.extUserID { return nil }
+        if let b = c.boundUser, b != user?.extUserID { return nil }
         return user?.extUserID ?? ""
     }
 
@@ -91,25 +90,25 @@ extension SessionMachine {
         default: if identifiedOnConn { noteActivity(now: now) }
         }
 
-        switch msg {
-        case .ping:
+        switch (msg, phase) {
+        case (.ping, _):
             counters.pings += 1
             counters.pongs += 1
-            lastPingMs = now
+            shown.lastPingMs = now
             send(Pong().json, now: now) // a new uuid, not the PING's
             return
-        case .pong:
+        case (.pong, _):
             counters.pongs += 1
-            lastPingMs = now
+            shown.lastPingMs = now
             pongReceived()
             return
-        case .initSessionResponse(let r) where phase == .initializing:
+        case (.initSessionResponse(let r), .initializing?):
             onInitResponse(r, now: now)
             return
-        case .identifyUserResponse(let r) where phase == .identifying:
+        case (.identifyUserResponse(let r), .identifying?):
             onIdentifyResponse(r, now: now)
             return
-        case .logoutResponse where phase == .loggingOut:
+        case (.logoutResponse, .loggingOut?):
             finishLogout(now: now)
             return
         default:
@@ -136,7 +135,7 @@ extension SessionMachine {
             // Refused at the door: its line could not be held for any subscriber within a uid's
             // share of the peers' memory budget, so it would never reach one whole.
             let limit = config.config.socket.maxPeerMemoryBytes / 4
-            emitError("engagement_too_large", "an engagement (cid 110) of \(bytes.count) bytes from the server was refused: its event line (the message and its bridge, about \(Self.engagementLineBytes(frame: bytes.count)) bytes) would be more than a quarter of socket.max_peer_memory_bytes (\(limit)); engagement_uid \(e.engagementUID.map { "\"\(String($0.prefix(80)))\"" } ?? "none"); reported to the server as failed")
+            emitError("engagement_too_large", "an engagement (cid 110) of \(bytes.count) bytes from the server was refused: its event line (the message and its bridge, about \(Self.engagementLineBytes(frame: bytes.count)) bytes) would be more than a quarter of socket.max_peer_memory_bytes (\(limit)); engagement_uid \(e.engagementUID.map { "\"\(String($0.prefix(80)))\"" } ?? "none"); reported to the server as failed", now: now)
             if let uid = e.engagementUID, !uid.isEmpty {
                 queueDurable(EngagementReport(kind: .failed, engagementUID: uid, activityType: e.activityType ?? ActivityType(rawValue: 30)).json,
                              id: nil, now: now)
@@ -189,7 +188,7 @@ extension SessionMachine {
         case .identifyUserResponse:
             deliverUnusable(msg, problem: "an IDENTIFY_USER_RESPONSE (cid 6) that answers no IDENTIFY_USER_REQUEST of this connection")
         case .registerPushTokenResponse(let r), .eventResponse(let r):
-            onPushTokenAnswer(r)
+            onPushTokenAnswer(r, now: now)
         case .loginResponse, .logoutResponse, .ping, .pong:
             break // answers to the daemon's own messages: consumed
         case .other(let cid, let json):
@@ -240,9 +239,9 @@ extension SessionMachine {
     mutating func firstReport(user: String, uid: String?) -> Bool {
         guard let uid else { return true }
         let key = user + "\u{0}" + uid
-        if actedDeepLinks.contains(key) { return false }
-        actedDeepLinks.append(key)
-        if actedDeepLinks.count > Self.maxActedDeepLinks { actedDeepLinks.removeFirst(actedDeepLinks.count - Self.maxActedDeepLinks) }
+        if memory.actedDeepLinks.contains(key) { return false }
+        memory.actedDeepLinks.append(key)
+        if memory.actedDeepLinks.count > Self.maxActedDeepLinks { memory.actedDeepLinks.removeFirst(memory.actedDeepLinks.count - Self.maxActedDeepLinks) }
         return true
     }
 
@@ -251,7 +250,7 @@ extension SessionMachine {
     /// the server refused it, which becomes an `error` event `push_token_refused` with the
     /// server's code and message, and `status.last_error` (the SDK drops these answers unread).
     /// Any other 10 (the answer to an event of the outbox) is consumed as before.
-    mutating func onPushTokenAnswer(_ r: ResponseMessage) {
+    mutating func onPushTokenAnswer(_ r: ResponseMessage, now: Int64) {
         let is2003 = r.cid == .registerPushTokenResponse
         let unanswered = connection?.pushTokensUnanswered ?? 0
         guard is2003 || unanswered > 0 else { return }
@@ -260,15 +259,15 @@ extension SessionMachine {
         guard code != 0 else { return }
         emitError("push_token_refused",
                   "the server refused the push token: \(r.cid) with errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")",
-                  errCode: code, errMsg: r.errMsg)
+                  errCode: code, errMsg: r.errMsg, now: now)
     }
 
     /// Merges public props (server 108 and any server message with a `props` object, bridge 7),
     /// emits `props`, persists them.
     mutating func updateProps(_ changes: JSONObject) {
-        props = props.merging(changes)
+        account.props = props.merging(changes)
         emit("props", .object(props), journaled: false)
-        if user != nil { out.append(.persistProfile(publicUsername: identity?.publicUsername, props: props.serialized())) }
+        if user != nil { out.append(.persistProfile(publicUsername: account.identity?.publicUsername, props: props.serialized())) }
     }
 
     /// About the size of an engagement's event line for a 110 of `frame` bytes: the message and
@@ -278,13 +277,7 @@ extension SessionMachine {
     /// A response to a pending `request`: by uuid first, else the oldest request sent on this
     /// connection that waits for this cid.
     mutating func matchPending(_ msg: ServerMessage, now: Int64) -> Bool {
-        guard let c = connection?.id, !pending.isEmpty else { return false }
-        let cid = msg.cid.rawValue
-        var index: Int?
-        if let u = msg.uuid { index = pending.firstIndex { $0.sentOn == c && $0.message.uuid == u } }
-        if index == nil { index = pending.firstIndex { $0.sentOn == c && $0.expectCid == cid } }
-        guard let i = index else { return false }
-        let p = pending.remove(at: i)
+        guard let c = connection?.id, let p = requests.takeAnswered(by: msg, on: c) else { return false }
         if p.abandoned {
             counters.answersDropped += 1
             rescheduleRequestTimer()
@@ -307,8 +300,7 @@ extension SessionMachine {
     static let lateAnswerGraceMs: Int64 = 30_000
 
     mutating func rescheduleRequestTimer() {
-        let next = (pending.map(\.deadlineMs) + identifyWaiters.map(\.deadlineMs)).min()
-        if let next {
+        if let next = requests.nextDeadline {
             if deadlines[.requests] != next { schedule(.requests, at: next) }
         } else {
             cancel(.requests)
@@ -316,40 +308,16 @@ extension SessionMachine {
     }
 
     mutating func expireRequests(now: Int64) {
-        var kept: [PendingRequest] = []
-        for var p in pending {
-            if p.deadlineMs <= now {
-                if p.abandoned {
-                    // Its late answer stops being recognised: a server that never answers must not
-                    // hold the pool for ever.
-                    continue
-                }
-                let what = p.sentOn == nil
-                    ? "no session to send \(ClassID(p.message.cid)) within the timeout"
-                    : "no answer with cid \(p.expectCid) to \(ClassID(p.message.cid)) within the timeout"
-                reply(p.id, .failure(SessionReplyError(.timeout, what)))
-                // Written: its answer may still come, and is then dropped rather than published
-                // (recognised for lateAnswerGraceMs more).
-                if p.sentOn != nil {
-                    p.abandon(until: .max)
-                    p.deadlineMs = now + Self.lateAnswerGraceMs
-                    kept.append(p)
-                }
-            } else {
-                kept.append(p)
-            }
+        let expired = requests.expire(now: now)
+        for p in expired.requests {
+            let what = p.sentOn == nil
+                ? "no session to send \(ClassID(p.message.cid)) within the timeout"
+                : "no answer with cid \(p.expectCid) to \(ClassID(p.message.cid)) within the timeout"
+            reply(p.id, .failure(SessionReplyError(.timeout, what)))
         }
-        pending = kept
-        trimAbandoned()
-        var keptWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
-        for w in identifyWaiters {
-            if w.deadlineMs <= now {
-                reply(w.id, .failure(SessionReplyError(.notReady, "the server did not answer IDENTIFY in time (state: \(publicState.rawValue)); the user stays configured and is identified when the session is ready")))
-            } else {
-                keptWaiters.append(w)
-            }
+        for id in expired.identifies {
+            reply(id, .failure(SessionReplyError(.notReady, "the server did not answer IDENTIFY in time (state: \(state.rawValue)); the user stays configured and is identified when the session is ready")))
         }
-        identifyWaiters = keptWaiters
         deadlines[.requests] = nil
         rescheduleRequestTimer()
     }

@@ -3,11 +3,8 @@ import SmarticoProtocol
 // The socket API ops that reach the session.
 extension SessionMachine {
     mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, owner: RequestOwner = .daemon, now: Int64) {
-        switch current {
-        case .stopped: return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping")))
-        case .idle: return reply(id, .failure(SessionReplyError(.notReady, "the session has not started")))
-        default: if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
-        }
+        if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
+        if case .idle = current { return reply(id, .failure(SessionReplyError(.notReady, "the session has not started"))) }
         switch request {
         case .identify(let ext, let hash): opIdentify(id, ext: ext, hash: hash, now: now)
         case .logout: opLogout(id, now: now)
@@ -16,10 +13,7 @@ extension SessionMachine {
             opPushToken(id, token: token, platform: platform, status: status, appPackageID: app, now: now)
         case .language(let code):
             guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
-            let m = stamp(ClientEvent.languageChanged(code).json, now: now, envelope: true)
-            let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
-            awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
-            out.append(.storeLatest(slot: "language", entry))
+            queueDurable(ClientEvent.languageChanged(code).json, id: id, now: now, envelope: true, latest: "language")
         case .event(let type, let payload):
             guard !type.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "event_type must not be empty"))) }
             queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now, envelope: true)
@@ -46,32 +40,22 @@ extension SessionMachine {
     /// counts in its owner's share: the read role's rate (RequestShares) bounds what a peer that
     /// keeps leaving makes the server do.
     mutating func abandon(_ ids: [SessionRequestID], now: Int64) {
-        let gone = Set(ids)
-        pending.removeAll { gone.contains($0.id) && $0.sentOn == nil }
-        for k in pending.indices where gone.contains(pending[k].id) { pending[k].abandon(until: now + Self.lateAnswerGraceMs) }
-        trimAbandoned()
-        identifyWaiters.removeAll { gone.contains($0.id) }
-        logoutWaiters.removeAll { gone.contains($0) }
-        for (uuid, w) in awaitingStore where w.id.map(gone.contains) == true { awaitingStore[uuid]?.id = nil }
+        requests.abandon(Set(ids), now: now)
         rescheduleRequestTimer()
     }
 
     /// Messages of `user` that could not be sent under that user were removed from the outbox.
     mutating func onOutboxDropped(user: String?, count: Int, now: Int64) {
-        defer { afterOutboxDropped() }
+        // A connection still sorting goes on from the next oldest message.
+        defer { if phase == .sorting { startFlush() } }
         guard count > 0 else { return }
         let who = user.map { "user \($0)" } ?? "the anonymous session"
         var d: JSONObject = ["code": .string("outbox_dropped"), "count": .number(Int64(count)),
                              "user": user.map(JSONValue.string) ?? .null]
         let message = "dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available"
         d["message"] = .string(message)
-        lastError = ("outbox_dropped", message, now)
+        shown.lastError = ("outbox_dropped", message, now)
         emit("error", .object(d), journaled: false)
-    }
-
-    /// After `.dropOutbox`: a connection still sorting goes on from the next oldest message.
-    mutating func afterOutboxDropped() {
-        if phase == .sorting { startFlush() }
     }
 
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
@@ -83,7 +67,7 @@ extension SessionMachine {
         }
         if let u = o["uuid"], !u.isNull {
             guard let s = u.stringValue, !s.isEmpty else { return SessionReplyError(.badRequest, "\(field).uuid must be a non-empty string") }
-            if awaitingStore[s] != nil || pending.contains(where: { $0.message.uuid == s }) {
+            if requests.isWaiting(uuid: s) {
                 return SessionReplyError(.badRequest, "\(field).uuid \(s) is already waiting to be sent")
             }
         }
@@ -101,22 +85,23 @@ extension SessionMachine {
 
     /// Stamps a message made for the daemon's user (or the anonymous session) and asks the driver
     /// to store it with that user; the answer and the sending follow `.outboxStored`. `envelope`:
-    /// an event or data request, sent in the SDK's envelope (``stamp(_:now:envelope:)``).
-    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64, envelope: Bool = false) {
+    /// an event or data request, sent in the SDK's envelope (``stamp(_:now:envelope:)``). `latest`:
+    /// the store keeps only the latest message of this slot.
+    mutating func queueDurable(_ json: JSONObject, id: SessionRequestID?, now: Int64, envelope: Bool = false, latest slot: String? = nil) {
         let m = stamp(json, now: now, envelope: envelope)
         let entry = OutboxEntry(uuid: m.uuid, cid: Int(m.cid), bytes: m.bytes, createdMs: now, user: user?.extUserID)
-        awaitingStore[m.uuid] = StoreWaiter(id: id, entry: entry)
-        out.append(.storeOutbox(entry))
+        requests.storing[m.uuid] = (id, entry)
+        out.append(slot.map { .storeLatest(slot: $0, entry) } ?? .storeOutbox(entry))
     }
 
     mutating func onOutboxStored(_ uuid: String, _ failure: OutboxStoreFailure?, now: Int64) {
-        guard let w = awaitingStore.removeValue(forKey: uuid) else { return }
+        guard let w = requests.storing.removeValue(forKey: uuid) else { return }
         if let failure {
             let error: SessionReplyError
             switch failure {
             case .queueFull(let max):
                 error = SessionReplyError(.queueFull, "the outbox already holds \(max) messages waiting for the session (outbox.max_messages)")
-                emitError("outbox_full", error.message)
+                emitError("outbox_full", error.message, now: now)
             case .storageUnavailable(let why):
                 error = SessionReplyError(.storageUnavailable, "the message was not stored, so not accepted: \(why); retry once the state directory has space and is writable again")
             case .failed(let why):
@@ -129,7 +114,7 @@ extension SessionMachine {
         if gateOpen, let c = connection, c.speaker == w.entry.user {
             if c.flushing {
                 connection?.flushAgain = true
-            } else if !stopping {
+            } else {
                 write(OutgoingMessage(bytes: w.entry.bytes, cid: Int64(w.entry.cid), uuid: uuid), now: now, fromOutbox: true)
                 queued = false
             }
@@ -141,7 +126,7 @@ extension SessionMachine {
     func identifyRefusal(ext: String, hash: String?) -> SessionReplyError? {
         guard !ext.isEmpty else { return SessionReplyError(.badRequest, "ext_user_id must not be empty") }
         if let h = hash, h.isEmpty { return SessionReplyError(.badRequest, "hash must not be empty") }
-        guard identifyWaiters.count < env.maxPendingRequests else {
+        guard requests.identifyWaiters.count < env.maxPendingRequests else {
             return SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")
         }
         let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
@@ -155,65 +140,61 @@ extension SessionMachine {
         if let refusal = identifyRefusal(ext: ext, hash: hash) { return reply(id, .failure(refusal)) }
         if let u = user, u.extUserID == ext {
             if let h = hash {
-                user?.hash = h
-                user?.source = .op
-                freshHash = h
-                knownHashes[ext] = h
-                out.append(.persistUser(StoredUser(extUserID: ext, hash: h, publicUsername: identity?.publicUsername,
-                                                   props: props.serialized(), lastActivityMs: lastActivityMs)))
+                account.user?.hash = h
+                account.user?.source = .op
+                account.freshHash = h
+                memory.knownHashes[ext] = h
+                out.append(.persistUser(StoredUser(extUserID: ext, hash: h, publicUsername: account.identity?.publicUsername,
+                                                   props: props.serialized(), lastActivityMs: account.lastActivityMs)))
             }
-            if identifiedOnConn, let r = identity, let cur = user {
+            if identifiedOnConn, let r = account.identity, let cur = user {
                 return reply(id, .success(identifiedData(r, user: cur)))
             }
-            identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
+            requests.identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
             rescheduleRequestTimer()
-            if let h = hash, let c = connection, c.phase == .hashing, c.identifyingAs == ext {
+            if let h = hash, case .hashing(ext)? = phase {
                 // A hash command is running for this user: the given hash wins.
-                hashToken &+= 1
-                freshHash = nil
+                dialing.hashToken &+= 1
+                account.freshHash = nil
                 sendIdentify(ext, hash: h, now: now)
             }
             return
         }
         supersedeIdentifyWaiters(by: ext)
-        identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
+        requests.identifyWaiters.append((id, now + env.identifyReplyTimeoutMs))
         rescheduleRequestTimer()
         switchUser(to: UserState(extUserID: ext, hash: hash, source: .op), now: now, persist: true)
     }
 
     /// Identify requests for another user are answered `not_ready`: a newer identify replaced them.
     mutating func supersedeIdentifyWaiters(by ext: String) {
-        for w in identifyWaiters {
-            reply(w.id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered")))
-        }
-        identifyWaiters.removeAll()
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered"))) }
     }
 
     /// Logout: the user's queued messages go first, under the user; then LOGOUT, cid 12, close,
     /// and an anonymous session. What is made after this op is anonymous.
     mutating func opLogout(_ id: SessionRequestID, now: Int64) {
         guard let u = user else {
-            if phase == .loggingOut { logoutWaiters.append(id) } else { reply(id, .success(.object([:]))) }
+            if case .loggingOut? = phase { requests.logoutWaiters.append(id) } else { reply(id, .success(.object([:]))) }
             return
         }
         forgetUser()
         let c = connection
-        if c?.speaker != u.extUserID && c?.identifyingAs != u.extUserID { loggedOutOffline[u.extUserID] = true }
+        if c?.boundUser != u.extUserID { memory.loggedOutOffline[u.extUserID] = true }
         guard let c else { return reply(id, .success(.object([:]))) }
         switch c.phase {
-        case .ready where c.speaker == u.extUserID:
+        case .ready(let s?) where s.user == u.extUserID:
             // Answered once cid 12 came (or its wait ran out).
-            logoutWaiters.append(id)
-            connection?.logoutPending = true
+            requests.logoutWaiters.append(id)
+            connection?.markLogoutPending()
             reconsider(now: now)
-        case .hashing where c.identifyingAs == u.extUserID:
-            hashToken &+= 1
-            connection?.identifyingAs = nil
+        case .hashing(u.extUserID):
+            dialing.hashToken &+= 1
             reply(id, .success(.object([:])))
             sort(now: now)
         default:
             // IDENTIFY of the user under way: LOGOUT follows its answer and the user's messages.
-            if c.identifyingAs == u.extUserID || c.speaker == u.extUserID { connection?.logoutPending = true }
+            if c.boundUser == u.extUserID { connection?.markLogoutPending() }
             reply(id, .success(.object([:])))
             reconsider(now: now)
         }
@@ -223,12 +204,12 @@ extension SessionMachine {
         guard user != nil else {
             return reply(id, .failure(SessionReplyError(.notReady, "no user: LOGIN marks a logical session of an identified user; use identify first")))
         }
-        if identifiedOnConn, phase == .ready {
-            forceLogin = false
+        if identifiedOnConn, case .ready? = phase {
+            account.forceLogin = false
             send(Login(ua: userAgent(now: now)).json, now: now)
             reply(id, .success(.object(["sent": true])))
         } else {
-            forceLogin = true
+            account.forceLogin = true
             reply(id, .success(.object(["sent": false, "after_identify": true])))
         }
     }
@@ -243,7 +224,7 @@ extension SessionMachine {
             return reply(id, .failure(SessionReplyError(.badRequest, "platform must be an integer 0…11 (PushClientPlatform), got \(plat)")))
         }
         let p = StoredPush(token: token, platform: plat, status: status, appPackageID: appPackageID ?? config.config.user.push.appPackageID)
-        push = p
+        device.push = p
         out.append(.persistPush(p))
         if user != nil, identifiedOnConn {
             queueDurable(RegisterPushTokenRequest(token: token, platform: pl, status: st, appPackageID: p.appPackageID).json, id: id, now: now)
@@ -257,26 +238,16 @@ extension SessionMachine {
         if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
         let timeout = timeoutMs ?? env.requestTimeoutMs
         guard timeout > 0 else { return reply(id, .failure(SessionReplyError(.badRequest, "timeout_ms must be ≥ 1"))) }
-        var live = 0, ofUID = 0, ofReadRole = 0
-        for p in pending where !p.abandoned {
-            live += 1
-            if !owner.control, !p.owner.control {
-                ofReadRole += 1
-                if p.owner.uid == owner.uid { ofUID += 1 }
-            }
-        }
-        if let refusal = shares.admit(owner, waiting: live, waitingOfUID: ofUID, waitingOfReadRole: ofReadRole, now: now) {
+        if let refusal = requests.admit(owner, now: now) {
             return reply(id, .failure(SessionReplyError(.queueFull, refusal)))
         }
         let cid = message["cid"]?.int64Value ?? 0
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
         let m = stamp(message, now: now, envelope: true)
-        pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout,
-                                      sentOn: nil, owner: owner))
-        if gateOpen, let c = connection {
-            pending[pending.count - 1].sentOn = c.id
-            write(m, now: now)
-        }
+        let sentOn = gateOpen ? connection?.id : nil
+        requests.pending.append(PendingRequest(id: id, user: user?.extUserID, message: m, expectCid: expect, deadlineMs: now + timeout,
+                                               sentOn: sentOn, owner: owner))
+        if sentOn != nil { write(m, now: now) }
         rescheduleRequestTimer()
     }
 

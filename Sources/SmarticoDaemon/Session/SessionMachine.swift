@@ -35,11 +35,10 @@ public struct SessionEnvironment: Sendable {
 /// (`handle(_:now:)`, milliseconds since the epoch) and performs the returned actions in order.
 /// A value type: one owner (the driver's actor or loop) holds it and mutates it.
 ///
-/// Where the session is lives in `current`, a ``State`` whose cases carry the data that exists only there:
-/// everything about one WebSocket (its session id, INIT answer, identify flags, keepalive and
-/// proof-of-receipt counts) is in a ``ConnectionState`` that ends with the connection, so none
-/// of it can reach the next one. What outlives connections (the user, push data, props,
-/// counters, waiting requests) is kept in stored properties.
+/// Its data is grouped by lifetime, each group replaced whole when its lifetime ends: `current`,
+/// a ``State`` whose cases carry their data (one WebSocket's in a ``ConnectionState``, whose
+/// ``ConnectionState/Phase`` carries its own); the user acted for in an ``Account``, replaced at
+/// a switch, a logout or a refusal; every op that waits in the ``RequestBook``.
 public struct SessionMachine: Sendable {
     /// What a close we started leads to.
     enum AfterClose: Equatable { case reconnect, stop }
@@ -49,19 +48,16 @@ public struct SessionMachine: Sendable {
         /// Not started.
         case idle
         /// A WebSocket is being opened.
-        case connecting(ConnectingState)
+        case connecting(ConnectionID)
         /// A WebSocket is open.
         case connected(ConnectionState)
-        /// We sent close 1000 and wait for the server's close.
-        case closing(ClosingState)
+        /// We sent close 1000 on the connection (its data still shows in `status`) and wait for the
+        /// server's close.
+        case closing(ConnectionState, then: AfterClose)
         /// Waiting to reconnect.
-        case backoff(BackoffState)
+        case backoff(retryAtMs: Int64)
         /// Shut down; nothing more happens.
         case stopped
-    }
-
-    struct ConnectingState {
-        let id: ConnectionID
     }
 
     /// One open WebSocket: everything here belongs to it and goes with it.
@@ -69,11 +65,26 @@ public struct SessionMachine: Sendable {
         /// `initializing`: INIT sent. `sorting`: INIT answered; the outbox is read from its oldest
         /// message to learn whom this connection must speak for first (session rule 5): the
         /// anonymous messages at its head are written, and the first user's message decides whom
-        /// to identify. `hashing`/`identifying`: for `identifyingAs`. `ready`: identified as the
-        /// daemon's user (or anonymous with no user). `draining`: identified as an earlier user
-        /// only to send that user's queued messages; the connection is left when they are written.
+        /// to identify. `hashing`: the hash command runs for that user. `identifying`: IDENTIFY sent.
+        /// `ready`: identified as the daemon's user (nil: anonymous, with no user). `draining`:
+        /// identified as an earlier user only to send their queued messages, then left.
         /// `loggingOut`: LOGOUT sent, waiting for cid 12.
-        enum Phase: Equatable { case initializing, sorting, hashing, identifying, ready, draining, loggingOut }
+        enum Phase: Equatable {
+            case initializing, sorting
+            case hashing(for: String)
+            case identifying(as: Speaker)
+            case ready(Speaker?)
+            case draining(Speaker)
+            case loggingOut(Speaker)
+        }
+
+        /// The user the server accepted on this connection (or is asked to), with the hash of its
+        /// IDENTIFY. `logoutPending`: they logged out; LOGOUT goes after their last queued message.
+        struct Speaker: Equatable {
+            let user: String
+            let hash: String?
+            var logoutPending = false
+        }
 
         let id: ConnectionID
         var phase: Phase = .initializing
@@ -81,15 +92,6 @@ public struct SessionMachine: Sendable {
         /// The `session_id` of this connection's INIT.
         let sessionID: String
         var initResponse: InitSessionResponse?
-        var identifySent = false
-        /// The user of the hash command or IDENTIFY under way or sent on this connection.
-        var identifyingAs: String?
-        /// The user the server accepted on this connection (nil: anonymous).
-        var speaker: String?
-        /// The speaker logged out: LOGOUT goes after the speaker's last queued message.
-        var logoutPending = false
-        /// The hash of this connection's IDENTIFY.
-        var usedHash: String?
         /// Rule 6: when the server was last heard from (any message, or the connection's start),
         /// and its own PINGs — the last one and the gap before it.
         var heardAtMs: Int64
@@ -97,47 +99,49 @@ public struct SessionMachine: Sendable {
         var serverPingEveryMs: Int64?
         /// 1003s written on this connection whose answer (2003, or a 10 refusing it) has not come.
         var pushTokensUnanswered = 0
-        /// An outbox load is under way; `flushAgain`: load once more when it is done.
+        /// An outbox load is under way (it may span phases: an anonymous `ready` that starts
+        /// sorting for a new user); `flushAgain`: load once more when it is done.
         var flushing = false
         var flushAgain = false
         var receipts = Receipts()
 
-        init(id: ConnectionID, connectedAtMs: Int64, sessionID: String) {
-            self.id = id
-            self.connectedAtMs = connectedAtMs
-            self.sessionID = sessionID
-            heardAtMs = connectedAtMs
+        /// The user the server accepted on this connection (nil: anonymous).
+        var speaking: Speaker? {
+            switch phase {
+            case .ready(let s): s
+            case .draining(let s), .loggingOut(let s): s
+            case .initializing, .sorting, .hashing, .identifying: nil
+            }
+        }
+
+        var speaker: String? { speaking?.user }
+
+        /// Whom the connection speaks for, or is about to: the hash command or IDENTIFY under way.
+        var boundUser: String? {
+            switch phase {
+            case .hashing(let u): u
+            case .identifying(let s): s.user
+            default: speaker
+            }
+        }
+
+        /// The user it speaks for (or identifies) logged out: LOGOUT follows their last message.
+        mutating func markLogoutPending() {
+            switch phase {
+            case .identifying(var s): s.logoutPending = true; phase = .identifying(as: s)
+            case .ready(var s?): s.logoutPending = true; phase = .ready(s)
+            case .draining(var s): s.logoutPending = true; phase = .draining(s)
+            default: break
+            }
         }
     }
 
-    struct ClosingState {
-        /// The connection being closed (its data still shows in `status`).
-        var connection: ConnectionState
-        var after: AfterClose
-    }
-
-    struct BackoffState {
-        let retryAtMs: Int64
-    }
-
-    /// Proof of receipt for the outbox messages written on one connection.
-    ///
-    /// A written message can still be lost: when the daemon dies (kill -9) with unread server data
-    /// in its receive buffer, the kernel resets the connection and the server may drop what it had
-    /// not read yet. So a message leaves the outbox only when the server proved it read it, or
-    /// completed the close handshake we started. Until then a crash or a dead connection sends it
-    /// again on the next connection, with the same uuid.
-    ///
-    /// PONGs carry no reference to their PING, so the proof is cumulative and counted: the one
-    /// assumption is that the server sends a PONG only for a PING it has read, reading in order.
-    /// Then the k-th PONG on a connection means the server read at least k of our PINGs, and so
-    /// everything written before our k-th PING — which a PONG confirms (the earliest PING still
-    /// unanswered by that count). A PONG the server skips makes every later PONG confirm less than
-    /// it could: confirmation is only delayed, nothing is confirmed that was not read.
+    /// Proof of receipt for the outbox messages written on one connection (docs/session.md,
+    /// "Proof of receipt"): a message leaves the outbox only when the server proved it read it, or
+    /// completed the close handshake we started. The proof is cumulative and counted: the k-th PONG
+    /// on a connection means the server read at least k of our PINGs, and so everything written
+    /// before our k-th PING. A skipped PONG only delays confirmation, never confirms the unread.
     struct Receipts {
-        /// PINGs written on the connection (keepalive and barriers) and PONGs counted.
-        private(set) var pingsWritten = 0
-        private(set) var pongsReceived = 0
         /// For each PING not yet answered by the count, oldest first: how many outbox messages
         /// had been written on the connection before it.
         private var unansweredPings: [Int] = []
@@ -158,7 +162,6 @@ public struct SessionMachine: Sendable {
 
         /// A PING (keepalive or barrier) was written: it covers everything written so far.
         mutating func pingWritten(barrier: Bool = false) {
-            pingsWritten += 1
             unansweredPings.append(writtenTotal)
             coveredByLastPing = writtenTotal
             if barrier { barrierWaiting = true }
@@ -175,7 +178,6 @@ public struct SessionMachine: Sendable {
         /// can answer). A PONG when none of our PINGs waits answers nothing and is not counted.
         mutating func pongReceived() -> [String] {
             guard !unansweredPings.isEmpty else { return [] }
-            pongsReceived += 1
             barrierWaiting = false
             let before = unansweredPings.removeFirst()
             let confirmedTotal = writtenTotal - written.count
@@ -201,47 +203,75 @@ public struct SessionMachine: Sendable {
         var source: UserSource
     }
 
-    struct PendingRequest {
-        var id: SessionRequestID
-        /// The user it was made for (nil: anonymous); it goes only on a session speaking as them.
-        var user: String?
-        var message: OutgoingMessage
-        var expectCid: Int64
-        var deadlineMs: Int64
-        /// The connection it was written on (nil: not written on the current one).
-        var sentOn: ConnectionID?
-        /// Who asked (its share of the pool, docs/security.md).
-        var owner: RequestOwner = .daemon
-        /// Nobody waits for the answer any more (its peer left, or it timed out after it was
-        /// written): the answer is dropped when it comes, never published or journaled.
-        var abandoned = false
-
-        /// Kept only to recognise its answer until `until`: its bytes go.
-        mutating func abandon(until: Int64) {
-            abandoned = true
-            deadlineMs = min(deadlineMs, until)
-            message.bytes = []
-        }
+    /// Everything of the user acted for (nil `user`: the anonymous session). Replaced whole at a
+    /// user boundary — a switch, a logout, a refusal — so nothing of one user reaches the next.
+    struct Account {
+        var user: UserState?
+        /// The user before an `identify` of this one, until the server answered for this one: a
+        /// refused IDENTIFY does not leave the device without its user.
+        var previous: UserState?
+        /// A hash given with the `identify` op, used by the next IDENTIFY before the hash command.
+        var freshHash: String?
+        /// The last IDENTIFY answer for this user.
+        var identity: IdentifyUserResponse?
+        var props: JSONObject = [:]
+        var forceLogin = false
+        var lastActivityMs: Int64?
+        var activityPersistedMs: Int64?
+        /// Closed by the `reidentify` timer: the next IDENTIFY refreshes the URLs, no new logical session.
+        var refreshingURLs = false
     }
 
-    /// Requests waiting for the server whose answer somebody waits for (``PendingRequest/abandoned`` not).
-    var livePending: Int { pending.reduce(0) { $0 + ($1.abandoned ? 0 : 1) } }
+    /// What the machine remembers of users across accounts. Memory only.
+    struct UserMemory {
+        /// Hashes known per user (given with `identify` or configured), for sending an earlier
+        /// user's queued messages under that user when `user.hash_command` is not configured.
+        var knownHashes = RecentUsers<String>()
+        /// Users who logged out while no connection spoke for them: the connection that sends their
+        /// last messages ends with LOGOUT.
+        var loggedOutOffline = RecentUsers<Bool>()
+        /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their messages
+        /// are dropped (an earlier user the server keeps refusing cannot hold the current one back).
+        var drainFailures = RecentUsers<Int>()
+        /// The last user whose IDENTIFY the server refused (fatal errCode): shown as
+        /// `user.rejected`, never as the current user.
+        var rejected: (extUserID: String, errCode: Int64?, errMsg: String?)?
+        /// Per user ("" for the anonymous session): the `client.language` last queued for them (store
+        /// meta `x.language_sent.<user>`): it goes once per change, not again on a reconnect or restart.
+        var languagesSent: [String: String] = [:]
+        /// `"<user>\u{0}<engagement_uid>"` of the 105s whose `dp:action` was reported in this run, oldest
+        /// first (at most ``maxActedDeepLinks``): the server sends them again after every IDENTIFY.
+        var actedDeepLinks: [String] = []
+    }
+    static let maxDrainFailures = 3
+    static let maxActedDeepLinks = 1_024
 
-    /// At most as many abandoned requests as the pool holds live ones are remembered: the oldest
-    /// go first (an answer that comes for one then is published, as before this rule).
-    mutating func trimAbandoned() {
-        var excess = pending.reduce(0) { $0 + ($1.abandoned ? 1 : 0) } - env.maxPendingRequests
-        guard excess > 0 else { return }
-        pending.removeAll { p in
-            guard p.abandoned, excess > 0 else { return false }
-            excess -= 1
-            return true
-        }
+    /// The device, from `.start`: its id, `ua.fp`, and its push data.
+    struct Device {
+        var id = ""
+        var fingerprint: Int32 = 0
+        var push: StoredPush?
     }
 
-    struct StoreWaiter {
-        var id: SessionRequestID?
-        var entry: OutboxEntry
+    /// Numbers that outlive connections: ids handed out, failures in a row.
+    struct Dialing {
+        var connections: UInt64 = 0
+        /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
+        var hashToken: UInt64 = 0
+        /// Consecutive failures (the backoff's `n`), back to 0 after a healthy session.
+        var attempt = 0
+        /// INIT answers with a fatal errCode in a row (the long retry, ``fatalInitRetryMs(after:)``).
+        var fatalInitFailures = 0
+    }
+
+    /// What the status object shows beyond the connection.
+    struct Shown {
+        /// The public state last announced, and since when.
+        var state: SessionState = .disconnected
+        var sinceMs: Int64 = 0
+        /// The latest failure of any kind, for `status.last_error` (null until one, kept after recovery).
+        var lastError: (code: String, message: String, atMs: Int64)?
+        var lastPingMs: Int64?
     }
 
     /// Counters of the status object.
@@ -262,85 +292,25 @@ public struct SessionMachine: Sendable {
 
     /// Where the session is (``state`` is its public name).
     var current: State = .idle
-
     public private(set) var config: ResolvedConfig
     var env: SessionEnvironment
-    var backoff: Backoff
+    /// The actions of the input being handled (the caller's buffer, `handle(_:now:into:)`).
     var out: [SessionAction] = []
-
-    /// The public state last announced.
-    var publicState: SessionState = .disconnected
-    var stateSinceMs: Int64 = 0
-    var stopping = false
-
-    var connectionCounter: UInt64 = 0
-    var attempt = 0
-    /// INIT answers with a fatal errCode in a row (the long retry, ``fatalInitRetryMs(after:)``).
-    var fatalInitFailures = 0
-    /// The latest failure of any kind, for `status.last_error` (null until one, kept after recovery).
-    var lastError: (code: String, message: String, atMs: Int64)?
-    /// The time of the input being handled (`handle(_:now:)`).
-    var nowMs: Int64 = 0
     /// The deadline of each timer the driver has armed.
     var deadlines: [SessionTimer: Int64] = [:]
-    var lastPingMs: Int64?
+    var shown = Shown()
     public internal(set) var counters = Counters()
-
-    var deviceID = ""
-    var fingerprint: Int32 = 0
-
-    var user: UserState?
-    var push: StoredPush?
-    /// A hash given with the `identify` op, used by the next IDENTIFY before the hash command.
-    var freshHash: String?
-    /// The last user whose IDENTIFY the server refused (fatal errCode): shown as `user.rejected`,
-    /// never as the current user.
-    var rejected: (extUserID: String, errCode: Int64?, errMsg: String?)?
-    /// The user before an `identify` of another one, until the server answered for the new one:
-    /// a refused IDENTIFY for the new user does not leave the device without its user.
-    var previousUser: UserState?
-    /// Hashes known per user (given with `identify` or configured), for sending an earlier user's
-    /// queued messages under that user when `user.hash_command` is not configured. Memory only.
-    var knownHashes = RecentUsers<String>()
-    /// Users who logged out while no connection spoke for them: the connection that sends their
-    /// last messages ends with LOGOUT. Memory only.
-    var loggedOutOffline = RecentUsers<Bool>()
-    /// Non-fatal IDENTIFY errors in a row per earlier user; at ``maxDrainFailures`` their messages
-    /// are dropped, so an earlier user the server keeps refusing cannot hold the current one back.
-    var drainFailures = RecentUsers<Int>()
-    static let maxDrainFailures = 3
-    /// Matches `.hashResult` to the hash command run for it; moved on when that run is abandoned.
-    var hashToken: UInt64 = 0
-    var forceLogin = false
-    var lastActivityMs: Int64?
-    var activityPersistedMs: Int64?
-    var identity: IdentifyUserResponse?
-    /// The connection was closed by the `reidentify` timer: its IDENTIFY refreshes the wrapper
-    /// URLs and starts no logical session.
-    var refreshingURLs = false
+    var dialing = Dialing()
+    var device = Device()
+    var account = Account()
+    var memory = UserMemory()
+    var requests: RequestBook
+    /// `.loadOutbox` actions not yet answered; only the answer to the last one is used.
+    var outstandingLoads = 0
     /// Whether the INIT answer of the connection that identified the user offers gamification
     /// (product 100, 002 §1.2). Without it the widget may not be opened: no gamification URL is
     /// handed out. An answer without a `products` array gates nothing.
     var gamificationOffered = true
-    var props: JSONObject = [:]
-    /// Per user ("" for the anonymous session): the `client.language` last queued for them
-    /// (store meta `x.language_sent.<user>`). The configured language goes once per change, never
-    /// again on a reconnect or a restart.
-    var languagesSent: [String: String] = [:]
-    /// `"<user>\u{0}<engagement_uid>"` of the 105s whose `dp:action` was reported as a
-    /// `client_action` in this run, oldest first (at most ``maxActedDeepLinks``): the server sends
-    /// pending 105s again after every IDENTIFY, and each is reported once.
-    var actedDeepLinks: [String] = []
-    static let maxActedDeepLinks = 1_024
-
-    var pending: [PendingRequest] = []
-    /// How the pool of ``pending`` is shared between the roles and uids.
-    var shares: RequestShares
-    var identifyWaiters: [(id: SessionRequestID, deadlineMs: Int64)] = []
-    var logoutWaiters: [SessionRequestID] = []
-    var awaitingStore: [String: StoreWaiter] = [:]
-    /// `.loadOutbox` actions not yet answered; only the answer to the last one is used.
-    var outstandingLoads = 0
 
     /// - Parameters:
     ///   - config: the resolved configuration.
@@ -348,9 +318,9 @@ public struct SessionMachine: Sendable {
     public init(config: ResolvedConfig, environment: SessionEnvironment = SessionEnvironment()) {
         self.config = config
         self.env = environment
-        self.backoff = Backoff(config.config.session.reconnect)
-        self.shares = RequestShares(pool: environment.maxPendingRequests, readPerSecond: config.config.socket.readRequestsPerS,
-                                    readBurst: config.config.socket.readRequestsBurst)
+        self.requests = RequestBook(shares: RequestShares(
+            pool: environment.maxPendingRequests, readPerSecond: config.config.socket.readRequestsPerS,
+            readBurst: config.config.socket.readRequestsBurst))
     }
 
     /// Feeds one input at time `now` (ms since the epoch, the clock of `.schedule`) and returns
@@ -366,7 +336,6 @@ public struct SessionMachine: Sendable {
         actions.removeAll(keepingCapacity: true)
         swap(&out, &actions)
         defer { swap(&out, &actions) }
-        nowMs = now
         switch input {
         case .start(let snapshot): start(snapshot, now: now)
         case .connected(let c): onConnected(c, now: now)
@@ -390,9 +359,28 @@ public struct SessionMachine: Sendable {
     // MARK: derived values
 
     var sessionConfig: DaemonConfig.Session { config.config.session }
+    var backoff: Backoff { Backoff(sessionConfig.reconnect) }
 
     /// The public state for the status object.
-    public var state: SessionState { publicState }
+    public var state: SessionState { shown.state }
+    var stateSinceMs: Int64 { shown.sinceMs }
+    var lastError: (code: String, message: String, atMs: Int64)? {
+        get { shown.lastError }
+        set { shown.lastError = newValue }
+    }
+    /// The daemon's user (nil: anonymous), and the props known for the session.
+    var user: UserState? { account.user }
+    var props: JSONObject { account.props }
+    var livePending: Int { requests.live }
+    var pending: [PendingRequest] { requests.pending }
+    /// Shutting down, or shut down.
+    var stopping: Bool {
+        switch current {
+        case .stopped: true
+        case .closing(_, let after): after == .stop
+        default: false
+        }
+    }
 
     static func publicState(of state: State) -> SessionState {
         switch state {
@@ -400,12 +388,11 @@ public struct SessionMachine: Sendable {
         case .connecting: .connecting
         case .connected(let c):
             switch c.phase {
-            case .initializing: .initializing
-            case .sorting: c.speaker == nil && c.identifyingAs == nil ? .initializing : .identifying
+            case .initializing, .sorting: .initializing
             case .hashing, .identifying, .draining: .identifying
             case .ready, .loggingOut: .ready
             }
-        case .closing(let s): s.after == .stop ? .stopping : .connecting
+        case .closing(_, let after): after == .stop ? .stopping : .connecting
         case .backoff: .backoff
         }
     }
@@ -420,14 +407,14 @@ public struct SessionMachine: Sendable {
     var lastConnection: ConnectionState? {
         switch current {
         case .connected(let c): c
-        case .closing(let s): s.connection
+        case .closing(let c, _): c
         default: nil
         }
     }
 
     /// The connection being opened, open or closing.
     var connectionID: ConnectionID? {
-        if case .connecting(let s) = current { return s.id }
+        if case .connecting(let id) = current { return id }
         return lastConnection?.id
     }
 
@@ -435,16 +422,13 @@ public struct SessionMachine: Sendable {
     var phase: ConnectionState.Phase? { connection?.phase }
 
     /// The daemon's user is identified on the connection (also while we close it).
-    var identifiedOnConn: Bool {
-        guard let s = lastConnection?.speaker else { return false }
-        return s == user?.extUserID
-    }
+    var identifiedOnConn: Bool { lastConnection?.speaker.map { $0 == user?.extUserID } ?? false }
 
     /// Messages that act for the user may go: the session is ready and speaks as the daemon's user
     /// (identified as them, or anonymous when there is no user).
     var gateOpen: Bool {
-        guard let c = connection, c.phase == .ready else { return false }
-        return c.speaker == user?.extUserID
+        guard case .ready(let s)? = phase else { return false }
+        return s?.user == user?.extUserID
     }
 
     /// `page` of INIT and IDENTIFY: `client.page`, else `https://<client.domain or "app">/` as
@@ -457,7 +441,7 @@ public struct SessionMachine: Sendable {
     func userAgent(now: Int64) -> UserAgent {
         let c = config.config.client
         let tz = UserAgent.tzoffset(in: env.timeZone, atEpochMilliseconds: now)
-        return UserAgent(fp: Int64(fingerprint), agent: c.agent, host: c.host, deviceType: c.deviceType, tzoffset: tz, os: c.os)
+        return UserAgent(fp: Int64(device.fingerprint), agent: c.agent, host: c.host, deviceType: c.deviceType, tzoffset: tz, os: c.os)
     }
 
     mutating func makeUUID() -> String { UUIDv4.random(using: &env.random).string }
@@ -478,9 +462,9 @@ public struct SessionMachine: Sendable {
 
     mutating func announce(reason: String, now: Int64, extra: JSONObject = [:]) {
         let s = Self.publicState(of: current)
-        guard s != publicState else { return }
-        publicState = s
-        stateSinceMs = now
+        guard s != shown.state else { return }
+        shown.state = s
+        shown.sinceMs = now
         out.append(.statusChanged(s))
         var data: JSONObject = ["state": .string(s.rawValue), "reason": .string(reason)]
         for (k, v) in extra { data[k] = v }
@@ -504,8 +488,8 @@ public struct SessionMachine: Sendable {
         out.append(.emit(DaemonEvent(name: name, data: data, journaled: journaled)))
     }
 
-    mutating func emitError(_ code: String, _ message: String, errCode: Int64? = nil, errMsg: String? = nil) {
-        lastError = (code, message, nowMs)
+    mutating func emitError(_ code: String, _ message: String, errCode: Int64? = nil, errMsg: String? = nil, now: Int64) {
+        shown.lastError = (code, message, now)
         var d: JSONObject = ["code": .string(code), "message": .string(message)]
         if let errCode { d["errCode"] = .number(errCode) }
         if let errMsg { d["errMsg"] = .string(errMsg) }
@@ -520,19 +504,17 @@ public struct SessionMachine: Sendable {
 
     mutating func start(_ snapshot: SessionSnapshot, now: Int64) {
         guard case .idle = current else { return }
-        deviceID = config.config.client.deviceID ?? snapshot.deviceID
-        fingerprint = snapshot.fingerprint
+        device = Device(id: config.config.client.deviceID ?? snapshot.deviceID, fingerprint: snapshot.fingerprint,
+                        push: snapshot.push ?? Self.configPush(config))
         if let stored = snapshot.user {
-            user = UserState(extUserID: stored.extUserID, hash: stored.hash, source: .op)
-            lastActivityMs = stored.lastActivityMs
-            activityPersistedMs = stored.lastActivityMs
-            if let bytes = stored.props, case .object(let o)? = try? JSONValue(parsing: bytes) { props = o }
+            account = Account(user: UserState(extUserID: stored.extUserID, hash: stored.hash, source: .op),
+                              lastActivityMs: stored.lastActivityMs, activityPersistedMs: stored.lastActivityMs)
+            if let bytes = stored.props, case .object(let o)? = try? JSONValue(parsing: bytes) { account.props = o }
         } else if let ext = config.config.user.extUserID {
-            user = UserState(extUserID: ext, hash: config.config.user.hash?.exposedValue, source: .config)
+            account = Account(user: UserState(extUserID: ext, hash: config.config.user.hash?.exposedValue, source: .config))
         }
-        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
-        languagesSent = snapshot.languagesSent
-        push = snapshot.push ?? Self.configPush(config)
+        if let u = user, let h = u.hash { memory.knownHashes[u.extUserID] = h }
+        memory.languagesSent = snapshot.languagesSent
         connect(now: now, reason: "start")
     }
 
@@ -543,11 +525,11 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func connect(now: Int64, reason: String) {
-        if connectionCounter > 0 { counters.reconnects += 1 }
-        connectionCounter += 1
-        let c = ConnectionID(connectionCounter)
+        if dialing.connections > 0 { counters.reconnects += 1 }
+        dialing.connections += 1
+        let c = ConnectionID(dialing.connections)
         connectionGone()
-        enter(.connecting(ConnectingState(id: c)), reason: reason, now: now)
+        enter(.connecting(c), reason: reason, now: now)
         out.append(.connect(c, url: config.server.url))
         schedule(.connect, at: now + Int64(sessionConfig.connectTimeoutS) * 1000)
     }
@@ -555,21 +537,19 @@ public struct SessionMachine: Sendable {
     /// What outlives a connection but refers to it: a hash command run for it (its answer is
     /// ignored) and the requests written on it (written again on the next one).
     mutating func connectionGone() {
-        hashToken &+= 1
-        // What nobody waits for is not written again.
-        pending.removeAll { $0.abandoned }
-        for k in pending.indices { pending[k].sentOn = nil }
+        dialing.hashToken &+= 1
+        requests.connectionGone()
     }
 
     mutating func onConnected(_ c: ConnectionID, now: Int64) {
-        guard case .connecting(let s) = current, s.id == c else { return }
+        guard case .connecting(c) = current else { return }
         cancel(.connect)
         let sid = makeUUID()
-        current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid))
+        current = .connected(ConnectionState(id: c, connectedAtMs: now, sessionID: sid, heardAtMs: now))
         let cfg = config.config
         // label_key and label_name: the key without its environment suffix (the SDK sends both).
         let initMessage = InitSessionRequest(
-            labelKey: config.labelKey.key.exposedValue, brandKey: cfg.server.brandKey, deviceID: deviceID,
+            labelKey: config.labelKey.key.exposedValue, brandKey: cfg.server.brandKey, deviceID: device.id,
             page: page, trackerVersion: cfg.client.effectiveTrackerVersion, sessionID: sid, ua: userAgent(now: now),
             labelName: config.labelKey.key.exposedValue, simulationMode: false)
         send(initMessage.json, now: now)
@@ -579,7 +559,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func onConnectFailed(_ c: ConnectionID, reason: String, message: String, now: Int64) {
-        guard case .connecting(let s) = current, s.id == c else { return }
+        guard case .connecting(c) = current else { return }
         fail(reason: reason, message: message, now: now, transportGone: true)
     }
 
@@ -620,9 +600,9 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func noteActivity(now: Int64) {
-        lastActivityMs = now
-        if let p = activityPersistedMs, now - p < env.activityPersistIntervalMs { return }
-        activityPersistedMs = now
+        account.lastActivityMs = now
+        if let p = account.activityPersistedMs, now - p < env.activityPersistIntervalMs { return }
+        account.activityPersistedMs = now
         out.append(.recordActivity(atMs: now))
     }
 
@@ -659,16 +639,13 @@ public struct SessionMachine: Sendable {
         }
         cancelConnectionTimers()
         connectionGone()
-        lastError = (reason, message, now)
-        if stopping {
-            finish(now: now)
-            return
-        }
-        let delay = retryInMs ?? backoff.delayMs(attempt: attempt, using: &env.random)
-        attempt += 1
+        shown.lastError = (reason, message, now)
+        if stopping { return finish(now: now) } // (a failure comes from a connection, never while stopping)
+        let delay = retryInMs ?? backoff.delayMs(attempt: dialing.attempt, using: &env.random)
+        dialing.attempt += 1
         schedule(.backoff, at: now + delay)
-        enter(.backoff(BackoffState(retryAtMs: now + delay)), reason: reason, now: now, extra: [
-            "message": .string(message), "attempt": .number(attempt), "retry_in_ms": .number(delay),
+        enter(.backoff(retryAtMs: now + delay), reason: reason, now: now, extra: [
+            "message": .string(message), "attempt": .number(dialing.attempt), "retry_in_ms": .number(delay),
         ])
     }
 
@@ -676,32 +653,32 @@ public struct SessionMachine: Sendable {
     mutating func closeGracefully(then next: AfterClose, reason: String, now: Int64) {
         guard case .connected(let c) = current else {
             // Nothing open yet: drop the attempt, no close handshake to wait for.
-            if case .connecting(let s) = current { out.append(.abort(s.id)) }
+            if case .connecting(let id) = current { out.append(.abort(id)) }
             cancelConnectionTimers()
             if next == .stop { finish(now: now) } else { connect(now: now, reason: reason) }
             return
         }
         cancelConnectionTimers()
         out.append(.close(c.id, code: 1000, reason: reason))
-        enter(.closing(ClosingState(connection: c, after: next)), reason: reason, now: now)
+        enter(.closing(c, then: next), reason: reason, now: now)
         schedule(.closeWait, at: now + env.closeWaitMs)
     }
 
     /// The connection we were closing is gone. `confirmed`: its close handshake completed, so
     /// the server read everything written before our close.
-    mutating func afterClose(_ closing: ClosingState, confirmed: Bool, now: Int64) {
+    mutating func afterClose(_ closing: ConnectionState, then next: AfterClose, confirmed: Bool, now: Int64) {
         cancel(.closeWait)
         if confirmed {
-            var receipts = closing.connection.receipts
+            var receipts = closing.receipts
             confirm(receipts.confirmAll())
         }
         connectionGone()
-        if closing.after == .stop || stopping { finish(now: now) } else { connect(now: now, reason: "reconnect") }
+        if next == .stop { finish(now: now) } else { connect(now: now, reason: "reconnect") }
     }
 
     mutating func onClosed(_ c: ConnectionID, code: Int?, reason: String, clean: Bool, now: Int64) {
-        if case .closing(let s) = current, s.connection.id == c {
-            afterClose(s, confirmed: clean, now: now)
+        if case .closing(let closing, let next) = current, closing.id == c {
+            afterClose(closing, then: next, confirmed: clean, now: now)
         } else if connectionID == c {
             let detail = code.map { "code \($0)" } ?? "no close code"
             fail(reason: "server_closed", message: "the connection closed (\(detail)\(reason.isEmpty ? "" : ": \(reason)"))",
@@ -712,8 +689,8 @@ public struct SessionMachine: Sendable {
     /// Stops: no connection is left (the callers dropped it).
     mutating func finish(now: Int64) {
         for t in SessionTimer.allCases { cancel(t) }
-        if let a = lastActivityMs, a != activityPersistedMs {
-            activityPersistedMs = a
+        if let a = account.lastActivityMs, a != account.activityPersistedMs {
+            account.activityPersistedMs = a
             out.append(.recordActivity(atMs: a))
         }
         failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
@@ -722,12 +699,7 @@ public struct SessionMachine: Sendable {
     }
 
     mutating func failAllWaiters(_ error: SessionReplyError) {
-        for p in pending where !p.abandoned { reply(p.id, .failure(error)) }
-        pending.removeAll()
-        for w in identifyWaiters { reply(w.id, .failure(error)) }
-        identifyWaiters.removeAll()
-        for w in logoutWaiters { reply(w, .failure(error)) }
-        logoutWaiters.removeAll()
+        for id in requests.takeAll() { reply(id, .failure(error)) }
         cancel(.requests)
     }
 
@@ -744,7 +716,7 @@ public struct SessionMachine: Sendable {
         case .response:
             if phase == .initializing {
                 fail(reason: "response_timeout", message: "no INIT_SESSION_RESPONSE (cid 4) within \(sessionConfig.responseTimeoutS) s (session.response_timeout_s)", now: now, closeCode: 1000)
-            } else if phase == .identifying {
+            } else if case .identifying? = phase {
                 fail(reason: "response_timeout", message: "no IDENTIFY_USER_RESPONSE (cid 6) within \(sessionConfig.responseTimeoutS) s (session.response_timeout_s)", now: now, closeCode: 1000)
             }
         case .keepalive:
@@ -760,13 +732,13 @@ public struct SessionMachine: Sendable {
         case .backoff:
             if case .backoff = current { connect(now: now, reason: "retry") }
         case .healthyReset:
-            attempt = 0
+            dialing.attempt = 0
         case .logoutWait:
-            if phase == .loggingOut { finishLogout(now: now) }
+            if case .loggingOut? = phase { finishLogout(now: now) }
         case .closeWait:
-            if case .closing(let s) = current {
-                out.append(.abort(s.connection.id))
-                afterClose(s, confirmed: false, now: now)
+            if case .closing(let closing, let next) = current {
+                out.append(.abort(closing.id))
+                afterClose(closing, then: next, confirmed: false, now: now)
             }
         case .requests:
             expireRequests(now: now)
@@ -775,8 +747,8 @@ public struct SessionMachine: Sendable {
             // identifying again is a new connection: INIT, IDENTIFY (a fresh hash from
             // hash_command), new URLs. Only from ready: in any other phase the connection is
             // being made or ended already, and its IDENTIFY schedules the next one.
-            guard phase == .ready, let c = connection, c.speaker == user?.extUserID, identity != nil else { return }
-            refreshingURLs = true
+            guard case .ready(let s)? = phase, s?.user == user?.extUserID, account.identity != nil else { return }
+            account.refreshingURLs = true
             closeGracefully(then: .reconnect, reason: "reidentify", now: now)
         }
     }
@@ -813,17 +785,17 @@ public struct SessionMachine: Sendable {
             var msg = "the server rejected INIT_SESSION_REQUEST: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
             var retryIn: Int64?
             if r.isFatalError {
-                fatalInitFailures += 1
-                let delay = Self.fatalInitRetryMs(after: fatalInitFailures)
+                dialing.fatalInitFailures += 1
+                let delay = Self.fatalInitRetryMs(after: dialing.fatalInitFailures)
                 retryIn = delay
                 msg += "; check server.label_key, server.brand_key and the environment of the server URL "
                     + "(\(redactedURL(config.server.url))); retrying in \(delay / 60_000) min, or at once on SIGHUP with changed server settings"
             }
-            emitError("init_rejected", msg, errCode: code, errMsg: r.errMsg)
+            emitError("init_rejected", msg, errCode: code, errMsg: r.errMsg, now: now)
             fail(reason: "init_rejected", message: msg, now: now, closeCode: 1000, retryInMs: retryIn)
             return
         }
-        fatalInitFailures = 0
+        dialing.fatalInitFailures = 0
         connection?.initResponse = r
         sort(now: now)
     }
@@ -838,19 +810,18 @@ public struct SessionMachine: Sendable {
     /// messages must go first. An earlier user needs a fresh hash from `user.hash_command`, or a
     /// hash the daemon was given for them; without one their messages are dropped.
     mutating func beginIdentify(_ ext: String, now: Int64) {
-        connection?.identifyingAs = ext
         let forUser = ext == user?.extUserID
-        if forUser, let h = freshHash {
-            freshHash = nil
+        if forUser, let h = account.freshHash {
+            account.freshHash = nil
             sendIdentify(ext, hash: h, now: now)
         } else if let argv = config.config.user.hashCommand, !argv.isEmpty {
-            hashToken &+= 1
+            dialing.hashToken &+= 1
             cancel(.response)
-            enter(.hashing, reason: "hash_command", now: now)
-            out.append(.runHashCommand(token: hashToken, argv: argv, user: ext))
+            enter(.hashing(for: ext), reason: "hash_command", now: now)
+            out.append(.runHashCommand(token: dialing.hashToken, argv: argv, user: ext))
         } else if forUser {
             sendIdentify(ext, hash: user?.hash, now: now)
-        } else if let h = knownHashes[ext] {
+        } else if let h = memory.knownHashes[ext] {
             sendIdentify(ext, hash: h, now: now)
         } else {
             dropMessages(of: ext, now: now)
@@ -860,25 +831,23 @@ public struct SessionMachine: Sendable {
     /// `ext`'s queued messages cannot be sent under `ext`: they are removed (`.outboxDropped`
     /// reports how many, and sorting goes on when this connection has not sent IDENTIFY).
     mutating func dropMessages(of ext: String, now: Int64) {
-        connection?.identifyingAs = nil
         out.append(.dropOutbox(user: ext))
-        if phase == .hashing { enter(.sorting, reason: "outbox", now: now) }
+        if case .hashing? = phase { enter(.sorting, reason: "outbox", now: now) }
     }
 
     mutating func onHashResult(_ token: UInt64, _ outcome: HashCommandOutcome, now: Int64) {
-        guard token == hashToken, phase == .hashing, let ext = connection?.identifyingAs else { return }
+        guard token == dialing.hashToken, case .hashing(let ext)? = phase else { return }
         switch outcome {
         case .hash(let secret): sendIdentify(ext, hash: secret.exposedValue, now: now)
         case .failed(let error):
             let msg = "user.hash_command failed for \(ext): \(error)"
-            emitError("hash_command_failed", msg)
+            emitError("hash_command_failed", msg, now: now)
             if ext == user?.extUserID {
                 // Every identify waiting for this user is answered now: IDENTIFY cannot be sent
                 // without a hash. The user stays the daemon's; the next connection runs the
                 // command again.
                 let answer = SessionReplyError(.hashCommandFailed, msg + "; no IDENTIFY was sent. \(ext) stays the daemon's user: the command runs again at the next connection, after the backoff")
-                for w in identifyWaiters { reply(w.id, .failure(answer)) }
-                identifyWaiters.removeAll()
+                for id in requests.takeIdentifyWaiters() { reply(id, .failure(answer)) }
                 rescheduleRequestTimer()
                 fail(reason: "hash_command_failed", message: msg, now: now, closeCode: 1000)
             } else {
@@ -890,22 +859,20 @@ public struct SessionMachine: Sendable {
     mutating func sendIdentify(_ ext: String, hash: String?, now: Int64) {
         // Push data belongs to the device's current user: an earlier user's IDENTIFY carries none.
         // With `user.push.register_via: "http"` the token goes over the public HTTP API instead.
-        let p = ext == user?.extUserID && config.config.user.push.registerVia == .socket ? push : nil
+        let p = ext == user?.extUserID && config.config.user.push.registerVia == .socket ? device.push : nil
         let request = IdentifyUserRequest(
             extUserID: ext, hash: hash, ua: userAgent(now: now), page: page,
             pushNotificationUserStatus: p.flatMap { PushNotificationUserStatus(rawValue: Int64($0.status)) },
             token: p?.token, trackerVersion: config.config.client.effectiveTrackerVersion,
             platform: p.flatMap { PushClientPlatform(rawValue: Int64($0.platform)) }, appPackageID: p?.appPackageID)
-        connection?.identifyingAs = ext
-        connection?.identifySent = true
-        connection?.usedHash = hash
         send(request.json, now: now)
-        enter(.identifying, reason: "identify", now: now)
+        enter(.identifying(as: ConnectionState.Speaker(user: ext, hash: hash)), reason: "identify", now: now)
         schedule(.response, at: now + Int64(sessionConfig.responseTimeoutS) * 1000)
     }
 
     mutating func onIdentifyResponse(_ r: IdentifyUserResponse, now: Int64) {
-        guard let c = connection, c.phase == .identifying, let ext = c.identifyingAs else { return }
+        guard let c = connection, case .identifying(let speaker) = c.phase else { return }
+        let ext = speaker.user
         cancel(.response)
         if let problem = r.errCodeProblem {
             fail(reason: "bad_server_message", message: "unusable IDENTIFY_USER_RESPONSE (cid 6): \(problem)", now: now, closeCode: 1002)
@@ -913,46 +880,44 @@ public struct SessionMachine: Sendable {
         }
         let forUser = ext == user?.extUserID
         if r.isSuccess {
-            connection?.speaker = ext
-            drainFailures[ext] = nil
-            if let h = c.usedHash { knownHashes[ext] = h }
+            memory.drainFailures[ext] = nil
+            if let h = speaker.hash { memory.knownHashes[ext] = h }
             guard forUser, let u = user else {
                 // An earlier user: only their queued messages go on this connection.
-                enter(.draining, reason: "draining", now: now)
+                enter(.draining(speaker), reason: "draining", now: now)
                 startFlush()
                 return
             }
-            rejected = nil
-            previousUser = nil
+            memory.rejected = nil
+            account.previous = nil
             out.append(.userAccepted(ext))
-            props = Self.mergedProps(props, identify: r)
-            identity = r
+            account.props = Self.mergedProps(props, identify: r)
+            account.identity = r
             gamificationOffered = c.initResponse.map(Self.offersGamification) ?? true
             out.append(.persistProfile(publicUsername: r.publicUsername, props: props.serialized()))
             schedule(.reidentify, at: now + Int64(config.config.user.reidentifyAfterS) * 1000)
             let data = identifiedData(r, user: u)
             // A server URL that is not handed out is logged once, with this answer.
             out.append(.emit(DaemonEvent(name: "identified", data: data, journaled: false, warning: data["problem"]?.stringValue)))
-            for w in identifyWaiters { reply(w.id, .success(data)) }
-            identifyWaiters.removeAll()
+            for id in requests.takeIdentifyWaiters() { reply(id, .success(data)) }
             // A re-identify (user.reidentify_after_s) only refreshes the URLs: no new logical
             // session, so no LOGIN for inactivity (every_identify still sends one).
-            let inactive = !refreshingURLs && (lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
-            refreshingURLs = false
-            if sessionConfig.loginPolicy == .everyIdentify || forceLogin || inactive {
-                forceLogin = false
+            let inactive = !account.refreshingURLs && (account.lastActivityMs.map { now - $0 >= Int64(sessionConfig.loginAfterInactivityMin) * 60_000 } ?? true)
+            account.refreshingURLs = false
+            if sessionConfig.loginPolicy == .everyIdentify || account.forceLogin || inactive {
+                account.forceLogin = false
                 send(Login(ua: userAgent(now: now)).json, now: now)
             }
             noteActivity(now: now)
-            becomeReady(reason: "identified", now: now)
+            becomeReady(speaker, reason: "identified", now: now)
         } else if r.isFatalError {
             let code = r.errCode ?? 0
-            knownHashes[ext] = nil
+            memory.knownHashes[ext] = nil
             if forUser {
-                userRejected(ext, errCode: code, errMsg: r.errMsg)
+                userRejected(ext, errCode: code, errMsg: r.errMsg, now: now)
             } else {
                 emitError("identify_rejected", "the server rejected IDENTIFY for \(ext), whose queued messages were waiting: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")",
-                          errCode: code, errMsg: r.errMsg)
+                          errCode: code, errMsg: r.errMsg, now: now)
             }
             out.append(.dropOutbox(user: ext))
             // One IDENTIFY per connection: the next one starts afresh.
@@ -960,12 +925,12 @@ public struct SessionMachine: Sendable {
         } else {
             let code = r.errCode ?? 0
             let msg = "IDENTIFY for \(ext) failed: errCode \(code)\(r.errMsg.map { " (\($0))" } ?? "")"
-            emitError("identify_failed", msg, errCode: code, errMsg: r.errMsg)
+            emitError("identify_failed", msg, errCode: code, errMsg: r.errMsg, now: now)
             if !forUser {
-                let failures = (drainFailures[ext] ?? 0) + 1
-                drainFailures[ext] = failures
+                let failures = (memory.drainFailures[ext] ?? 0) + 1
+                memory.drainFailures[ext] = failures
                 if failures >= Self.maxDrainFailures {
-                    drainFailures[ext] = nil
+                    memory.drainFailures[ext] = nil
                     out.append(.dropOutbox(user: ext))
                     closeGracefully(then: .reconnect, reason: "identify_failed", now: now)
                     return
@@ -977,44 +942,28 @@ public struct SessionMachine: Sendable {
 
     /// The server refused the daemon's user: it is `rejected`, no longer the current user. The user
     /// acted for before an `identify` of this one comes back; else the session is anonymous.
-    mutating func userRejected(_ ext: String, errCode: Int64, errMsg: String?) {
-        rejected = (ext, errCode, errMsg)
-        let back = previousUser.flatMap { $0.extUserID == ext ? nil : $0 }
+    mutating func userRejected(_ ext: String, errCode: Int64, errMsg: String?, now: Int64) {
+        memory.rejected = (ext, errCode, errMsg)
+        let back = account.previous.flatMap { $0.extUserID == ext ? nil : $0 }
         let msg = "the server rejected IDENTIFY for \(ext): errCode \(errCode)\(errMsg.map { " (\($0))" } ?? ""); "
             + (back.map { "acting for \($0.extUserID) again" } ?? "the session is anonymous until identify is called with a valid hash")
-        emitError("identify_rejected", msg, errCode: errCode, errMsg: errMsg)
-        for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
-        identifyWaiters.removeAll()
+        emitError("identify_rejected", msg, errCode: errCode, errMsg: errMsg, now: now)
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
         failRequests(notFor: back?.extUserID, why: "the server rejected IDENTIFY for \(ext)")
-        resetUserState()
-        user = back
+        account = back.map { Account(user: $0, freshHash: $0.hash, forceLogin: true) } ?? Account()
         if let b = back {
-            freshHash = b.hash
-            forceLogin = true
             out.append(.persistUser(StoredUser(extUserID: b.extUserID, hash: b.hash)))
         } else {
             out.append(.clearUser)
         }
     }
 
-    /// Answers `not_ready` to the waiting `request`s made for another user than `ext`.
+    /// Answers `not_ready` to the waiting `request`s made for another user than `ext` (those
+    /// written are recognised until their own deadline).
     mutating func failRequests(notFor ext: String?, why: String) {
-        var kept: [PendingRequest] = []
-        for var p in pending {
-            if p.user == ext || p.abandoned {
-                kept.append(p)
-                continue
-            }
+        for p in requests.take({ $0.user != ext }, keepingWrittenUntil: \.deadlineMs) {
             reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")")))
-            // Written: its answer may still come on this connection, and is dropped (until the
-            // request's own deadline).
-            if p.sentOn != nil {
-                p.abandon(until: p.deadlineMs)
-                kept.append(p)
-            }
         }
-        pending = kept
-        trimAbandoned()
         rescheduleRequestTimer()
     }
 
@@ -1073,18 +1022,18 @@ public struct SessionMachine: Sendable {
     /// The IDENTIFY answer's popup page (`native_app_popup_url`) when it may be handed out
     /// (``WebURL``), with `force_mobile=true` (``WrapperURL/forcingMobile(_:)``): engagements carry
     /// it as `popup_url`.
-    var popupURL: String? { identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
+    var popupURL: String? { account.identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
     /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out, with
     /// `force_mobile=true`: the base of the `url` of deep links and mini-games (which keep it).
     var gamificationURL: String? {
         guard gamificationOffered else { return nil }
-        return identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile)
+        return account.identity?.gamificationURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile)
     }
 
     /// Why a gamification URL is not handed out although the user is identified: INIT's products
     /// lack 100. Nil otherwise.
     var gamificationProblem: String? {
-        identity != nil && !gamificationOffered ? Self.gamificationUnavailable : nil
+        account.identity != nil && !gamificationOffered ? Self.gamificationUnavailable : nil
     }
 
     /// Whether an INIT answer lets the widget be opened: `products` has 100, or there is no
@@ -1095,8 +1044,8 @@ public struct SessionMachine: Sendable {
 
     static let gamificationUnavailable = "gamification is unavailable: INIT's \"products\" lack 100 (GAMIFICATION, 002 §1.2), so the widget may not be opened and no gamification URL is handed out"
 
-    mutating func becomeReady(reason: String, now: Int64) {
-        enter(.ready, reason: reason, now: now)
+    mutating func becomeReady(_ speaker: ConnectionState.Speaker?, reason: String, now: Int64) {
+        enter(.ready(speaker), reason: reason, now: now)
         if deadlines[.healthyReset] == nil { schedule(.healthyReset, at: now + env.healthyResetMs) }
         if gateOpen { onGateOpen(now: now) }
     }
@@ -1104,9 +1053,9 @@ public struct SessionMachine: Sendable {
     /// The identify gate opened: send waiting requests, the configured language, the outbox.
     mutating func onGateOpen(now: Int64) {
         guard let c = connection else { return }
-        for k in pending.indices where pending[k].sentOn != c.id && pending[k].user == c.speaker && !pending[k].abandoned {
-            pending[k].sentOn = c.id
-            write(pending[k].message, now: now)
+        for (k, p) in requests.pending.enumerated() where p.sentOn != c.id && p.user == c.speaker && !p.abandoned {
+            requests.pending[k].sentOn = c.id
+            write(p.message, now: now)
         }
         queueConfigLanguageIfChanged(now: now)
         startFlush()
@@ -1119,8 +1068,8 @@ public struct SessionMachine: Sendable {
     mutating func queueConfigLanguageIfChanged(now: Int64) {
         guard gateOpen, let c = connection, let lang = config.config.client.language else { return }
         let key = c.speaker ?? ""
-        guard languagesSent[key] != lang else { return }
-        languagesSent[key] = lang
+        guard memory.languagesSent[key] != lang else { return }
+        memory.languagesSent[key] = lang
         out.append(.persistLanguageSent(user: c.speaker, language: lang))
         queueDurable(ClientEvent.languageChanged(lang).json, id: nil, now: now, envelope: true)
     }
@@ -1145,7 +1094,10 @@ public struct SessionMachine: Sendable {
         // A load asked for by an earlier connection: a newer one follows, use that.
         guard let c = connection, c.flushing, outstandingLoads == 0 else { return }
         connection?.flushing = false
-        guard [.sorting, .ready, .draining].contains(c.phase) else { return }
+        switch c.phase {
+        case .sorting, .ready, .draining: break
+        default: return
+        }
         let written = Set(c.receipts.written)
         let fresh = entries.filter { !written.contains($0.uuid) }
         var other: OutboxEntry?
@@ -1156,7 +1108,7 @@ public struct SessionMachine: Sendable {
         if let other {
             // Someone else's message: identify them when this connection has not identified
             // anyone yet, else leave it (one IDENTIFY per connection).
-            if c.phase == .sorting, let ext = other.user, !c.identifySent {
+            if c.phase == .sorting, let ext = other.user {
                 beginIdentify(ext, now: now)
             } else {
                 leave(now: now)
@@ -1173,12 +1125,11 @@ public struct SessionMachine: Sendable {
         guard let c = connection else { return }
         switch c.phase {
         case .sorting:
-            if let ext = user?.extUserID, !c.identifySent {
+            // (Sorting comes before this connection's IDENTIFY.)
+            if let ext = user?.extUserID {
                 beginIdentify(ext, now: now)
-            } else if user == nil {
-                becomeReady(reason: "anonymous", now: now)
             } else {
-                leave(now: now)
+                becomeReady(nil, reason: "anonymous", now: now)
             }
         case .ready, .draining:
             if c.speaker != user?.extUserID { leave(now: now) }
@@ -1191,71 +1142,52 @@ public struct SessionMachine: Sendable {
     /// close and connect again for the next user.
     mutating func leave(now: Int64) {
         guard let c = connection else { return }
-        if let s = c.speaker, c.logoutPending || loggedOutOffline[s] == true {
-            connection?.logoutPending = false
-            loggedOutOffline[s] = nil
+        if let s = c.speaking, s.logoutPending || memory.loggedOutOffline[s.user] == true {
+            memory.loggedOutOffline[s.user] = nil
             send(Logout().json, now: now)
-            enter(.loggingOut, reason: "logout", now: now)
+            enter(.loggingOut(s), reason: "logout", now: now)
             schedule(.logoutWait, at: now + env.logoutWaitMs)
             return
         }
-        closeGracefully(then: .reconnect, reason: c.phase == .draining ? "drained" : "user_switch", now: now)
+        let why = if case .draining = c.phase { "drained" } else { "user_switch" }
+        closeGracefully(then: .reconnect, reason: why, now: now)
     }
 
     /// The user or the outbox changed while connected: go on from where the connection is.
     mutating func reconsider(now: Int64) {
-        guard let c = connection, !c.flushing else { return }
-        switch c.phase {
-        case .sorting, .ready, .draining: outboxWritten(now: now)
-        default: break
-        }
+        guard connection?.flushing == false else { return }
+        outboxWritten(now: now)
     }
 
     // MARK: logout, shutdown, reload
 
     mutating func finishLogout(now: Int64) {
         cancel(.logoutWait)
-        for w in logoutWaiters { reply(w, .success(.object([:]))) }
-        logoutWaiters.removeAll()
+        for id in requests.logoutWaiters { reply(id, .success(.object([:]))) }
+        requests.logoutWaiters = []
         closeGracefully(then: .reconnect, reason: "logout", now: now)
-    }
-
-    /// Forgets what belonged to the user acted for (its identity, props, hash, activity).
-    mutating func resetUserState() {
-        previousUser = nil
-        identity = nil
-        props = [:]
-        freshHash = nil
-        forceLogin = false
-        lastActivityMs = nil
-        activityPersistedMs = nil
     }
 
     /// No user any more (logout): what is made from now on is anonymous.
     mutating func forgetUser() {
-        if let u = user, let h = u.hash { knownHashes[u.extUserID] = h }
-        resetUserState()
-        user = nil
+        if let u = user, let h = u.hash { memory.knownHashes[u.extUserID] = h }
+        account = Account()
         out.append(.clearUser)
-        for w in identifyWaiters { reply(w.id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
-        identifyWaiters.removeAll()
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
         failRequests(notFor: nil, why: "the user logged out")
     }
 
     mutating func onShutdown(now: Int64) {
         if stopping { return }
-        if case .stopped = current { return }
-        stopping = true
         failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
         switch current {
         case .idle, .backoff, .stopped:
             finish(now: now)
-        case .connecting(let s):
-            out.append(.abort(s.id))
+        case .connecting(let id):
+            out.append(.abort(id))
             finish(now: now)
-        case .closing(var s):
-            s.after = .stop
-            enter(.closing(s), reason: "shutdown", now: now)
+        case .closing(let c, _):
+            enter(.closing(c, then: .stop), reason: "shutdown", now: now)
         case .connected:
             closeGracefully(then: .stop, reason: "shutdown", now: now)
         }
@@ -1271,14 +1203,14 @@ public struct SessionMachine: Sendable {
         guard !stopping else { return }
         switch current {
         case .backoff:
-            guard fatalInitFailures == 0 else { return }
+            guard dialing.fatalInitFailures == 0 else { return }
             cancel(.backoff)
-            attempt = 0
+            dialing.attempt = 0
             connect(now: now, reason: "network_changed")
-        case .connecting(let s):
-            out.append(.abort(s.id))
+        case .connecting(let id):
+            out.append(.abort(id))
             cancel(.connect)
-            attempt = 0
+            dialing.attempt = 0
             connect(now: now, reason: "network_changed")
         case .connected:
             counters.pings += 1
@@ -1295,9 +1227,8 @@ public struct SessionMachine: Sendable {
         guard !stopping else { return }
         let old = config
         config = newConfig
-        backoff = Backoff(newConfig.config.session.reconnect)
-        shares.readPerSecond = newConfig.config.socket.readRequestsPerS
-        shares.readBurst = newConfig.config.socket.readRequestsBurst
+        requests.shares.readPerSecond = newConfig.config.socket.readRequestsPerS
+        requests.shares.readBurst = newConfig.config.socket.readRequestsBurst
         if old.config.client.language != newConfig.config.client.language { queueConfigLanguageIfChanged(now: now) }
         let oldUser = old.config.user, newUser = newConfig.config.user
         if oldUser != newUser, user == nil || user?.source == .config {
@@ -1307,15 +1238,15 @@ public struct SessionMachine: Sendable {
                     switchUser(to: UserState(extUserID: ext, hash: newUser.hash?.exposedValue, source: .config), now: now, persist: false)
                     return
                 } else if newUser.hash != oldUser.hash {
-                    user?.hash = newUser.hash?.exposedValue
-                    freshHash = user?.hash
+                    account.user?.hash = newUser.hash?.exposedValue
+                    account.freshHash = user?.hash
                 }
             }
         }
-        if push == Self.configPush(old), let p = Self.configPush(newConfig) { push = p }
+        if device.push == Self.configPush(old), let p = Self.configPush(newConfig) { device.push = p }
         guard newConfig.requiresReconnect(from: old) else { return }
         // Changed server settings may be the fix for what failed: no waiting for the (long) retry.
-        fatalInitFailures = 0
+        dialing.fatalInitFailures = 0
         switch current {
         case .connecting, .connected: closeGracefully(then: .reconnect, reason: "reload", now: now)
         case .backoff:
@@ -1327,35 +1258,25 @@ public struct SessionMachine: Sendable {
 
     /// Another user. What was queued for the previous one still goes under the previous one
     /// (session rule 5): the connection finishes writing it, then is left for the new user.
+    /// `newUser` is not the current user (the callers check).
     mutating func switchUser(to newUser: UserState, now: Int64, persist: Bool) {
         let old = user
-        let changed = old?.extUserID != newUser.extUserID
-        if changed, let o = old {
-            previousUser = o
-            if let h = o.hash ?? (lastConnection?.speaker == o.extUserID ? lastConnection?.usedHash : nil) {
-                knownHashes[o.extUserID] = h
-            }
+        if let o = old, let h = o.hash ?? (lastConnection?.speaker == o.extUserID ? lastConnection?.speaking?.hash : nil) {
+            memory.knownHashes[o.extUserID] = h
         }
-        user = newUser
-        freshHash = newUser.hash
-        loggedOutOffline[newUser.extUserID] = nil
-        if let h = newUser.hash { knownHashes[newUser.extUserID] = h }
-        if changed {
-            identity = nil
-            props = [:]
-            forceLogin = true
-            failRequests(notFor: newUser.extUserID, why: "the user changed to \(newUser.extUserID)")
-        }
+        account = Account(user: newUser, previous: old, freshHash: newUser.hash, forceLogin: true)
+        memory.loggedOutOffline[newUser.extUserID] = nil
+        if let h = newUser.hash { memory.knownHashes[newUser.extUserID] = h }
+        failRequests(notFor: newUser.extUserID, why: "the user changed to \(newUser.extUserID)")
         if persist { out.append(.persistUser(StoredUser(extUserID: newUser.extUserID, hash: newUser.hash))) }
         // Connecting, initializing, backoff, closing: the next INIT sorts the outbox.
         guard let c = connection else { return }
         switch c.phase {
-        case .hashing where c.identifyingAs == old?.extUserID:
+        case .hashing(let u) where u == old?.extUserID:
             // The hash of the replaced user is no longer wanted.
-            hashToken &+= 1
-            connection?.identifyingAs = nil
+            dialing.hashToken &+= 1
             sort(now: now)
-        case .ready where c.speaker == nil && !c.identifySent:
+        case .ready(nil):
             // Anonymous on this connection: identify on it, after the anonymous messages.
             sort(now: now)
         default:

@@ -9,8 +9,8 @@ extension SessionMachine {
         let c = lastConnection
         let r = c?.initResponse
         return .object([
-            "state": .string(publicState.rawValue),
-            "since_ms": .number(stateSinceMs),
+            "state": .string(state.rawValue),
+            "since_ms": .number(shown.sinceMs),
             "server": .object([
                 "url": .string(redactedURL(config.server.url)),
                 "connected_at_ms": opt(c?.connectedAtMs),
@@ -29,13 +29,13 @@ extension SessionMachine {
                 "ext_user_id": opt(user?.extUserID),
                 // Smartico's own id of the user, from the IDENTIFY answer (kept in the props).
                 "user_id": props["user_id"] ?? .null,
-                "public_username": opt(identity?.publicUsername),
+                "public_username": opt(account.identity?.publicUsername),
                 // The wrapper pages as the `identified` event hands them out (force_mobile=true).
                 "gf_url": opt(gamificationURL),
                 "popup_url": opt(popupURL),
                 "props": .object(props),
                 "identified": .bool(identifiedOnConn),
-                "rejected": rejected.map { r in .object([
+                "rejected": memory.rejected.map { r in .object([
                     "ext_user_id": .string(r.extUserID),
                     "errCode": opt(r.errCode),
                     "errMsg": opt(r.errMsg),
@@ -49,7 +49,7 @@ extension SessionMachine {
                 "pongs": .number(counters.pongs),
                 "answers_dropped": .number(counters.answersDropped),
             ]),
-            "last_ping_ms": opt(lastPingMs),
+            "last_ping_ms": opt(shown.lastPingMs),
             "outbox": .object([
                 "depth": .number(outbox?.depth ?? 0),
                 "oldest_ms": opt(outbox?.oldestMs),
@@ -60,10 +60,10 @@ extension SessionMachine {
             ]),
             "subscribers": .number(subscribers),
             "backoff": .object([
-                "attempt": .number(attempt),
+                "attempt": .number(dialing.attempt),
                 "retry_at_ms": opt(retryAtMs),
             ]),
-            "last_error": lastError.map { e in .object([
+            "last_error": shown.lastError.map { e in .object([
                 "code": .string(e.code),
                 "message": .string(e.message),
                 "at_ms": .number(e.atMs),
@@ -73,7 +73,7 @@ extension SessionMachine {
 
     /// When the next connection attempt starts, while backing off.
     var retryAtMs: Int64? {
-        if case .backoff(let b) = current { return b.retryAtMs }
+        if case .backoff(let at) = current { return at }
         return nil
     }
 }
