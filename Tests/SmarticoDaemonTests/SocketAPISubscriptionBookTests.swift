@@ -92,6 +92,14 @@ private struct BookHarness {
         apply(book.publish(PreparedEvent(name: name, seq: lastSeq, tsMs: now, data: data), queues: queues))
     }
 
+    /// Journals an event without publishing it yet (the driver journals, then publishes).
+    mutating func journalOnly(_ name: String = "engagement") -> PreparedEvent {
+        lastSeq += 1
+        let data = Array(#"{"x":1}"#.utf8)
+        journal.append(JournalEvent(seq: lastSeq, name: name, tsMs: now, data: data))
+        return PreparedEvent(name: name, seq: lastSeq, tsMs: now, data: data)
+    }
+
     mutating func publishLive(_ name: String, _ data: String) {
         apply(book.publish(PreparedEvent(name: name, seq: nil, tsMs: now, data: Array(data.utf8)), queues: queues))
     }
@@ -142,7 +150,7 @@ struct SocketAPISubscriptionBookTests {
         h.drain(1)
         #expect(h.read[1]?.map(\.event) == ["engagement", "engagement", "session"])
         #expect(h.read[1]?.map(\.seq) == [8, 9, 9])
-        #expect(h.book.subscriptions[1]?.phase == .live)
+        #expect(h.book.subscriptions[1]?.isLive == true)
         #expect(h.pageRequests.isEmpty)
     }
 
@@ -179,7 +187,7 @@ struct SocketAPISubscriptionBookTests {
             h.drain(2)
             if i == 50 { h.publishLive("session", #"{"state":"backoff"}"#) }
         }
-        #expect(h.book.subscriptions[1]?.phase == .catchingUp)
+        #expect(h.book.subscriptions[1]?.isLive == false)
         #expect((h.queues.queued[1] ?? 0) <= 2048)
         // It reads, pages come; events keep coming meanwhile.
         for _ in 0..<20 {
@@ -189,7 +197,7 @@ struct SocketAPISubscriptionBookTests {
             h.drain(2)
         }
         h.settle(1)
-        #expect(h.book.subscriptions[1]?.phase == .live)
+        #expect(h.book.subscriptions[1]?.isLive == true)
         h.publish()
         h.drain(1)
         h.drain(2)
@@ -201,11 +209,25 @@ struct SocketAPISubscriptionBookTests {
         #expect(h.pageRequests.isEmpty)
     }
 
+    @Test func anEventInAPageBeforeItIsPublishedIsNotSentTwice() {
+        var h = BookHarness(maxQueueBytes: 64 << 10)
+        for _ in 0..<3 { h.publish() }
+        h.subscribe(1, .init(since: 0))
+        // Journaled while the page is read, published after it.
+        let next = h.journalOnly()
+        h.serveReads()
+        #expect(h.book.subscriptions[1]?.isLive == true)
+        h.apply(h.book.publish(next, queues: h.queues))
+        h.publish()
+        h.drain(1)
+        #expect(h.seqs(1) == [1, 2, 3, 4, 5])
+    }
+
     @Test func oneReadAtATimeAndOnlyBelowLowWater() {
         var h = BookHarness(maxQueueBytes: 2048)
         h.subscribe(1)
         for _ in 0..<40 { h.publish() }
-        #expect(h.book.subscriptions[1]?.phase == .catchingUp)
+        #expect(h.book.subscriptions[1]?.isLive == false)
         // Its queue is still above half: no page yet.
         #expect(h.book.roomMayHaveGrown(1, queues: h.queues).isEmpty)
         h.drain(1)
@@ -224,7 +246,7 @@ struct SocketAPISubscriptionBookTests {
         let queued = h.queues.queued.values.reduce(0, +)
         #expect(queued <= 1500)
         #expect(h.book.peakTotalQueuedBytes == queued)
-        #expect(h.book.subscriptions.values.allSatisfy { $0.phase == .catchingUp })
+        #expect(h.book.subscriptions.values.allSatisfy { !$0.isLive })
         h.settle(1)
         h.settle(2)
         #expect(h.seqs(1) == Array(1...10))
@@ -248,7 +270,7 @@ struct SocketAPISubscriptionBookTests {
         #expect(missed == Int64(40 - lastReceived))
         let expected: [Int64] = Array(1...Int64(lastReceived)) + Array(41...60)
         #expect(h.seqs(1) == expected)
-        #expect(h.book.subscriptions[1]?.phase == .live)
+        #expect(h.book.subscriptions[1]?.isLive == true)
     }
 
     @Test func replaySinceThenLive() {
@@ -256,7 +278,7 @@ struct SocketAPISubscriptionBookTests {
         for _ in 0..<30 { h.publish() }
         h.subscribe(1, .init(since: 12))
         #expect(h.answers[1] == [.success(.object(["last_seq": 30, "journal": "j1"]))])
-        #expect(h.book.subscriptions[1]?.phase == .catchingUp)
+        #expect(h.book.subscriptions[1]?.isLive == false)
         // Published during the replay: not sent live, read from the journal in order.
         h.publish()
         h.settle(1)
@@ -300,7 +322,25 @@ struct SocketAPISubscriptionBookTests {
         #expect(h.answers[1] == [.success(.object(["last_seq": 10, "journal": "j1"]))])
         h.settle(1)
         #expect(h.seqs(1) == [7, 8, 9, 10])
-        #expect(h.book.subscriptions[1]?.phase == .live)
+        #expect(h.book.subscriptions[1]?.isLive == true)
+    }
+
+    @Test func aDurableSubscriberGetsWhatWasPublishedWhileItsCursorWasClaimed() throws {
+        var h = BookHarness()
+        for _ in 0..<4 { h.publish() }
+        h.subscribe(1, .init(durable: "kiosk"))
+        let claim = try #require(h.claims.first).1
+        // Published while the store looks the name up: nothing live, no page yet.
+        h.publish()
+        h.publishLive("props", #"{"a":2}"#)
+        #expect(h.queuedLines[1] == nil)
+        #expect(h.pageRequests.isEmpty)
+        h.apply(h.book.cursorClaimed(1, claim, .success(2), nowMs: h.now, queues: h.queues))
+        h.settle(1)
+        #expect(h.seqs(1) == [3, 4, 5])
+        let props = (h.read[1] ?? []).filter { $0.event == "props" }
+        #expect(props.map(\.seq) == [5])
+        #expect(h.book.subscriptions[1]?.isLive == true)
     }
 
     @Test func durableStartsAtSinceForANewName() throws {
@@ -380,7 +420,7 @@ struct SocketAPISubscriptionBookTests {
         #expect(h.oversized[1] == 1)
         // Behind it, the next one waits in the journal.
         h.publish()
-        #expect(h.book.subscriptions[1]?.phase == .catchingUp)
+        #expect(h.book.subscriptions[1]?.isLive == false)
         h.settle(1)
         #expect(h.seqs(1) == [1, 2])
         #expect(h.book.peakQueuedBytes[1] ?? 0 > 5000)
@@ -393,7 +433,7 @@ struct SocketAPISubscriptionBookTests {
         h.publish(size: 5000)
         #expect(h.oversized[1] == nil)
         #expect(h.retries == [1])
-        #expect(h.book.subscriptions[1]?.phase == .catchingUp)
+        #expect(h.book.subscriptions[1]?.isLive == false)
         // Its page is read but the line still does not fit: not sent, cursor not moved.
         h.drain(1)
         h.serveReads()

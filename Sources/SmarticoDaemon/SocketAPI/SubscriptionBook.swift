@@ -43,7 +43,22 @@ struct SubscriptionBook {
 
     /// One connection's subscription: a cursor over the journal.
     struct Subscription: Sendable, Equatable {
-        enum Phase: Sendable { case live, catchingUp }
+        enum Phase: Sendable, Equatable {
+            /// Published events are queued for it as they come.
+            case live
+            /// Fed from the journal as its queue drains, until its cursor reaches the last event
+            /// published.
+            case catchingUp(CatchUp)
+        }
+
+        struct CatchUp: Sendable, Equatable {
+            /// A store read for this subscription is in flight (or its durable cursor is being
+            /// claimed): no other page is asked for meanwhile.
+            var reading = false
+            /// A `session` or `props` event was published meanwhile: sent on rejoining.
+            var missedSession = false
+            var missedProps = false
+        }
 
         /// Tells a subscription from the one before it on the same connection (a store read that
         /// comes back checks it).
@@ -54,20 +69,26 @@ struct SubscriptionBook {
         /// The cursor: every wanted journaled event up to here was sent (or is gone, after a `gap`).
         /// Live-only events carry it as their `seq`.
         var lastSeqSent: JournalSeq
-        /// A store read for this subscription is in flight (or its durable cursor is being claimed).
-        var reading = false
-        /// A `session` or `props` event was published while catching up.
-        var missedSession = false
-        var missedProps = false
+
+        var isLive: Bool { phase == .live }
 
         func accepts(_ name: String) -> Bool {
             types?.contains(name) ?? true
         }
 
-        /// Notes a live-only event this peer did not get.
+        /// Notes an event this catching-up peer did not get live.
         mutating func missed(_ name: String) {
-            if name == "session" { missedSession = true }
-            if name == "props" { missedProps = true }
+            guard case .catchingUp(var catchUp) = phase else { return }
+            if name == "session" { catchUp.missedSession = true }
+            if name == "props" { catchUp.missedProps = true }
+            phase = .catchingUp(catchUp)
+        }
+
+        /// Its store read (or cursor claim) came back.
+        mutating func readDone() {
+            guard case .catchingUp(var catchUp) = phase else { return }
+            catchUp.reading = false
+            phase = .catchingUp(catchUp)
         }
     }
 
@@ -178,7 +199,7 @@ struct SubscriptionBook {
         guard hasJournal else {
             return [.respond(peer, id: id, .failure(SocketAPIError(.internal, "this server has no journal: since and durable are unavailable")))]
         }
-        subscription.phase = .catchingUp
+        subscription.phase = .catchingUp(.init())
         // A position in another journal (a store that was replaced after damage, docs/store.md):
         // the peer names the journal its `since` came from and it is not this one, or, for a peer
         // that does not name it, a `since` beyond the last seq. All of this journal's events are new
@@ -210,7 +231,7 @@ struct SubscriptionBook {
         // The durable name's cursor first (`reading` until then: no page is read before it). A new
         // name starts at `since`, or now, and is stored at once (owned by this uid) so a reconnect
         // before the first ack resumes from here.
-        subscription.reading = true
+        subscription.phase = .catchingUp(.init(reading: true))
         subscriptions[peer] = subscription
         return [.claimCursor(peer, CursorClaim(subscription: subscription.number, id: id, name: durable, uid: uid,
                                                start: since ?? lastSeq, answer: answer, restart: restart))]
@@ -227,7 +248,7 @@ struct SubscriptionBook {
             // request gets exactly one answer), after the unsubscribe's.
             return [.respond(peer, id: claim.id, start.map { _ in .object(claim.answer) })]
         }
-        subscription.reading = false
+        subscription.readDone()
         switch start {
         case .failure(let error):
             subscriptions[peer] = nil
@@ -293,7 +314,7 @@ struct SubscriptionBook {
             defer { subscriptions.formIndex(after: &index) }
             let (peer, subscription) = subscriptions[index]
             guard subscription.accepts(event.name) else { continue }
-            guard subscription.phase == .live else {
+            guard subscription.isLive else {
                 subscriptions.values[index].missed(event.name)
                 continue
             }
@@ -309,7 +330,7 @@ struct SubscriptionBook {
                 if let seq = event.seq { subscriptions.values[index].lastSeqSent = seq }
             } else {
                 // Full: the journal has this event and what follows; the peer reads it from there.
-                subscriptions.values[index].phase = .catchingUp
+                subscriptions.values[index].phase = .catchingUp(.init())
                 subscriptions.values[index].missed(event.name)
             }
         }
@@ -334,7 +355,7 @@ struct SubscriptionBook {
         nowMs: Int64, queues: some SubscriberQueues
     ) -> [Decision] {
         guard var subscription = subscriptions[peer], subscription.number == request.subscription else { return [] }
-        subscription.reading = false
+        subscription.readDone()
         subscriptions[peer] = subscription
         var batch = Batch(queues)
         let read: Page
@@ -381,9 +402,10 @@ struct SubscriptionBook {
 
     /// Asks for the next page of a catching-up peer whose queue has room (one read at a time).
     private mutating func catchUpIfRoom(_ peer: UInt64, _ batch: inout Batch<some SubscriberQueues>) {
-        guard var subscription = subscriptions[peer], subscription.phase == .catchingUp, !subscription.reading,
+        guard var subscription = subscriptions[peer], case .catchingUp(var catchUp) = subscription.phase, !catchUp.reading,
               batch.queued(peer) < limits.lowWater else { return }
-        subscription.reading = true
+        catchUp.reading = true
+        subscription.phase = .catchingUp(catchUp)
         subscriptions[peer] = subscription
         // Everything published up to here was journaled before this read starts.
         batch.decisions.append(.readPage(peer, PageRequest(
@@ -393,17 +415,15 @@ struct SubscriptionBook {
 
     /// Back to live delivery: the `session` and `props` state first, if the peer missed any.
     private mutating func rejoin(_ peer: UInt64, _ batch: inout Batch<some SubscriberQueues>) {
-        guard var subscription = subscriptions[peer] else { return }
+        guard var subscription = subscriptions[peer], case .catchingUp(let catchUp) = subscription.phase else { return }
         subscription.phase = .live
-        if subscription.missedSession, let lastSession {
+        subscriptions[peer] = subscription
+        if catchUp.missedSession, let lastSession {
             batch.send(peer, lastSession.line(seq: subscription.lastSeqSent))
         }
-        if subscription.missedProps, let lastProps {
+        if catchUp.missedProps, let lastProps {
             batch.send(peer, lastProps.line(seq: subscription.lastSeqSent))
         }
-        subscription.missedSession = false
-        subscription.missedProps = false
-        subscriptions[peer] = subscription
     }
 
     /// Queues a live-only notice for this peer alone (`gap`, `error`).
