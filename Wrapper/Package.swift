@@ -24,7 +24,7 @@ let package = Package(
             providers: [.apt(["libwebkitgtk-6.0-dev", "libgtk-4-dev"])]
         ),
         // An Xlib I/O error handler, so that the loss of the X server gets a log line.
-        .target(name: "CDisplayWatch", dependencies: ["CWebKitGTK"], linkerSettings: [.linkedLibrary("X11")]),
+        .target(name: "CDisplayWatch", dependencies: ["CWebKitGTK"], linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("wayland-client")]),
         // The wrapper's logic without a display: the bridge conversations, the popup queue and its
         // acknowledgements, deep-link routing, the origin allow-list, the configuration.
         .target(

@@ -14,11 +14,12 @@ done
 # Node.js (18 or newer) runs the Node client's tests; Debian's nodejs when none is on PATH.
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
 # smartico-wrapper (Wrapper/): GTK 4's and WebKitGTK 6.0's headers to build it; an X server
-# (xvfb), a session bus (dbus-x11, which brings the daemon and dbus-launch), xdotool and
-# ImageMagick for its tests on a screen; desktop-file-validate for its desktop entry
+# (xvfb) and a Wayland compositor (weston, headless), a session bus (dbus-x11, which brings the
+# daemon and dbus-launch), xdotool and ImageMagick for its tests on a screen;
+# desktop-file-validate for its desktop entry
 # (scripts/package-wrapper.sh, scripts/check-package-wrapper.sh).
 need_wrapper=()
-for pkg in libwebkitgtk-6.0-dev libgtk-4-dev xvfb xdotool imagemagick dbus-x11 desktop-file-utils; do
+for pkg in libwebkitgtk-6.0-dev libgtk-4-dev xvfb weston xdotool imagemagick dbus-x11 desktop-file-utils; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_wrapper+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ] || [ ${#need_wrapper[@]} -gt 0 ]; then

@@ -22,7 +22,7 @@ import time
 import unittest
 import urllib.parse
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "clients" / "python" / "tests"))
@@ -98,6 +98,57 @@ class Screen:
             pass
 
 
+class WaylandScreen:
+    """A headless Weston (no X server: GTK and WebKit speak Wayland) and a private session bus.
+    Weston runs with --debug for its screenshooter protocol (`weston-screenshooter`)."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        self.runtime = os.path.join(directory, "wl-runtime")
+        os.makedirs(self.runtime, mode=0o700, exist_ok=True)
+        self.socket = "wayland-smartico"
+        self.log_path = os.path.join(directory, "weston.log")
+        with open(self.log_path, "ab") as log:
+            self.weston = subprocess.Popen(
+                ["weston", "--backend=headless-backend.so", f"--socket={self.socket}", "--width=1280", "--height=800",
+                 "--use-pixman", "--idle-time=0", "--debug"],
+                env={"PATH": "/usr/bin:/bin", "HOME": directory, "XDG_RUNTIME_DIR": self.runtime},
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=directory)
+        if not wait_until(lambda: os.path.exists(os.path.join(self.runtime, self.socket)), timeout=20):
+            stop_process(self.weston)
+            raise RuntimeError("Weston did not start: " + Path(self.log_path).read_text(errors="replace")[-2000:])
+        bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout.split()
+        self.bus_address, self.bus_pid = bus[0], int(bus[1])
+
+    def env(self) -> Dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "HOME": self.dir, "WAYLAND_DISPLAY": self.socket, "GDK_BACKEND": "wayland",
+                "DBUS_SESSION_BUS_ADDRESS": self.bus_address, "XDG_RUNTIME_DIR": self.runtime,
+                "GSK_RENDERER": "cairo"}
+
+    def screenshot(self, name: str) -> Path:
+        """The whole output, through Weston's screenshooter (it writes wayland-screenshot-*.png)."""
+        shots = Path(self.dir) / "wl-shots"
+        shutil.rmtree(shots, ignore_errors=True)
+        shots.mkdir()
+        subprocess.run(["weston-screenshooter"], env=self.env(), cwd=shots,
+                       capture_output=True, timeout=30)
+        taken = sorted(shots.glob("wayland-screenshot-*.png"))
+        path = Path(self.dir) / name
+        if taken:
+            shutil.move(str(taken[-1]), path)
+            if os.environ.get("SMARTICO_WRAPPER_SHOTS"):
+                shutil.copy(path, Path(os.environ["SMARTICO_WRAPPER_SHOTS"]) / name)
+        return path
+
+    def close(self) -> None:
+        stop_process(self.weston)
+        try:
+            os.kill(self.bus_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
 def colours(path: Path) -> int:
     """How many distinct colours an image has (a blank or black screen has one)."""
     out = subprocess.run(["identify", "-format", "%k", str(path)], capture_output=True, text=True, timeout=30, check=True)
@@ -134,11 +185,12 @@ class Wrapper:
 
 class WrapperTestCase(unittest.TestCase):
     wrapper_config: Dict[str, Any] = {}
+    screen_class: Any = Screen
 
     def setUp(self) -> None:
         self.rig = Rig(sim_extra=["--http-port", "0"])
         self.addCleanup(self.rig.close)
-        self.screen = Screen(self.rig.dir)
+        self.screen = self.screen_class(self.rig.dir)
         self.addCleanup(self.screen.close)
         self.daemon = self.rig.start()
         self.daemon.wait_identified()
@@ -165,6 +217,34 @@ class WrapperTestCase(unittest.TestCase):
         self.assertIsNotNone(window, "no visible popup window")
         self.screen.xdotool("windowfocus", "--sync", window)
         self.screen.xdotool("key", "Return", check=True)
+
+    def descendants(self, name: str) -> List[int]:
+        """Processes under the wrapper whose command is `name` (WebKit's, inside bwrap)."""
+        parents: Dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+
+        def under(pid: int) -> bool:
+            for _ in range(64):
+                pid = parents.get(pid, 0)
+                if pid == self.wrapper.process.pid:
+                    return True
+                if pid <= 1:
+                    return False
+            return False
+        found = []
+        for pid in parents:
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                if command.rsplit("/", 1)[-1] == name and under(pid):
+                    found.append(pid)
+            except OSError:
+                pass
+        return found
 
 
 class PopupTests(WrapperTestCase):
@@ -256,34 +336,6 @@ class PopupTests(WrapperTestCase):
 
 
 class FailureTests(WrapperTestCase):
-    def descendants(self, name: str) -> List[int]:
-        """Processes under the wrapper whose command is `name` (WebKit's, inside bwrap)."""
-        parents: Dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    pass
-
-        def under(pid: int) -> bool:
-            for _ in range(64):
-                pid = parents.get(pid, 0)
-                if pid == self.wrapper.process.pid:
-                    return True
-                if pid <= 1:
-                    return False
-            return False
-        found = []
-        for pid in parents:
-            try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-                if command.rsplit("/", 1)[-1] == name and under(pid):
-                    found.append(pid)
-            except OSError:
-                pass
-        return found
-
     def test_a_web_process_that_dies_dismisses_its_popup_and_the_next_one_shows(self) -> None:
         assert self.rig.sim is not None
         first = self.rig.sim.emit_engagement()
@@ -325,6 +377,32 @@ class FailureTests(WrapperTestCase):
         self.assertIn("lost the display (the X server went away)", self.wrapper.log())
 
 
+class ReleaseTests(WrapperTestCase):
+    wrapper_config = {"release_after_s": 1}
+
+    def test_after_a_release_webkit_is_gone_and_the_next_popup_shows(self) -> None:
+        assert self.rig.sim is not None
+        first = self.rig.sim.emit_engagement()
+        self.wait_received(103, first)
+        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
+        self.assertIsNotNone(window, "no visible popup window")
+        self.screen.xdotool("windowfocus", "--sync", window)
+        self.screen.xdotool("key", "Tab", "Return", check=True)  # Close: OK's link would open the widget
+        self.wrapper.wait_log(r"popup seq \d+ closed")
+        self.wrapper.wait_log(r"releasing the web views")
+        paged = self.wrapper.wait_log(r"released memory: (\d+) read-only file mappings paged out")
+        self.assertGreater(int(paged[0]), 0, "nothing was paged out")
+        self.assertTrue(wait_until(lambda: not self.descendants("WebKitWebProcess") and not self.descendants("WebKitNetworkProcess"),
+                                   timeout=APPEAR), "WebKit's processes outlived the release")
+        # What was paged out is read back: the next popup loads, reports itself and is drawn.
+        second = self.rig.sim.emit_engagement()
+        self.wait_received(103, second)
+        self.assertTrue(wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR), "no popup after the release")
+        self.assertTrue(wait_until(lambda: colours(self.screen.screenshot("after-release.png")) > 50, timeout=10),
+                        "the popup after the release shows no page")
+        self.assertEqual(self.wrapper.process.poll(), None)
+
+
 class WidgetTests(WrapperTestCase):
     def test_a_minigame_opens_the_widget_at_gf_saw_and_sends_711(self) -> None:
         assert self.rig.sim is not None
@@ -347,6 +425,138 @@ class WidgetTests(WrapperTestCase):
         shot = wait_until(lambda: (p := self.screen.screenshot("wrapper-widget.png")) and colours(p) > 20 and p, timeout=10)
         self.assertTrue(shot, "the widget shows no page")
         self.assertEqual(self.wrapper.process.poll(), None, "the running wrapper exited")
+
+
+class RelayBudgetTests(WrapperTestCase):
+    def flood(self, pad: int, count: int) -> Tuple[int, int]:
+        """A popup whose own script (an image's error handler runs in the top frame) posts `count`
+        SEND_TO_SOCKET messages of `pad` bytes while the daemon is stopped; then the daemon goes on
+        and the popup is closed. Returns (waiting, KiB) as the wrapper had them when it began to
+        drop, after checking that every message was either relayed or counted as dropped."""
+        assert self.rig.sim is not None
+        uid = f"flooding-engagement-{pad}"
+        script = (f"<img src=x onerror=\"setTimeout(function(){{var pad='x'.repeat({pad});for(var i=0;i<{count};i++){{"
+                  "SmarticoBridge.postMessage(JSON.stringify({bcid:6,cid:9,eventType:'flood',payload:{i:i,pad:pad}}))}}, 3000)\">")
+        self.rig.sim.control({"op": "emit", "user": "alice", "message": {
+            "cid": 110, "engagement_uid": uid, "activityType": 30, "engagement_id": 2,
+            "template_html": script, "params": {"title": "Flood"}}})
+        # Stopped once the popup is on screen and its impression in, 3 s before its flood starts:
+        # nothing of the flood is answered until the daemon goes on.
+        self.wait_received(103, uid)
+        os.kill(self.daemon.process.pid, signal.SIGSTOP)
+        try:
+            started = self.wrapper.wait_log(r"faster than smarticod takes them \((\d+) waiting, (\d+) KiB\)", timeout=APPEAR)
+            time.sleep(2)
+            self.rss_kb = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{self.wrapper.process.pid}/status").read_text()).group(1))
+        finally:
+            os.kill(self.daemon.process.pid, signal.SIGCONT)
+        self.wrapper.wait_log(r"(\d+) bridge messages were dropped while smarticod was behind")
+        relayed = lambda: {m["payload"]["i"] for m in self.rig.sim.received([9]) if m.get("eventType") == "flood"}
+        dropped = lambda: sum(int(n) for n in re.findall(r"(\d+) bridge messages were dropped", self.wrapper.log()))
+        # Every message is accounted for: relayed once, or counted in a "dropped" line (WebKit may
+        # still be handing the last ones over when the daemon goes on: those are relayed).
+        self.assertTrue(wait_until(lambda: len(relayed()) + dropped() == count, timeout=APPEAR),
+                        f"{len(relayed())} relayed + {dropped()} dropped != {count} posted")
+        self.assertGreater(dropped(), count // 2, "far fewer dropped than posted beyond the bound")
+        self.assertLessEqual(len(re.findall(r"bridge to smarticod failed|bridge messages", self.wrapper.log())), 6,
+                             "not one warning per message: " + self.wrapper.log()[-3000:])
+        # The flooding popup is closed and acknowledged (the acks got through), and the next one shows.
+        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
+        self.screen.xdotool("windowfocus", "--sync", window)
+        self.screen.xdotool("key", "Tab", "Return", check=True)
+        self.wrapper.wait_log(r"popup seq \d+ closed")
+        after = self.rig.sim.emit_engagement()
+        self.wait_received(103, after)
+        self.assertEqual(self.wrapper.process.poll(), None)
+        return int(started[0][0]), int(started[0][1])
+
+    def test_large_messages_stop_at_the_4_mib_budget(self) -> None:
+        waiting, kib = self.flood(pad=20_000, count=2_000)  # 40 MB posted
+        self.assertLessEqual(kib, 4096)
+        self.assertGreater(kib, 4096 - 21)  # the next one would not have fitted
+        self.assertLess(waiting, 256)
+        self.assertLess(self.rss_kb, 600_000, f"the wrapper's RSS reached {self.rss_kb} kB")
+
+    def test_small_messages_stop_at_256_waiting_and_leave_room_for_acks(self) -> None:
+        waiting, kib = self.flood(pad=200, count=20_000)
+        self.assertEqual(waiting, 256)
+        self.assertLess(kib, 4096)
+
+
+class MenuEntryTests(WrapperTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.wrapper.stop()  # this test starts its own, as the menu entry does
+
+    def test_the_menu_entry_starts_a_wrapper_that_reads_the_users_configuration(self) -> None:
+        assert self.rig.sim is not None
+        exec_line = next(line[len("Exec="):] for line in (REPO / "packaging" / "smartico-wrapper.desktop").read_text().splitlines()
+                         if line.startswith("Exec="))
+        argv = exec_line.split()
+        self.assertNotIn("--config", argv)
+        self.assertNotIn("--socket", argv)
+        # The user's file says where the daemon is: only a wrapper that read it can connect.
+        user_config = Path(self.screen.env()["HOME"]) / ".config" / "smartico-wrapper" / "config.json"
+        user_config.parent.mkdir(parents=True, exist_ok=True)
+        user_config.write_text(json.dumps({"socket": self.daemon.socket_path, "durable": "menu-entry"}))
+        log_path = Path(self.screen.dir) / "menu.log"
+        with open(log_path, "ab") as log:
+            started = subprocess.Popen([wrapper_binary(), *argv[1:], "--log-level", "debug"], env=self.screen.env(),
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        self.addCleanup(stop_process, started, signal.SIGKILL)
+        self.assertTrue(wait_until(lambda: "connected to smarticod" in log_path.read_text(errors="replace"), timeout=APPEAR),
+                        log_path.read_text(errors="replace"))
+        text = log_path.read_text(errors="replace")
+        self.assertIn(f'configuration "{user_config}"', text)
+        self.assertIn('durable subscription "menu-entry"', text)
+        # With none running, the entry's --open opened the widget in the wrapper it started.
+        self.assertTrue(wait_until(lambda: "widget: on screen" in log_path.read_text(errors="replace"), timeout=APPEAR),
+                        log_path.read_text(errors="replace")[-3000:])
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)
+
+    def test_an_invalid_users_configuration_is_refused_with_78_naming_the_file(self) -> None:
+        user_config = Path(self.screen.env()["HOME"]) / ".config" / "smartico-wrapper" / "config.json"
+        user_config.parent.mkdir(parents=True, exist_ok=True)
+        user_config.write_text('{"kiosk": "yes"}')
+        run = subprocess.run([wrapper_binary(), "--open"], env=self.screen.env(), capture_output=True, text=True, timeout=30)
+        self.assertEqual(run.returncode, 78, run.stderr)
+        self.assertIn(str(user_config), run.stderr)
+        self.assertIn("kiosk", run.stderr)
+
+
+class WaylandTests(WrapperTestCase):
+    """The same wrapper with no X server: GTK and WebKit on a (headless) Weston."""
+    screen_class = WaylandScreen
+
+    def test_on_wayland_an_engagement_becomes_a_popup_on_screen(self) -> None:
+        assert self.rig.sim is not None
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)
+        self.wrapper.wait_log(r"popup: on screen")
+        shot = wait_until(lambda: (p := self.screen.screenshot("wrapper-popup-wayland.png")).exists() and colours(p) > 50 and p,
+                          timeout=APPEAR)
+        self.assertTrue(shot, f"the compositor's output shows no page\n{self.wrapper.log()[-3000:]}")
+        self.assertNotIn("Gdk-WARNING **: cannot open display", self.wrapper.log())
+        self.assertEqual(self.wrapper.process.poll(), None)
+
+    def test_on_wayland_open_opens_the_widget_of_the_running_wrapper(self) -> None:
+        second = subprocess.run([wrapper_binary(), "--open", "dp:gf_missions"], env=self.screen.env(),
+                                capture_output=True, text=True, timeout=30)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.wrapper.wait_log(r'widget: loading ".*dp=dp%3Agf_missions.*"')
+        self.wrapper.wait_log(r"widget: on screen")
+        self.assertEqual(self.wrapper.process.poll(), None, "the running wrapper exited")
+
+    def test_losing_the_wayland_compositor_is_logged_and_exits_1(self) -> None:
+        assert self.rig.sim is not None
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)
+        self.screen.weston.kill()
+        self.screen.weston.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: self.wrapper.process.poll() is not None, timeout=20), "the wrapper outlived its compositor")
+        self.assertEqual(self.wrapper.process.returncode, 1)
+        self.assertIn("lost the display (the Wayland compositor went away)", self.wrapper.log())
 
 
 class KioskTests(WrapperTestCase):

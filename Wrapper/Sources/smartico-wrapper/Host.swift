@@ -32,6 +32,8 @@ final class Host {
     private var networkSession: OpaquePointer?
     private var deadlineTimer: MainTimer?
     private var releaseTimer: MainTimer?
+    /// A few seconds after a release, once WebKit's teardown has run: memory back to the system.
+    private var compactTimer: MainTimer?
     /// `--open` asked before a widget URL was known: served once one is.
     private var pendingOpen: String??
 
@@ -46,7 +48,8 @@ final class Host {
     func start() {
         deadlineTimer = MainTimer { [unowned self] in self.perform(self.model.tick(now: monotonicMs())) }
         releaseTimer = MainTimer { [unowned self] in self.releaseIdleViews() }
-        _ = smw_watch_x11_display(raw(gdk_display_get_default()), onDisplayLost)
+        compactTimer = MainTimer { [unowned self] in self.compact() }
+        _ = smw_watch_display(raw(gdk_display_get_default()), onDisplayLost)
         let css = gtk_css_provider_new()
         gtk_css_provider_load_from_data(css, "window.smartico-popup { background: transparent; }", -1)
         gtk_style_context_add_provider_for_display(gdk_display_get_default(), opaque(css), UInt32(GTK_STYLE_PROVIDER_PRIORITY_APPLICATION))
@@ -130,6 +133,7 @@ final class Host {
         switch command {
         case .load(let url):
             if !surface.exists {
+                compactTimer?.cancel()
                 if webContext == nil {
                     // Memory-pressure settings of its own make each web process watch its own
                     // memory, since main() turns off the monitor WebKit would run in this process
@@ -156,41 +160,59 @@ final class Host {
         }
     }
 
-    /// Bytes of bridge messages sent to the daemon and not yet answered, and how many were
-    /// dropped since that was last below the limit: a page that posts faster than the daemon takes
-    /// them (or while the daemon is away) costs at most `relayBudget` of memory.
+    /// Bridge messages sent to the daemon and not yet answered (how many, their bytes), and how
+    /// many were dropped or failed since none was waiting: a page that posts faster than the
+    /// daemon takes them (or while the daemon is away) costs at most `relayBudget` bytes and
+    /// `relayMaxPending` requests, which leaves room in the link (1,000 requests) for the acks,
+    /// and one warning at the start and one at the end of the flood, not one per message.
     private var relayBytes = 0
+    private var relayCount = 0
     private var relaysDropped = 0
+    private var relaysFailed = 0
     static let relayBudget = 4 << 20
+    static let relayMaxPending = 256
 
     private func request(_ op: String, _ arguments: JSONObject) {
         guard let daemon else { return }
         let log = self.log
-        let size = op == "bridge" ? JSONValue.object(arguments).serialized().count : 0
-        if size > 0 {
-            guard relayBytes + size <= Host.relayBudget else {
-                relaysDropped += 1
-                if relaysDropped == 1 {
-                    log.warning("a page posts bridge messages faster than smarticod takes them (\(Host.relayBudget >> 20) MiB waiting): dropping them until it catches up")
-                }
-                return
+        guard op == "bridge" else {
+            daemon.request(op, arguments) { result in
+                if case .failure(let error) = result { log.warning("\(op) to smarticod failed: \(error)") }
             }
-            relayBytes += size
+            return
         }
-        daemon.request(op, arguments) { result in
-            if case .failure(let error) = result {
-                log.warning("\(op) to smarticod failed: \(error)")
+        let size = JSONValue.object(arguments).serialized().count
+        guard relayBytes + size <= Host.relayBudget, relayCount < Host.relayMaxPending else {
+            relaysDropped += 1
+            if relaysDropped == 1 {
+                log.warning("a page posts bridge messages faster than smarticod takes them (\(relayCount) waiting, \(relayBytes >> 10) KiB): dropping them until it catches up")
             }
-            if size > 0 { onMain { host.relayAnswered(size) } }
+            return
+        }
+        relayBytes += size
+        relayCount += 1
+        daemon.request(op, arguments) { result in
+            let failure: String? = if case .failure(let error) = result { "\(error)" } else { nil }
+            onMain { host.relayAnswered(size, failure: failure) }
         }
     }
 
-    private func relayAnswered(_ size: Int) {
+    private func relayAnswered(_ size: Int, failure: String?) {
         relayBytes -= size
-        if relayBytes == 0, relaysDropped > 0 {
-            log.warning("\(relaysDropped) bridge messages were dropped while smarticod was behind")
-            relaysDropped = 0
+        relayCount -= 1
+        if let failure {
+            relaysFailed += 1
+            if relaysFailed == 1 { log.warning("bridge to smarticod failed: \(failure)") }
         }
+        guard relayCount == 0 else { return }
+        if relaysDropped > 0 {
+            log.warning("\(relaysDropped) bridge messages were dropped while smarticod was behind")
+        }
+        if relaysFailed > 1 {
+            log.warning("\(relaysFailed) bridge messages failed in all while smarticod was behind")
+        }
+        relaysDropped = 0
+        relaysFailed = 0
     }
 
     private func spawn(_ argv: [String]) {
@@ -216,7 +238,8 @@ final class Host {
     /// Nothing on screen for `release_after_s`: the views go, and their web processes with them.
     private func releaseIdleViews() {
         guard !model.isBusy else { return }
-        if popup.exists || widget.exists { log.debug("nothing on screen for \(config.releaseAfterSeconds) s: releasing the web views") }
+        guard popup.exists || widget.exists else { return }
+        log.debug("nothing on screen for \(config.releaseAfterSeconds) s: releasing the web views")
         popup.destroy()
         widget.destroy()
         if let networkSession {
@@ -227,9 +250,19 @@ final class Host {
             g_object_unref(raw(webContext))
             self.webContext = nil
         }
-        // What the views and WebKit's UI side freed goes back to the system, not to malloc's
-        // free lists (docs/wrapper.md, "Rendering and memory").
+        // WebKit's teardown (the web and network processes ending, their connections closing)
+        // runs in the next turns of the main loop and touches its code again: compact after it.
+        compactTimer?.schedule(afterMs: compactDelayMs)
+    }
+
+    /// What the views and WebKit's UI side freed goes back to the system, not to malloc's free
+    /// lists, and the file pages they touched (WebKit's, JavaScriptCore's, Mesa's and LLVM's code
+    /// and data) go back to the kernel until the next popup reads what it needs
+    /// (docs/wrapper.md, "Rendering, memory and wake-ups").
+    private func compact() {
+        guard !popup.exists, !widget.exists else { return }
         malloc_trim(0)
+        log.debug("released memory: \(pageOutFileMappings()) read-only file mappings paged out")
     }
 
     // MARK: - The pages (signal handlers call these)
@@ -312,13 +345,20 @@ final class Host {
         daemon = nil
         deadlineTimer?.cancel()
         releaseTimer?.cancel()
+        compactTimer?.cancel()
     }
 }
 
-/// The X server went away (GTK then ends the process with 1): one clear line first. Called from
-/// Xlib's I/O error handler, so it only writes; the daemon keeps what was not acknowledged.
-private let onDisplayLost: @convention(c) () -> Void = {
-    host.log.error("lost the display (the X server went away): exiting with 1; popups not yet handled are shown again after the next start")
+/// From the release of the views to their memory's: WebKit's teardown takes a few turns of the
+/// main loop (the web process ends, the network process after it).
+private let compactDelayMs: Int64 = 5000
+
+/// The X server or the Wayland compositor went away (GTK then ends the process with 1): one clear
+/// line first. Called from Xlib's I/O error handler or a watch on the compositor's socket, so it
+/// only writes; the daemon keeps what was not acknowledged.
+private let onDisplayLost: @convention(c) (Int32) -> Void = { kind in
+    let what = kind == 2 ? "the Wayland compositor went away" : "the X server went away"
+    host.log.error("lost the display (\(what)): exiting with 1; popups not yet handled are shown again after the next start")
 }
 
 /// The one `Host`. Set once in main() before the main loop runs; used only on the main thread
