@@ -82,12 +82,12 @@ public enum ConfigLoader {
         guard case .object(let object) = root else {
             return (nil, [ConfigProblem(key: "", message: "the file must contain one JSON object, found \(kindDescription(root))")])
         }
-        let sink = ConfigProblemSink()
-        for key in duplicateKeys(root, path: "") {
-            sink.add(ConfigProblem(key: key, message: "appears more than once in the same object (only one value may be given)"))
+        var problems = duplicateKeys(root, path: "").map {
+            ConfigProblem(key: $0, message: "appears more than once in the same object (only one value may be given)")
         }
-        let config = DaemonConfig(config: ConfigObject(object, path: "", sink: sink))
-        return (config, sink.all)
+        var config = DaemonConfig(labelKey: "")
+        DaemonConfig.decode(object, at: "", keys: DaemonConfig.keys, into: &config, problems: &problems)
+        return (config, problems)
     }
 
     /// The dotted paths of keys given more than once in one object, at any depth.
@@ -162,11 +162,15 @@ public enum ConfigLoader {
         let extra = validation.filter { problem in
             !decoded.contains { problem.key == $0 || problem.key.hasPrefix($0 + ".") || problem.key.hasPrefix($0 + "[") }
         }
-        let all = decoding + extra
-        let ranks = all.map { schemaRank($0.key) }
-        return all.indices
+        return inSchemaOrder(decoding + extra)
+    }
+
+    /// `problems` in the order of their keys in the schema; problems of the same key keep their order.
+    static func inSchemaOrder(_ problems: [ConfigProblem]) -> [ConfigProblem] {
+        let ranks = problems.map { schemaRank($0.key) }
+        return problems.indices
             .sorted { a, b in ranks[a] == ranks[b] ? a < b : ranks[a].lexicographicallyPrecedes(ranks[b]) }
-            .map { all[$0] }
+            .map { problems[$0] }
     }
 
     /// Where a key sorts: the position of each of its components among its siblings.

@@ -4,22 +4,17 @@ extension DaemonConfig {
     /// Every semantic problem of this configuration, in key order; empty when it is valid.
     ///
     /// This is the one place where values are judged (decoding only checks JSON types and
-    /// keys): URLs and their schemes, positive timeouts, backoff bounds, the socket mode,
-    /// absolute paths, ranges, the label key's format, the user hash's dependency on a user.
+    /// keys): the bounds of the table (``DaemonConfig/keys``), then what no bound says: URLs
+    /// and their schemes, the socket mode, absolute paths, the label key's format, the user
+    /// hash's dependency on a user, keys bounded by other keys.
     /// It does not touch the file system or the network.
     public func validate() -> [ConfigProblem] {
         var v = Validator()
+        for key in DaemonConfig.keys { if let message = key.check(self) { v.add(key.path, message) } }
 
-        // server
-        if let url = server.url {
-            if case .failure(let problem) = WebSocketEndpoint.parse(url) { v.add("server.url", problem.message) }
-        }
-        do {
-            _ = try LabelKey(parsing: server.labelKey)
-        } catch {
-            v.add("server.label_key", error.description)
-        }
-        if let brand = server.brandKey, brand.isEmpty { v.add("server.brand_key", "must be a non-empty string or null") }
+        if let url = server.url, case .failure(let problem) = WebSocketEndpoint.parse(url) { v.add("server.url", problem.message) }
+        do { _ = try LabelKey(parsing: server.labelKey) } catch { v.add("server.label_key", error.description) }
+        v.nonEmpty("server.brand_key", server.brandKey, orNull: true)
         for name in server.headers.keys.sorted() {
             let key = "server.headers." + keyComponent(name)
             if name.isEmpty || !name.unicodeScalars.allSatisfy(Validator.isTokenScalar) {
@@ -41,14 +36,11 @@ extension DaemonConfig {
             if bytes.count != 32 { v.add(key, "must decode to 32 bytes (a SHA-256 digest), got \(bytes.count) bytes") }
         }
 
-        // client
         if let version = client.trackerVersion, !Validator.isVersion(version) {
             v.add("client.tracker_version", "must be a version X.Y.Z (three numbers separated by dots), got \(ConfigJSON.quoted(version))")
         }
-        if let domain = client.domain {
-            if domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
-                v.add("client.domain", "must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(ConfigJSON.quoted(domain))")
-            }
+        if let domain = client.domain, domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
+            v.add("client.domain", "must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(ConfigJSON.quoted(domain))")
         }
         v.nonEmpty("client.device_id", client.deviceID)
         v.nonEmpty("client.device_type", client.deviceType)
@@ -60,10 +52,9 @@ extension DaemonConfig {
             v.add("client.language", "must be an ISO 639-1 code such as \"en\" or a custom code such as \"pt-br\", got \(ConfigJSON.quoted(language))")
         }
 
-        // user
         if let id = user.extUserID, let problem = ExtUserID.problem(id) { v.add("user.ext_user_id", problem) }
         if let hash = user.hash {
-            if hash.isEmpty { v.add("user.hash", "must be a non-empty string or null") }
+            v.nonEmpty("user.hash", hash.exposedValue, orNull: true)
             if user.extUserID == nil { v.add("user.hash", "is set but user.ext_user_id is not; a hash only makes sense for a user") }
         }
         if let command = user.hashCommand {
@@ -72,28 +63,15 @@ extension DaemonConfig {
             } else if command[0].isEmpty {
                 v.add("user.hash_command[0]", "the program must be a non-empty string")
             }
-            for (i, arg) in command.enumerated() where arg.contains("\0") {
-                v.add("user.hash_command[\(i)]", "must not contain NUL")
-            }
+            for (i, arg) in command.enumerated() where arg.contains("\0") { v.add("user.hash_command[\(i)]", "must not contain NUL") }
         }
         for (i, name) in user.hashCommandEnv.enumerated() where !Validator.isEnvironmentName(name) {
             v.add("user.hash_command_env[\(i)]", "must be an environment variable name (a letter or _, then letters, digits or _), got \(ConfigJSON.quoted(name))")
         }
-        if let token = user.push.token, token.isEmpty { v.add("user.push.token", "must be a non-empty string or null") }
-        v.range("user.push.platform", user.push.platform, User.Push.platformRange, note: " (PushClientPlatform)")
-        v.range("user.push.status", user.push.status, User.Push.statusRange, note: " (PushNotificationUserStatus)")
+        v.nonEmpty("user.push.token", user.push.token?.exposedValue, orNull: true)
         v.nonEmpty("user.push.app_package_id", user.push.appPackageID)
-        v.atLeast("user.reidentify_after_s", user.reidentifyAfterS, User.minReidentifyAfterS)
 
-        // session
-        v.atLeast("session.connect_timeout_s", session.connectTimeoutS, 1)
-        v.atLeast("session.response_timeout_s", session.responseTimeoutS, 1)
-        v.atLeast("session.keepalive_s", session.keepaliveS, 1)
-        v.atLeast("session.dead_after_s", session.deadAfterS, 1)
-        v.atLeast("session.login_after_inactivity_min", session.loginAfterInactivityMin, 1)
         let r = session.reconnect
-        v.atLeast("session.reconnect.initial_ms", r.initialMs, 1)
-        v.atLeast("session.reconnect.max_ms", r.maxMs, 1)
         if r.initialMs >= 1, r.maxMs >= 1, r.initialMs > r.maxMs {
             v.add("session.reconnect.max_ms", "must be ≥ session.reconnect.initial_ms (\(r.initialMs)), got \(r.maxMs)")
         }
@@ -101,7 +79,6 @@ extension DaemonConfig {
             v.add("session.reconnect.multiplier", "must be a number ≥ 1, got \(r.multiplier)")
         }
 
-        // socket
         if v.absolutePath("socket.path", socket.path), socket.path.utf8.count > Validator.maxSocketPathBytes {
             v.add("socket.path", "is \(socket.path.utf8.count) bytes long; a Unix socket path may have at most \(Validator.maxSocketPathBytes)")
         }
@@ -111,42 +88,22 @@ extension DaemonConfig {
         if let group = socket.group, group.isEmpty || group.contains(where: { $0.isWhitespace || $0 == ":" }) {
             v.add("socket.group", "must be a group name or numeric id, got \(ConfigJSON.quoted(group))")
         }
-        v.range("socket.max_line_bytes", socket.maxLineBytes, Socket.lineBytesRange, note: "")
-        v.atLeast("socket.max_queue_bytes", socket.maxQueueBytes, Socket.minQueueBytes)
         if socket.maxTotalQueueBytes < socket.maxQueueBytes {
             v.add("socket.max_total_queue_bytes", "must be ≥ socket.max_queue_bytes (\(socket.maxQueueBytes)), got \(socket.maxTotalQueueBytes)")
         }
-        v.atLeast("socket.max_peers_per_uid", socket.maxPeersPerUID, 1)
-        v.atLeast("socket.max_durable_per_uid", socket.maxDurablePerUID, 1)
-        v.range("socket.read_requests_per_s", socket.readRequestsPerS, 1...1_000_000, note: "")
-        v.range("socket.read_requests_burst", socket.readRequestsBurst, 1...1_000_000, note: "")
         if socket.maxPeerMemoryBytes < max(Socket.minPeerMemoryBytes, 4 * socket.maxLineBytes) {
             v.add("socket.max_peer_memory_bytes", "must be ≥ \(Socket.minPeerMemoryBytes) and ≥ 4 × socket.max_line_bytes (\(4 * socket.maxLineBytes)): one uid's quarter must hold a whole line; got \(socket.maxPeerMemoryBytes)")
         }
-        v.range("socket.partial_line_timeout_s", socket.partialLineTimeoutS, 1...3600, note: "")
 
-        // the rest
         v.absolutePath("state_dir", stateDir)
-        v.atLeast("journal.retention_events", journal.retentionEvents, 1)
-        v.atLeast("journal.retention_hours", journal.retentionHours, 1)
-        v.atLeast("journal.max_bytes", journal.maxBytes, Journal.minBytes)
-        v.atLeast("outbox.max_messages", outbox.maxMessages, 1)
-        v.atLeast("http.connect_timeout_s", http.connectTimeoutS, 1)
-        v.atLeast("http.response_timeout_s", http.responseTimeoutS, 1)
-        v.atLeast("http.retry_initial_ms", http.retryInitialMs, 1)
-        v.atLeast("http.retry_max_ms", http.retryMaxMs, 1)
-        v.atLeast("http.max_queue", http.maxQueue, 1)
         if http.retryInitialMs >= 1, http.retryMaxMs >= 1, http.retryInitialMs > http.retryMaxMs {
             v.add("http.retry_max_ms", "must be ≥ http.retry_initial_ms (\(http.retryInitialMs)), got \(http.retryMaxMs)")
         }
-        if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
-            v.add("http.public_url", problem.message)
-        }
+        if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) { v.add("http.public_url", problem.message) }
         if let textfile = metrics.textfile, v.absolutePath("metrics.textfile", textfile), textfile.hasSuffix("/") {
             v.add("metrics.textfile", "must name a file, not a directory, got \(ConfigJSON.quoted(textfile)); e.g. \"/var/lib/node_exporter/textfile_collector/smarticod.prom\"")
         }
-        v.range("metrics.interval_s", metrics.intervalS, Metrics.intervalRange, note: " (seconds between rewrites of metrics.textfile)")
-        return v.problems
+        return ConfigLoader.inSchemaOrder(v.problems)
     }
 
     /// This configuration if ``validate()`` finds nothing, else a ``ConfigError`` with every problem.
@@ -171,14 +128,6 @@ private struct Validator {
 
     mutating func add(_ key: String, _ message: String) { problems.append(ConfigProblem(key: key, message: message)) }
 
-    mutating func atLeast(_ key: String, _ value: Int, _ min: Int) {
-        if value < min { add(key, "must be \(Expect.integer(atLeast: min)), got \(value)") }
-    }
-
-    mutating func range(_ key: String, _ value: Int, _ range: ClosedRange<Int>, note: String) {
-        if !range.contains(value) { add(key, "must be \(Expect.integer(range))\(note), got \(value)") }
-    }
-
     /// `[A-Za-z_][A-Za-z0-9_]*`
     static func isEnvironmentName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first == UInt8(ascii: "_") || isASCIILetter(first) else { return false }
@@ -189,8 +138,8 @@ private struct Validator {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
     }
 
-    mutating func nonEmpty(_ key: String, _ value: String?) {
-        if let value, value.isEmpty { add(key, "must be a non-empty string") }
+    mutating func nonEmpty(_ key: String, _ value: String?, orNull: Bool = false) {
+        if let value, value.isEmpty { add(key, "must be a non-empty string" + (orNull ? " or null" : "")) }
     }
 
     @discardableResult

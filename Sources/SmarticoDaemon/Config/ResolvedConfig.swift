@@ -39,7 +39,9 @@ public struct ResolvedConfig: Sendable, Equatable {
 
     /// The environment variable that overrides `log.level`.
     public static let logLevelVariable = "SMARTICOD_LOG_LEVEL"
+}
 
+extension ResolvedConfig {
     /// Validates `config` and derives the runtime values. Every problem of the
     /// configuration (``DaemonConfig/validate()``) and of the environment is in the error.
     public init(_ config: DaemonConfig, environment: [String: String], source: String = "<memory>") throws(ConfigError) {
@@ -152,28 +154,6 @@ public struct ResolvedConfig: Sendable, Equatable {
             logLevel: level, logLevelSource: levelSource))
     }
 
-    private init(
-        config: DaemonConfig, labelKey: LabelKey, server: WebSocketEndpoint, serverURLIsDerived: Bool,
-        publicAPI: HTTPEndpoint, publicAPIURLIsDerived: Bool, imageDomain: String,
-        serverProxy: HTTPProxy?, serverProxySource: String?,
-        publicAPIProxy: HTTPProxy?, publicAPIProxySource: String?,
-        logLevel: DaemonConfig.LogLevel, logLevelSource: String
-    ) {
-        self.config = config
-        self.labelKey = labelKey
-        self.server = server
-        self.serverURLIsDerived = serverURLIsDerived
-        self.publicAPI = publicAPI
-        self.publicAPIURLIsDerived = publicAPIURLIsDerived
-        self.imageDomain = imageDomain
-        self.serverProxy = serverProxy
-        self.serverProxySource = serverProxySource
-        self.publicAPIProxy = publicAPIProxy
-        self.publicAPIProxySource = publicAPIProxySource
-        self.logLevel = logLevel
-        self.logLevelSource = logLevelSource
-    }
-
     /// Whether a reloaded configuration (SIGHUP) changes how the WebSocket session is
     /// opened — URL, proxy, `server.*`, or what INIT/`ua` carry (`client.*` but
     /// `client.language`) — so that the connection must be reopened. Changes elsewhere
@@ -204,17 +184,4 @@ public struct ResolvedConfig: Sendable, Equatable {
         }
         return lines
     }
-}
-
-extension DaemonConfig.Session {
-    /// `connect_timeout_s` as a `Duration`.
-    public var connectTimeout: Duration { .seconds(connectTimeoutS) }
-    /// `response_timeout_s` as a `Duration`.
-    public var responseTimeout: Duration { .seconds(responseTimeoutS) }
-    /// `keepalive_s` as a `Duration`.
-    public var keepalive: Duration { .seconds(keepaliveS) }
-    /// `dead_after_s` as a `Duration`.
-    public var deadAfter: Duration { .seconds(deadAfterS) }
-    /// `login_after_inactivity_min` as a `Duration`.
-    public var loginAfterInactivity: Duration { .seconds(loginAfterInactivityMin * 60) }
 }
