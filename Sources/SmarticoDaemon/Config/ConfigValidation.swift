@@ -186,25 +186,15 @@ public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses and checks a WebSocket URL; the failure is a message for a ``ConfigProblem``.
     public static func parse(_ url: String) -> Result<WebSocketEndpoint, URLProblem> {
-        let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
-        guard let c = AbsoluteURL.parse(url) else {
-            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
+        AbsoluteURL.endpoint(
+            url, schemes: ["ws", "wss"], secure: "wss",
+            form: "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\"",
+            userinfo: "must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers",
+            extra: { $0.hasFragment ? "must not have a #fragment" : nil }
+        ).map { c, secure, host, port in
+            let target = (c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath) + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+            return WebSocketEndpoint(url: url, secure: secure, host: host, port: port, requestTarget: target)
         }
-        let scheme = c.scheme
-        guard scheme == "ws" || scheme == "wss" else {
-            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not ws or wss"))
-        }
-        guard !c.hasUserinfo else {
-            return .failure(URLProblem("must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"))
-        }
-        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard !c.hasFragment else { return .failure(URLProblem("must not have a #fragment")) }
-        let port = c.port ?? (scheme == "wss" ? 443 : 80)
-        guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
-        var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
-        if let query = c.percentEncodedQuery { target += "?" + query }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return .success(WebSocketEndpoint(url: url, secure: scheme == "wss", host: bare.lowercased(), port: port, requestTarget: target))
     }
 }
 
@@ -220,21 +210,35 @@ public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
     public var description: String { url }
 
     public static func parse(_ url: String) -> Result<HTTPEndpoint, URLProblem> {
-        let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
-        guard let c = AbsoluteURL.parse(url) else {
-            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
+        AbsoluteURL.endpoint(
+            url, schemes: ["https", "http"], secure: "https",
+            form: "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\"",
+            userinfo: "must not contain user:password@",
+            extra: { $0.percentEncodedQuery != nil || $0.hasFragment ? "must not have a query or fragment (the daemon adds the query)" : nil }
+        ).map { c, secure, host, port in
+            HTTPEndpoint(url: url, secure: secure, host: host, port: port, path: c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath)
         }
-        let scheme = c.scheme
-        guard scheme == "https" || scheme == "http" else {
-            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not https or http"))
+    }
+}
+
+extension AbsoluteURL {
+    /// What both endpoints check, in this order: a URL, one of `schemes`, no user info, a host,
+    /// then `extra`, then the port (`secure`'s 443 or 80 when absent). The host is lower-cased,
+    /// without the brackets of an IP literal.
+    static func endpoint(
+        _ url: String, schemes: [String], secure: String, form: String, userinfo: String, extra: (AbsoluteURL) -> String?
+    ) -> Result<(AbsoluteURL, secure: Bool, host: String, port: Int), URLProblem> {
+        guard let c = parse(url) else { return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))")) }
+        guard schemes.contains(c.scheme) else {
+            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(c.scheme)) is not \(schemes[0]) or \(schemes[1])"))
         }
-        guard !c.hasUserinfo else { return .failure(URLProblem("must not contain user:password@")) }
+        guard !c.hasUserinfo else { return .failure(URLProblem(userinfo)) }
         guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard c.percentEncodedQuery == nil, !c.hasFragment else { return .failure(URLProblem("must not have a query or fragment (the daemon adds the query)")) }
-        let port = c.port ?? (scheme == "https" ? 443 : 80)
+        if let problem = extra(c) { return .failure(URLProblem(problem)) }
+        let port = c.port ?? (c.scheme == secure ? 443 : 80)
         guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return .success(HTTPEndpoint(url: url, secure: scheme == "https", host: bare.lowercased(), port: port, path: c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath))
+        return .success((c, c.scheme == secure, bare.lowercased(), port))
     }
 }
 
