@@ -74,15 +74,14 @@ extension Int: ConfigValue {
     static var configType: String { "integer" }
 }
 
-extension Int32: ConfigValue {
-    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(Int32.init(exactly:)) else { return nil }; self = v }
+/// Narrower integers: an integer that fits.
+extension ConfigValue where Self: FixedWidthInteger {
+    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(Self.init(exactly:)) else { return nil }; self = v }
     static var configType: String { "integer" }
 }
 
-extension UInt32: ConfigValue {
-    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(UInt32.init(exactly:)) else { return nil }; self = v }
-    static var configType: String { "integer" }
-}
+extension Int32: ConfigValue {}
+extension UInt32: ConfigValue {}
 
 /// Any finite number (`1e400` is not).
 extension Double: ConfigValue {
