@@ -169,11 +169,46 @@ private struct Validator {
     }
 }
 
+/// What tells the WebSocket server's URL and the public HTTP API's apart, for ``ServerEndpoint``.
+public protocol ServerEndpointKind: Sendable {
+    /// The schemes accepted, in the order messages name them.
+    static var schemes: [String] { get }
+    static var secureScheme: String { get }
+    /// "must be a … URL such as …"
+    static var form: String { get }
+    /// Whether the URL may have a query: the WebSocket URL's is part of the request target, the
+    /// daemon adds the HTTP API's.
+    static var allowsQuery: Bool { get }
+    static var queryOrFragmentProblem: String { get }
+    static func userinfoProblem(_ url: String) -> String
+}
+
+public enum WebSocketEndpointKind: ServerEndpointKind {
+    public static let schemes = ["ws", "wss"], secureScheme = "wss", allowsQuery = true
+    public static let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
+    public static let queryOrFragmentProblem = "must not have a #fragment"
+    public static func userinfoProblem(_ url: String) -> String {
+        "must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"
+    }
+}
+
+public enum HTTPEndpointKind: ServerEndpointKind {
+    public static let schemes = ["https", "http"], secureScheme = "https", allowsQuery = false
+    public static let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
+    public static let queryOrFragmentProblem = "must not have a query or fragment (the daemon adds the query)"
+    public static func userinfoProblem(_ url: String) -> String { "must not contain user:password@" }
+}
+
 /// A parsed `ws://` or `wss://` URL: what the transport needs to connect.
-public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
+public typealias WebSocketEndpoint = ServerEndpoint<WebSocketEndpointKind>
+/// A parsed `https://` or `http://` URL of Smartico's public HTTP API.
+public typealias HTTPEndpoint = ServerEndpoint<HTTPEndpointKind>
+
+/// A parsed URL of a server the daemon connects to.
+public struct ServerEndpoint<Kind: ServerEndpointKind>: Sendable, Hashable, CustomStringConvertible {
     /// The URL as configured or derived.
     public let url: String
-    /// `wss` (TLS) or `ws`.
+    /// `wss` or `https` (TLS).
     public let secure: Bool
     /// Lower-case host name or IP literal (no brackets).
     public let host: String
@@ -181,64 +216,28 @@ public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let port: Int
     /// Path and query for the request line, e.g. `/websocket/services?master&domain=&version=0.1.0`.
     public let requestTarget: String
+    /// The path, e.g. `/services/public` (the HTTP API's URL has no query).
+    public var path: String { requestTarget }
 
     public var description: String { url }
 
-    /// Parses and checks a WebSocket URL; the failure is a message for a ``ConfigProblem``.
-    public static func parse(_ url: String) -> Result<WebSocketEndpoint, URLProblem> {
-        AbsoluteURL.endpoint(
-            url, schemes: ["ws", "wss"], secure: "wss",
-            form: "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\"",
-            userinfo: "must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers",
-            extra: { $0.hasFragment ? "must not have a #fragment" : nil }
-        ).map { c, secure, host, port in
-            let target = (c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath) + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
-            return WebSocketEndpoint(url: url, secure: secure, host: host, port: port, requestTarget: target)
+    /// Parses and checks a URL; the failure is a message for a ``ConfigProblem``. The checks, in
+    /// this order: a URL, a scheme of `Kind`, no user info, a host, no fragment (nor query where
+    /// `Kind` allows none), the port.
+    public static func parse(_ url: String) -> Result<ServerEndpoint, URLProblem> {
+        guard let c = AbsoluteURL.parse(url) else { return .failure(URLProblem("\(Kind.form), got \(ConfigJSON.quoted(redactedURL(url)))")) }
+        guard Kind.schemes.contains(c.scheme) else {
+            return .failure(URLProblem("\(Kind.form); the scheme \(ConfigJSON.quoted(c.scheme)) is not \(Kind.schemes.joined(separator: " or "))"))
         }
-    }
-}
-
-/// A parsed `https://` or `http://` URL of Smartico's public HTTP API.
-public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
-    public let url: String
-    public let secure: Bool
-    public let host: String
-    public let port: Int
-    /// The path, e.g. `/services/public`.
-    public let path: String
-
-    public var description: String { url }
-
-    public static func parse(_ url: String) -> Result<HTTPEndpoint, URLProblem> {
-        AbsoluteURL.endpoint(
-            url, schemes: ["https", "http"], secure: "https",
-            form: "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\"",
-            userinfo: "must not contain user:password@",
-            extra: { $0.percentEncodedQuery != nil || $0.hasFragment ? "must not have a query or fragment (the daemon adds the query)" : nil }
-        ).map { c, secure, host, port in
-            HTTPEndpoint(url: url, secure: secure, host: host, port: port, path: c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath)
-        }
-    }
-}
-
-extension AbsoluteURL {
-    /// What both endpoints check, in this order: a URL, one of `schemes`, no user info, a host,
-    /// then `extra`, then the port (`secure`'s 443 or 80 when absent). The host is lower-cased,
-    /// without the brackets of an IP literal.
-    static func endpoint(
-        _ url: String, schemes: [String], secure: String, form: String, userinfo: String, extra: (AbsoluteURL) -> String?
-    ) -> Result<(AbsoluteURL, secure: Bool, host: String, port: Int), URLProblem> {
-        guard let c = parse(url) else { return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))")) }
-        guard schemes.contains(c.scheme) else {
-            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(c.scheme)) is not \(schemes[0]) or \(schemes[1])"))
-        }
-        guard !c.hasUserinfo else { return .failure(URLProblem(userinfo)) }
-        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        if let problem = extra(c) { return .failure(URLProblem(problem)) }
-        let port = c.port ?? (c.scheme == secure ? 443 : 80)
+        guard !c.hasUserinfo else { return .failure(URLProblem(Kind.userinfoProblem(url))) }
+        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(Kind.form); the URL has no host")) }
+        guard !c.hasFragment, Kind.allowsQuery || c.percentEncodedQuery == nil else { return .failure(URLProblem(Kind.queryOrFragmentProblem)) }
+        let secure = c.scheme == Kind.secureScheme
+        let port = c.port ?? (secure ? 443 : 80)
         guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return .success((c, c.scheme == secure, bare.lowercased(), port))
+        let target = (c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath) + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+        return .success(ServerEndpoint(url: url, secure: secure, host: bare.lowercased(), port: port, requestTarget: target))
     }
 }
 
