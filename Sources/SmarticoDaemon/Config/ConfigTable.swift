@@ -16,8 +16,6 @@ struct ConfigKey {
     /// What a value must be, for messages: "an integer ≥ 1".
     let expect: String
     let presence: Presence
-    /// A secret's wrong value is described by its kind only.
-    let secret: Bool
     let doc: String
     /// Reads the key's JSON value into the configuration; a message when it does not fit.
     let read: (inout DaemonConfig, JSONValue) -> String?
@@ -29,9 +27,9 @@ struct ConfigKey {
     /// A key with a default: `null` is refused.
     static func value<T: ConfigValue>(
         _ path: String, _ kp: WritableKeyPath<DaemonConfig, T>, _ expect: String, required: Bool = false,
-        secret: Bool = false, _ doc: String
+        secret: Bool = false, _ doc: String  // a secret's wrong value is described by its kind only
     ) -> ConfigKey {
-        ConfigKey(path: path, type: T.configType, expect: expect, presence: required ? .required : .defaulted, secret: secret, doc: doc,
+        ConfigKey(path: path, type: T.configType, expect: expect, presence: required ? .required : .defaulted, doc: doc,
                   read: { c, json in
                       guard let v = T(configJSON: json) else { return "must be \(expect), got \(described(json, secret: secret))" }
                       c[keyPath: kp] = v
@@ -44,7 +42,7 @@ struct ConfigKey {
     static func optional<T: ConfigValue>(
         _ path: String, _ kp: WritableKeyPath<DaemonConfig, T?>, _ expect: String, secret: Bool = false, _ doc: String
     ) -> ConfigKey {
-        ConfigKey(path: path, type: T.configType + " or null", expect: expect, presence: .optional, secret: secret, doc: doc,
+        ConfigKey(path: path, type: T.configType + " or null", expect: expect, presence: .optional, doc: doc,
                   read: { c, json in
                       if json.isNull { c[keyPath: kp] = nil; return nil }
                       guard let v = T(configJSON: json) else { return "must be \(expect) or null, got \(described(json, secret: secret))" }
@@ -175,7 +173,7 @@ extension DaemonConfig {
     private static var proxy: ConfigKey {
         let expect = "an http://[user:pass@]host:port URL"
         return ConfigKey(
-            path: "server.proxy", type: "string or null", expect: expect, presence: .optional, secret: true,
+            path: "server.proxy", type: "string or null", expect: expect, presence: .optional,
             doc: "http://[user:pass@]host:port; null: the environment's proxy variables",
             read: { c, json in
                 if json.isNull { c.server.proxy = nil; return nil }
