@@ -208,20 +208,28 @@ public enum ConfigLoader {
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw fail("is not a regular file (a directory or a device?); --config takes the path of a JSON file")
         }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-            if bytes.count > maximumBytes {
-                throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
-            }
+        guard let bytes = readBytes(fd, limit: maximumBytes + 1) else {
+            throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
+        }
+        if bytes.count > maximumBytes {
+            throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
         }
         return bytes
     }
+}
+
+/// The bytes of `fd` up to its end or to `limit` bytes, whichever comes first; nil (with `errno`
+/// set) when a read fails. Shared by the configuration file and the machine id.
+func readBytes(_ fd: Int32, limit: Int) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: min(limit, 64 * 1024))
+    while bytes.count < limit {
+        let want = min(chunk.count, limit - bytes.count)
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+        if n > 0 { bytes += chunk[..<n]; continue }
+        if n == 0 { break }
+        if errno == EINTR { continue }
+        return nil
+    }
+    return bytes
 }
