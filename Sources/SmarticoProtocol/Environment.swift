@@ -21,6 +21,13 @@ public struct SmarticoEnvironment: Sendable, Equatable {
         }
     }
 
+    /// The hosts of `environment` (nil: a key without suffix), for a key split elsewhere (the
+    /// daemon accepts suffixes up to `-999`); ``labelKeyForInit`` is then empty.
+    public init(environment: Int?) {
+        self.environment = environment
+        labelKeyForInit = ""
+    }
+
     private var suffix: String {
         guard let e = environment, e != 1, e != 2 else { return "" }
         return String(e)

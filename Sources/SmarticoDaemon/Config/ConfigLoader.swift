@@ -82,12 +82,12 @@ public enum ConfigLoader {
         guard case .object(let object) = root else {
             return (nil, [ConfigProblem(key: "", message: "the file must contain one JSON object, found \(kindDescription(root))")])
         }
-        let sink = ConfigProblemSink()
-        for key in duplicateKeys(root, path: "") {
-            sink.add(ConfigProblem(key: key, message: "appears more than once in the same object (only one value may be given)"))
+        var problems = duplicateKeys(root, path: "").map {
+            ConfigProblem(key: $0, message: "appears more than once in the same object (only one value may be given)")
         }
-        let config = DaemonConfig(config: ConfigObject(object, path: "", sink: sink))
-        return (config, sink.all)
+        var config = DaemonConfig(labelKey: "")
+        DaemonConfig.decode(object, at: "", keys: DaemonConfig.keys, into: &config, problems: &problems)
+        return (config, problems)
     }
 
     /// The dotted paths of keys given more than once in one object, at any depth.
@@ -162,11 +162,15 @@ public enum ConfigLoader {
         let extra = validation.filter { problem in
             !decoded.contains { problem.key == $0 || problem.key.hasPrefix($0 + ".") || problem.key.hasPrefix($0 + "[") }
         }
-        let all = decoding + extra
-        let ranks = all.map { schemaRank($0.key) }
-        return all.indices
+        return inSchemaOrder(decoding + extra)
+    }
+
+    /// `problems` in the order of their keys in the schema; problems of the same key keep their order.
+    static func inSchemaOrder(_ problems: [ConfigProblem]) -> [ConfigProblem] {
+        let ranks = problems.map { schemaRank($0.key) }
+        return problems.indices
             .sorted { a, b in ranks[a] == ranks[b] ? a < b : ranks[a].lexicographicallyPrecedes(ranks[b]) }
-            .map { all[$0] }
+            .map { problems[$0] }
     }
 
     /// Where a key sorts: the position of each of its components among its siblings.
@@ -204,20 +208,28 @@ public enum ConfigLoader {
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw fail("is not a regular file (a directory or a device?); --config takes the path of a JSON file")
         }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            bytes.append(contentsOf: chunk[0..<n])
-            if bytes.count > maximumBytes {
-                throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
-            }
+        guard let bytes = readBytes(fd, limit: maximumBytes + 1) else {
+            throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
+        }
+        if bytes.count > maximumBytes {
+            throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
         }
         return bytes
     }
+}
+
+/// The bytes of `fd` up to its end or to `limit` bytes, whichever comes first; nil (with `errno`
+/// set) when a read fails. Shared by the configuration file and the machine id.
+func readBytes(_ fd: Int32, limit: Int) -> [UInt8]? {
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: min(limit, 64 * 1024))
+    while bytes.count < limit {
+        let want = min(chunk.count, limit - bytes.count)
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+        if n > 0 { bytes += chunk[..<n]; continue }
+        if n == 0 { break }
+        if errno == EINTR { continue }
+        return nil
+    }
+    return bytes
 }

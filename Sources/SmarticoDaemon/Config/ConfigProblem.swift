@@ -48,29 +48,21 @@ public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { lines.joined(separator: "\n") }
 }
 
-/// Collects the problems found while decoding; shared by the readers of every section.
-final class ConfigProblemSink {
-    private(set) var all: [ConfigProblem] = []
-    func add(_ problem: ConfigProblem) { all.append(problem) }
-}
-
-/// A configuration section decoded from its JSON object.
-protocol ConfigSection {
-    associatedtype CodingKeys: CodingKey & CaseIterable
-    init(config: ConfigObject<CodingKeys>)
-}
-
-/// A value a configuration field can hold, read from its JSON value (nil when it does not fit).
+/// A value a configuration key can hold, read from its JSON value (nil when it does not fit).
 protocol ConfigValue {
     init?(configJSON: JSONValue)
+    /// The JSON type, as docs/configuration.md names it.
+    static var configType: String { get }
 }
 
 extension Bool: ConfigValue {
     init?(configJSON j: JSONValue) { guard case .bool(let b) = j else { return nil }; self = b }
+    static var configType: String { "boolean" }
 }
 
 extension String: ConfigValue {
     init?(configJSON j: JSONValue) { guard case .string(let s) = j else { return nil }; self = s }
+    static var configType: String { "string" }
 }
 
 /// Integers are written as integers: `10`, not `10.0` or `1e1`.
@@ -79,15 +71,17 @@ extension Int: ConfigValue {
         guard case .number(let n) = j, n.isIntegerLiteral, let v = n.intValue else { return nil }
         self = v
     }
+    static var configType: String { "integer" }
 }
 
-extension Int32: ConfigValue {
-    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(Int32.init(exactly:)) else { return nil }; self = v }
+/// Narrower integers: an integer that fits.
+extension ConfigValue where Self: FixedWidthInteger {
+    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(Self.init(exactly:)) else { return nil }; self = v }
+    static var configType: String { "integer" }
 }
 
-extension UInt32: ConfigValue {
-    init?(configJSON j: JSONValue) { guard let v = Int(configJSON: j).flatMap(UInt32.init(exactly:)) else { return nil }; self = v }
-}
+extension Int32: ConfigValue {}
+extension UInt32: ConfigValue {}
 
 /// Any finite number (`1e400` is not).
 extension Double: ConfigValue {
@@ -95,6 +89,7 @@ extension Double: ConfigValue {
         guard case .number(let n) = j, n.double.isFinite else { return nil }
         self = n.double
     }
+    static var configType: String { "number" }
 }
 
 extension Array: ConfigValue where Element: ConfigValue {
@@ -107,6 +102,7 @@ extension Array: ConfigValue where Element: ConfigValue {
         }
         self = out
     }
+    static var configType: String { "array of \(Element.configType)s" }
 }
 
 extension Dictionary: ConfigValue where Key == String, Value: ConfigValue {
@@ -119,85 +115,23 @@ extension Dictionary: ConfigValue where Key == String, Value: ConfigValue {
         }
         self = out
     }
+    static var configType: String { "object of \(Value.configType)s" }
 }
 
 extension Secret: ConfigValue {
     init?(configJSON j: JSONValue) { guard let s = String(configJSON: j) else { return nil }; self.init(s) }
+    static var configType: String { "string" }
 }
 
 extension ConfigValue where Self: RawRepresentable, RawValue == String {
     init?(configJSON j: JSONValue) { guard let v = String(configJSON: j).flatMap(Self.init(rawValue:)) else { return nil }; self = v }
+    static var configType: String { "string" }
 }
 
-/// One object of the configuration file: reads each field with its default, turns every
-/// failure into a ``ConfigProblem`` naming the key (and goes on with the default, so that one
-/// run finds every problem), and reports unknown keys.
-struct ConfigObject<Key: CodingKey & CaseIterable> {
-    let object: JSONObject
-    /// The dotted path of this object (`session.reconnect`; empty at the top).
-    let path: String
-    let sink: ConfigProblemSink
-
-    init(_ object: JSONObject, path: String, sink: ConfigProblemSink) {
-        self.object = object
-        self.path = path
-        self.sink = sink
-        let known = Key.allCases.map(\.stringValue)
-        var seen: Set<String> = []
-        for name in object.keys where !known.contains(name) && seen.insert(name).inserted {
-            report(child(name), ConfigKeySuggestion.unknownKeyMessage(name, siblings: known, path: path))
-        }
-    }
-
-    private func child(_ name: String) -> String { path.isEmpty ? keyComponent(name) : path + "." + keyComponent(name) }
-
-    func key(_ key: Key) -> String { child(key.stringValue) }
-
-    func contains(_ key: Key) -> Bool { object[key.stringValue] != nil }
-
-    func report(_ key: String, _ message: String) { sink.add(ConfigProblem(key: key, message: message)) }
-
-    /// What was found, for a message; secrets only say what kind of value it was.
-    private func got(_ json: JSONValue, secret: Bool) -> String {
-        if secret, case .string(let s) = json { return "a string of \(s.count) characters" }
-        return secret ? kindDescription(json) : rendered(json)
-    }
-
-    /// A field with a default. `null` is refused (use ``optional(_:expect:secret:)`` for fields whose default is null).
-    func field<T: ConfigValue>(_ key: Key, default value: T, expect: String, secret: Bool = false) -> T {
-        guard let json = object[key.stringValue] else { return value }
-        if let v = T(configJSON: json) { return v }
-        report(self.key(key), "must be \(expect), got \(got(json, secret: secret))")
-        return value
-    }
-
-    /// A field whose default is null; `null` is accepted.
-    func optional<T: ConfigValue>(_ key: Key, expect: String, secret: Bool = false) -> T? {
-        guard let json = object[key.stringValue], !json.isNull else { return nil }
-        if let v = T(configJSON: json) { return v }
-        report(self.key(key), "must be \(expect) or null, got \(got(json, secret: secret))")
-        return nil
-    }
-
-    /// A required field: missing or `null` is reported as `required`, and `placeholder` is used
-    /// so that decoding can go on and find the other problems.
-    func required<T: ConfigValue>(_ key: Key, placeholder: T, expect: String, secret: Bool = false) -> T {
-        guard let json = object[key.stringValue], !json.isNull else {
-            report(self.key(key), "required (\(expect))")
-            return placeholder
-        }
-        return field(key, default: placeholder, expect: expect, secret: secret)
-    }
-
-    /// A nested object with a default. Problems inside it are reported by its own `init(config:)`.
-    func section<T: ConfigSection>(_ key: Key, default value: @autoclosure () -> T) -> T {
-        guard let json = object[key.stringValue] else { return value() }
-        guard case .object(let o) = json else {
-            report(self.key(key), "must be an object, got \(got(json, secret: false))")
-            return value()
-        }
-        return T(config: ConfigObject<T.CodingKeys>(o, path: self.key(key), sink: sink))
-    }
+/// What was found, for a message; secrets only say what kind of value it was.
+func described(_ json: JSONValue, secret: Bool) -> String {
+    if secret, case .string(let s) = json { return "a string of \(s.count) characters" }
+    return secret ? kindDescription(json) : rendered(json)
 }
 
 /// What kind of value this is, for messages: "a string", "a number", "an object"…

@@ -4,22 +4,17 @@ extension DaemonConfig {
     /// Every semantic problem of this configuration, in key order; empty when it is valid.
     ///
     /// This is the one place where values are judged (decoding only checks JSON types and
-    /// keys): URLs and their schemes, positive timeouts, backoff bounds, the socket mode,
-    /// absolute paths, ranges, the label key's format, the user hash's dependency on a user.
+    /// keys): the bounds of the table (``DaemonConfig/keys``), then what no bound says: URLs
+    /// and their schemes, the socket mode, absolute paths, the label key's format, the user
+    /// hash's dependency on a user, keys bounded by other keys.
     /// It does not touch the file system or the network.
     public func validate() -> [ConfigProblem] {
         var v = Validator()
+        for key in DaemonConfig.keys { if let message = key.check(self) { v.add(key.path, message) } }
 
-        // server
-        if let url = server.url {
-            if case .failure(let problem) = WebSocketEndpoint.parse(url) { v.add("server.url", problem.message) }
-        }
-        do {
-            _ = try LabelKey(parsing: server.labelKey)
-        } catch {
-            v.add("server.label_key", error.description)
-        }
-        if let brand = server.brandKey, brand.isEmpty { v.add("server.brand_key", "must be a non-empty string or null") }
+        if let url = server.url, case .failure(let problem) = WebSocketEndpoint.parse(url) { v.add("server.url", problem.message) }
+        do { _ = try LabelKey(parsing: server.labelKey) } catch { v.add("server.label_key", error.description) }
+        v.nonEmpty("server.brand_key", server.brandKey, orNull: true)
         for name in server.headers.keys.sorted() {
             let key = "server.headers." + keyComponent(name)
             if name.isEmpty || !name.unicodeScalars.allSatisfy(Validator.isTokenScalar) {
@@ -41,14 +36,11 @@ extension DaemonConfig {
             if bytes.count != 32 { v.add(key, "must decode to 32 bytes (a SHA-256 digest), got \(bytes.count) bytes") }
         }
 
-        // client
         if let version = client.trackerVersion, !Validator.isVersion(version) {
             v.add("client.tracker_version", "must be a version X.Y.Z (three numbers separated by dots), got \(ConfigJSON.quoted(version))")
         }
-        if let domain = client.domain {
-            if domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
-                v.add("client.domain", "must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(ConfigJSON.quoted(domain))")
-            }
+        if let domain = client.domain, domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
+            v.add("client.domain", "must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(ConfigJSON.quoted(domain))")
         }
         v.nonEmpty("client.device_id", client.deviceID)
         v.nonEmpty("client.device_type", client.deviceType)
@@ -60,10 +52,9 @@ extension DaemonConfig {
             v.add("client.language", "must be an ISO 639-1 code such as \"en\" or a custom code such as \"pt-br\", got \(ConfigJSON.quoted(language))")
         }
 
-        // user
         if let id = user.extUserID, let problem = ExtUserID.problem(id) { v.add("user.ext_user_id", problem) }
         if let hash = user.hash {
-            if hash.isEmpty { v.add("user.hash", "must be a non-empty string or null") }
+            v.nonEmpty("user.hash", hash.exposedValue, orNull: true)
             if user.extUserID == nil { v.add("user.hash", "is set but user.ext_user_id is not; a hash only makes sense for a user") }
         }
         if let command = user.hashCommand {
@@ -72,28 +63,15 @@ extension DaemonConfig {
             } else if command[0].isEmpty {
                 v.add("user.hash_command[0]", "the program must be a non-empty string")
             }
-            for (i, arg) in command.enumerated() where arg.contains("\0") {
-                v.add("user.hash_command[\(i)]", "must not contain NUL")
-            }
+            for (i, arg) in command.enumerated() where arg.contains("\0") { v.add("user.hash_command[\(i)]", "must not contain NUL") }
         }
         for (i, name) in user.hashCommandEnv.enumerated() where !Validator.isEnvironmentName(name) {
             v.add("user.hash_command_env[\(i)]", "must be an environment variable name (a letter or _, then letters, digits or _), got \(ConfigJSON.quoted(name))")
         }
-        if let token = user.push.token, token.isEmpty { v.add("user.push.token", "must be a non-empty string or null") }
-        v.range("user.push.platform", user.push.platform, User.Push.platformRange, note: " (PushClientPlatform)")
-        v.range("user.push.status", user.push.status, User.Push.statusRange, note: " (PushNotificationUserStatus)")
+        v.nonEmpty("user.push.token", user.push.token?.exposedValue, orNull: true)
         v.nonEmpty("user.push.app_package_id", user.push.appPackageID)
-        v.atLeast("user.reidentify_after_s", user.reidentifyAfterS, User.minReidentifyAfterS)
 
-        // session
-        v.atLeast("session.connect_timeout_s", session.connectTimeoutS, 1)
-        v.atLeast("session.response_timeout_s", session.responseTimeoutS, 1)
-        v.atLeast("session.keepalive_s", session.keepaliveS, 1)
-        v.atLeast("session.dead_after_s", session.deadAfterS, 1)
-        v.atLeast("session.login_after_inactivity_min", session.loginAfterInactivityMin, 1)
         let r = session.reconnect
-        v.atLeast("session.reconnect.initial_ms", r.initialMs, 1)
-        v.atLeast("session.reconnect.max_ms", r.maxMs, 1)
         if r.initialMs >= 1, r.maxMs >= 1, r.initialMs > r.maxMs {
             v.add("session.reconnect.max_ms", "must be ≥ session.reconnect.initial_ms (\(r.initialMs)), got \(r.maxMs)")
         }
@@ -101,7 +79,6 @@ extension DaemonConfig {
             v.add("session.reconnect.multiplier", "must be a number ≥ 1, got \(r.multiplier)")
         }
 
-        // socket
         if v.absolutePath("socket.path", socket.path), socket.path.utf8.count > Validator.maxSocketPathBytes {
             v.add("socket.path", "is \(socket.path.utf8.count) bytes long; a Unix socket path may have at most \(Validator.maxSocketPathBytes)")
         }
@@ -111,42 +88,22 @@ extension DaemonConfig {
         if let group = socket.group, group.isEmpty || group.contains(where: { $0.isWhitespace || $0 == ":" }) {
             v.add("socket.group", "must be a group name or numeric id, got \(ConfigJSON.quoted(group))")
         }
-        v.range("socket.max_line_bytes", socket.maxLineBytes, Socket.lineBytesRange, note: "")
-        v.atLeast("socket.max_queue_bytes", socket.maxQueueBytes, Socket.minQueueBytes)
         if socket.maxTotalQueueBytes < socket.maxQueueBytes {
             v.add("socket.max_total_queue_bytes", "must be ≥ socket.max_queue_bytes (\(socket.maxQueueBytes)), got \(socket.maxTotalQueueBytes)")
         }
-        v.atLeast("socket.max_peers_per_uid", socket.maxPeersPerUID, 1)
-        v.atLeast("socket.max_durable_per_uid", socket.maxDurablePerUID, 1)
-        v.range("socket.read_requests_per_s", socket.readRequestsPerS, 1...1_000_000, note: "")
-        v.range("socket.read_requests_burst", socket.readRequestsBurst, 1...1_000_000, note: "")
         if socket.maxPeerMemoryBytes < max(Socket.minPeerMemoryBytes, 4 * socket.maxLineBytes) {
             v.add("socket.max_peer_memory_bytes", "must be ≥ \(Socket.minPeerMemoryBytes) and ≥ 4 × socket.max_line_bytes (\(4 * socket.maxLineBytes)): one uid's quarter must hold a whole line; got \(socket.maxPeerMemoryBytes)")
         }
-        v.range("socket.partial_line_timeout_s", socket.partialLineTimeoutS, 1...3600, note: "")
 
-        // the rest
         v.absolutePath("state_dir", stateDir)
-        v.atLeast("journal.retention_events", journal.retentionEvents, 1)
-        v.atLeast("journal.retention_hours", journal.retentionHours, 1)
-        v.atLeast("journal.max_bytes", journal.maxBytes, Journal.minBytes)
-        v.atLeast("outbox.max_messages", outbox.maxMessages, 1)
-        v.atLeast("http.connect_timeout_s", http.connectTimeoutS, 1)
-        v.atLeast("http.response_timeout_s", http.responseTimeoutS, 1)
-        v.atLeast("http.retry_initial_ms", http.retryInitialMs, 1)
-        v.atLeast("http.retry_max_ms", http.retryMaxMs, 1)
-        v.atLeast("http.max_queue", http.maxQueue, 1)
         if http.retryInitialMs >= 1, http.retryMaxMs >= 1, http.retryInitialMs > http.retryMaxMs {
             v.add("http.retry_max_ms", "must be ≥ http.retry_initial_ms (\(http.retryInitialMs)), got \(http.retryMaxMs)")
         }
-        if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) {
-            v.add("http.public_url", problem.message)
-        }
+        if let url = http.publicURL, case .failure(let problem) = HTTPEndpoint.parse(url) { v.add("http.public_url", problem.message) }
         if let textfile = metrics.textfile, v.absolutePath("metrics.textfile", textfile), textfile.hasSuffix("/") {
             v.add("metrics.textfile", "must name a file, not a directory, got \(ConfigJSON.quoted(textfile)); e.g. \"/var/lib/node_exporter/textfile_collector/smarticod.prom\"")
         }
-        v.range("metrics.interval_s", metrics.intervalS, Metrics.intervalRange, note: " (seconds between rewrites of metrics.textfile)")
-        return v.problems
+        return ConfigLoader.inSchemaOrder(v.problems)
     }
 
     /// This configuration if ``validate()`` finds nothing, else a ``ConfigError`` with every problem.
@@ -171,14 +128,6 @@ private struct Validator {
 
     mutating func add(_ key: String, _ message: String) { problems.append(ConfigProblem(key: key, message: message)) }
 
-    mutating func atLeast(_ key: String, _ value: Int, _ min: Int) {
-        if value < min { add(key, "must be \(Expect.integer(atLeast: min)), got \(value)") }
-    }
-
-    mutating func range(_ key: String, _ value: Int, _ range: ClosedRange<Int>, note: String) {
-        if !range.contains(value) { add(key, "must be \(Expect.integer(range))\(note), got \(value)") }
-    }
-
     /// `[A-Za-z_][A-Za-z0-9_]*`
     static func isEnvironmentName(_ name: String) -> Bool {
         guard let first = name.utf8.first, first == UInt8(ascii: "_") || isASCIILetter(first) else { return false }
@@ -189,8 +138,8 @@ private struct Validator {
         (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(b) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(b)
     }
 
-    mutating func nonEmpty(_ key: String, _ value: String?) {
-        if let value, value.isEmpty { add(key, "must be a non-empty string") }
+    mutating func nonEmpty(_ key: String, _ value: String?, orNull: Bool = false) {
+        if let value, value.isEmpty { add(key, "must be a non-empty string" + (orNull ? " or null" : "")) }
     }
 
     @discardableResult
@@ -220,11 +169,46 @@ private struct Validator {
     }
 }
 
+/// What tells the WebSocket server's URL and the public HTTP API's apart, for ``ServerEndpoint``.
+public protocol ServerEndpointKind: Sendable {
+    /// The schemes accepted, in the order messages name them.
+    static var schemes: [String] { get }
+    static var secureScheme: String { get }
+    /// "must be a … URL such as …"
+    static var form: String { get }
+    /// Whether the URL may have a query: the WebSocket URL's is part of the request target, the
+    /// daemon adds the HTTP API's.
+    static var allowsQuery: Bool { get }
+    static var queryOrFragmentProblem: String { get }
+    static func userinfoProblem(_ url: String) -> String
+}
+
+public enum WebSocketEndpointKind: ServerEndpointKind {
+    public static let schemes = ["ws", "wss"], secureScheme = "wss", allowsQuery = true
+    public static let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
+    public static let queryOrFragmentProblem = "must not have a #fragment"
+    public static func userinfoProblem(_ url: String) -> String {
+        "must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"
+    }
+}
+
+public enum HTTPEndpointKind: ServerEndpointKind {
+    public static let schemes = ["https", "http"], secureScheme = "https", allowsQuery = false
+    public static let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
+    public static let queryOrFragmentProblem = "must not have a query or fragment (the daemon adds the query)"
+    public static func userinfoProblem(_ url: String) -> String { "must not contain user:password@" }
+}
+
 /// A parsed `ws://` or `wss://` URL: what the transport needs to connect.
-public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
+public typealias WebSocketEndpoint = ServerEndpoint<WebSocketEndpointKind>
+/// A parsed `https://` or `http://` URL of Smartico's public HTTP API.
+public typealias HTTPEndpoint = ServerEndpoint<HTTPEndpointKind>
+
+/// A parsed URL of a server the daemon connects to.
+public struct ServerEndpoint<Kind: ServerEndpointKind>: Sendable, Hashable, CustomStringConvertible {
     /// The URL as configured or derived.
     public let url: String
-    /// `wss` (TLS) or `ws`.
+    /// `wss` or `https` (TLS).
     public let secure: Bool
     /// Lower-case host name or IP literal (no brackets).
     public let host: String
@@ -232,60 +216,28 @@ public struct WebSocketEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let port: Int
     /// Path and query for the request line, e.g. `/websocket/services?master&domain=&version=0.1.0`.
     public let requestTarget: String
+    /// The path, e.g. `/services/public` (the HTTP API's URL has no query).
+    public var path: String { requestTarget }
 
     public var description: String { url }
 
-    /// Parses and checks a WebSocket URL; the failure is a message for a ``ConfigProblem``.
-    public static func parse(_ url: String) -> Result<WebSocketEndpoint, URLProblem> {
-        let form = "must be a ws:// or wss:// URL such as \"wss://api.smartico.ai/websocket/services?master&domain=…&version=…\""
-        guard let c = AbsoluteURL.parse(url) else {
-            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
+    /// Parses and checks a URL; the failure is a message for a ``ConfigProblem``. The checks, in
+    /// this order: a URL, a scheme of `Kind`, no user info, a host, no fragment (nor query where
+    /// `Kind` allows none), the port.
+    public static func parse(_ url: String) -> Result<ServerEndpoint, URLProblem> {
+        guard let c = AbsoluteURL.parse(url) else { return .failure(URLProblem("\(Kind.form), got \(ConfigJSON.quoted(redactedURL(url)))")) }
+        guard Kind.schemes.contains(c.scheme) else {
+            return .failure(URLProblem("\(Kind.form); the scheme \(ConfigJSON.quoted(c.scheme)) is not \(Kind.schemes.joined(separator: " or "))"))
         }
-        let scheme = c.scheme
-        guard scheme == "ws" || scheme == "wss" else {
-            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not ws or wss"))
-        }
-        guard !c.hasUserinfo else {
-            return .failure(URLProblem("must not contain user:password@ (got \(ConfigJSON.quoted(redactedURL(url)))); put credentials in server.headers"))
-        }
-        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard !c.hasFragment else { return .failure(URLProblem("must not have a #fragment")) }
-        let port = c.port ?? (scheme == "wss" ? 443 : 80)
-        guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
-        var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
-        if let query = c.percentEncodedQuery { target += "?" + query }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return .success(WebSocketEndpoint(url: url, secure: scheme == "wss", host: bare.lowercased(), port: port, requestTarget: target))
-    }
-}
-
-/// A parsed `https://` or `http://` URL of Smartico's public HTTP API.
-public struct HTTPEndpoint: Sendable, Hashable, CustomStringConvertible {
-    public let url: String
-    public let secure: Bool
-    public let host: String
-    public let port: Int
-    /// The path, e.g. `/services/public`.
-    public let path: String
-
-    public var description: String { url }
-
-    public static func parse(_ url: String) -> Result<HTTPEndpoint, URLProblem> {
-        let form = "must be an https:// or http:// URL such as \"https://papi.smartico.ai/services/public\""
-        guard let c = AbsoluteURL.parse(url) else {
-            return .failure(URLProblem("\(form), got \(ConfigJSON.quoted(redactedURL(url)))"))
-        }
-        let scheme = c.scheme
-        guard scheme == "https" || scheme == "http" else {
-            return .failure(URLProblem("\(form); the scheme \(ConfigJSON.quoted(scheme)) is not https or http"))
-        }
-        guard !c.hasUserinfo else { return .failure(URLProblem("must not contain user:password@")) }
-        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(form); the URL has no host")) }
-        guard c.percentEncodedQuery == nil, !c.hasFragment else { return .failure(URLProblem("must not have a query or fragment (the daemon adds the query)")) }
-        let port = c.port ?? (scheme == "https" ? 443 : 80)
+        guard !c.hasUserinfo else { return .failure(URLProblem(Kind.userinfoProblem(url))) }
+        guard let host = c.host, !host.isEmpty else { return .failure(URLProblem("\(Kind.form); the URL has no host")) }
+        guard !c.hasFragment, Kind.allowsQuery || c.percentEncodedQuery == nil else { return .failure(URLProblem(Kind.queryOrFragmentProblem)) }
+        let secure = c.scheme == Kind.secureScheme
+        let port = c.port ?? (secure ? 443 : 80)
         guard (1...65535).contains(port) else { return .failure(URLProblem("has an invalid port \(port)")) }
         let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        return .success(HTTPEndpoint(url: url, secure: scheme == "https", host: bare.lowercased(), port: port, path: c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath))
+        let target = (c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath) + (c.percentEncodedQuery.map { "?" + $0 } ?? "")
+        return .success(ServerEndpoint(url: url, secure: secure, host: bare.lowercased(), port: port, requestTarget: target))
     }
 }
 

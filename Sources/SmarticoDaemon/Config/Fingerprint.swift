@@ -36,16 +36,7 @@ private func readPrefix(path: String, limit: Int) -> [UInt8]? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return nil }
     defer { _ = close(fd) }
-    var bytes = [UInt8](repeating: 0, count: limit)
-    var count = 0
-    while count < limit {
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, limit - count) }
-        if n > 0 { count += n; continue }
-        if n == 0 { break }
-        if errno == EINTR { continue }
-        return nil
-    }
-    return Array(bytes[..<count])
+    return readBytes(fd, limit: limit)
 }
 
 /// The `ua.fp` value used when `client.fp` is null: a stable signed 32-bit number derived

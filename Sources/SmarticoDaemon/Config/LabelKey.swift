@@ -1,3 +1,5 @@
+import SmarticoProtocol
+
 /// A Smartico label key as configured: a 36-character key, optionally followed by
 /// `-<N>`, the number of the Smartico environment that serves the label.
 ///
@@ -41,7 +43,7 @@ public struct LabelKey: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The Smartico hosts for this key's environment.
-    public var hosts: SmarticoHosts { SmarticoHosts(environment: environment) }
+    public var hosts: SmarticoEnvironment { SmarticoEnvironment(environment: environment) }
 
     /// `6816…(masked) (environment 2)`
     public var description: String {
@@ -64,53 +66,4 @@ public enum LabelKeyError: Error, Sendable, Equatable, CustomStringConvertible {
             return "\(form); got \(n) characters whose part after the 36th is not \"-\" followed by a number 1…999"
         }
     }
-}
-
-/// Smartico's hosts for an environment: environments 1 and 2 (and a key without a
-/// suffix) use `api.smartico.ai`, `papi.smartico.ai`, `img.smr.vc`; environment N
-/// otherwise uses `apiN.smartico.ai`, `papiN.smartico.ai`, `imgN.smr.vc`.
-public struct SmarticoHosts: Sendable, Hashable {
-    public let environment: Int?
-
-    public init(environment: Int?) { self.environment = environment }
-
-    /// "" for environments 1, 2 and none; "N" otherwise.
-    private var number: String {
-        guard let environment, environment != 1, environment != 2 else { return "" }
-        return String(environment)
-    }
-
-    /// `api[N].smartico.ai`: the WebSocket server.
-    public var apiHost: String { "api\(number).smartico.ai" }
-    /// `papi[N].smartico.ai`: the public HTTP API.
-    public var publicAPIHost: String { "papi\(number).smartico.ai" }
-    /// `img[N].smr.vc`: the image domain (avatars).
-    public var imageDomain: String { "img\(number).smr.vc" }
-
-    /// `wss://api[N].smartico.ai/websocket/services?master&domain=<domain>&version=<version>`.
-    /// The `domain` parameter is always present, empty when no domain is configured
-    /// (Smartico's server ignores it).
-    public func webSocketURL(domain: String?, trackerVersion: String) -> String {
-        "wss://\(apiHost)/websocket/services?master&domain=\(queryEncode(domain ?? ""))&version=\(queryEncode(trackerVersion))"
-    }
-
-    /// `https://papi[N].smartico.ai/services/public`
-    public var publicAPIURL: String { "https://\(publicAPIHost)/services/public" }
-}
-
-/// Percent-encodes a query parameter value (everything but RFC 3986 unreserved characters).
-func queryEncode(_ value: String) -> String {
-    var out = ""
-    for byte in value.utf8 {
-        switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
-             UInt8(ascii: "_"), UInt8(ascii: "~"):
-            out.unicodeScalars.append(Unicode.Scalar(byte))
-        default:
-            let hex = String(byte, radix: 16, uppercase: true)
-            out += "%" + (hex.count == 1 ? "0" : "") + hex
-        }
-    }
-    return out
 }

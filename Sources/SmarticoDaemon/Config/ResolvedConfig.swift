@@ -1,3 +1,4 @@
+import SmarticoProtocol
 import Transport
 
 /// A valid configuration with everything derived from it and from the process environment:
@@ -39,17 +40,34 @@ public struct ResolvedConfig: Sendable, Equatable {
 
     /// The environment variable that overrides `log.level`.
     public static let logLevelVariable = "SMARTICOD_LOG_LEVEL"
+}
 
+extension ResolvedConfig {
     /// Validates `config` and derives the runtime values. Every problem of the
     /// configuration (``DaemonConfig/validate()``) and of the environment is in the error.
     public init(_ config: DaemonConfig, environment: [String: String], source: String = "<memory>") throws(ConfigError) {
         let problems = config.validate() + ResolvedConfig.environmentProblems(config, environment: environment)
-        guard problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
-        switch ResolvedConfig.derive(config, environment: environment) {
-        case .success(let resolved): self = resolved
-        // Not reached: validate() and environmentProblems check what derive needs.
-        case .failure(let problem): throw ConfigError(source: source, problems: [problem])
+        // validate() and environmentProblems check everything the derivation below needs.
+        guard problems.isEmpty, let labelKey = try? LabelKey(parsing: config.server.labelKey),
+              case .success(let server) = ResolvedConfig.webSocketEndpoint(config),
+              case .success(let publicAPI) = ResolvedConfig.httpEndpoint(config) else {
+            throw ConfigError(source: source, problems: problems)
         }
+        func proxy(_ secure: Bool, _ host: String, _ port: Int) -> (HTTPProxy, String)? {
+            if let configured = config.server.proxy { return (configured, "server.proxy") }
+            return try? HTTPProxy.Environment(environment).proxy(secure: secure, host: host, port: port).get()
+        }
+        let serverProxy = proxy(server.secure, server.host, server.port)
+        let publicProxy = proxy(publicAPI.secure, publicAPI.host, publicAPI.port)
+        let level = environment[ResolvedConfig.logLevelVariable].flatMap { DaemonConfig.LogLevel(rawValue: $0.lowercased()) }
+        self.init(
+            config: config, labelKey: labelKey,
+            server: server, serverURLIsDerived: config.server.url == nil,
+            publicAPI: publicAPI, publicAPIURLIsDerived: config.http.publicURL == nil,
+            imageDomain: labelKey.hosts.imageHost,
+            serverProxy: serverProxy?.0, serverProxySource: serverProxy?.1,
+            publicAPIProxy: publicProxy?.0, publicAPIProxySource: publicProxy?.1,
+            logLevel: level ?? config.log.level, logLevelSource: level == nil ? "log.level" : ResolvedConfig.logLevelVariable)
     }
 
     /// `ua.fp`: `client.fp` when configured, else the stable value of ``DeviceFingerprint``
@@ -85,93 +103,18 @@ public struct ResolvedConfig: Sendable, Equatable {
         return out
     }
 
-    private static func hosts(_ config: DaemonConfig) -> SmarticoHosts {
-        SmarticoHosts(environment: (try? LabelKey(parsing: config.server.labelKey))?.environment)
+    private static func hosts(_ config: DaemonConfig) -> SmarticoEnvironment {
+        SmarticoEnvironment(environment: (try? LabelKey(parsing: config.server.labelKey))?.environment)
     }
 
     private static func webSocketEndpoint(_ config: DaemonConfig) -> Result<WebSocketEndpoint, URLProblem> {
         let url = config.server.url
-            ?? hosts(config).webSocketURL(domain: config.client.domain, trackerVersion: config.client.effectiveTrackerVersion)
+            ?? hosts(config).webSocketURL(domain: config.client.domain ?? "", version: config.client.effectiveTrackerVersion)
         return WebSocketEndpoint.parse(url)
     }
 
     private static func httpEndpoint(_ config: DaemonConfig) -> Result<HTTPEndpoint, URLProblem> {
-        HTTPEndpoint.parse(config.http.publicURL ?? hosts(config).publicAPIURL)
-    }
-
-    private static func derive(_ config: DaemonConfig, environment: [String: String]) -> Result<ResolvedConfig, ConfigProblem> {
-        let labelKey: LabelKey
-        do { labelKey = try LabelKey(parsing: config.server.labelKey) } catch {
-            return .failure(ConfigProblem(key: "server.label_key", message: error.description))
-        }
-        let server: WebSocketEndpoint
-        switch webSocketEndpoint(config) {
-        case .success(let e): server = e
-        case .failure(let m): return .failure(ConfigProblem(key: "server.url", message: m.message))
-        }
-        let publicAPI: HTTPEndpoint
-        switch httpEndpoint(config) {
-        case .success(let e): publicAPI = e
-        case .failure(let m): return .failure(ConfigProblem(key: "http.public_url", message: m.message))
-        }
-
-        var serverProxy: (HTTPProxy, String)?
-        var publicProxy: (HTTPProxy, String)?
-        if let configured = config.server.proxy {
-            serverProxy = (configured, "server.proxy")
-            publicProxy = (configured, "server.proxy")
-        } else {
-            let proxies = HTTPProxy.Environment(environment)
-            switch proxies.proxy(secure: server.secure, host: server.host, port: server.port) {
-            case .success(let p): serverProxy = p
-            case .failure(let e): return .failure(ConfigProblem(key: e.variable, message: e.error.description))
-            }
-            switch proxies.proxy(secure: publicAPI.secure, host: publicAPI.host, port: publicAPI.port) {
-            case .success(let p): publicProxy = p
-            case .failure(let e): return .failure(ConfigProblem(key: e.variable, message: e.error.description))
-            }
-        }
-
-        var level = config.log.level
-        var levelSource = "log.level"
-        if let value = environment[logLevelVariable], !value.isEmpty {
-            guard let parsed = DaemonConfig.LogLevel(rawValue: value.lowercased()) else {
-                return .failure(ConfigProblem(key: logLevelVariable, message: "must be \(DaemonConfig.LogLevel.expectation), got \(ConfigJSON.quoted(value))"))
-            }
-            level = parsed
-            levelSource = logLevelVariable
-        }
-
-        return .success(ResolvedConfig(
-            config: config, labelKey: labelKey,
-            server: server, serverURLIsDerived: config.server.url == nil,
-            publicAPI: publicAPI, publicAPIURLIsDerived: config.http.publicURL == nil,
-            imageDomain: labelKey.hosts.imageDomain,
-            serverProxy: serverProxy?.0, serverProxySource: serverProxy?.1,
-            publicAPIProxy: publicProxy?.0, publicAPIProxySource: publicProxy?.1,
-            logLevel: level, logLevelSource: levelSource))
-    }
-
-    private init(
-        config: DaemonConfig, labelKey: LabelKey, server: WebSocketEndpoint, serverURLIsDerived: Bool,
-        publicAPI: HTTPEndpoint, publicAPIURLIsDerived: Bool, imageDomain: String,
-        serverProxy: HTTPProxy?, serverProxySource: String?,
-        publicAPIProxy: HTTPProxy?, publicAPIProxySource: String?,
-        logLevel: DaemonConfig.LogLevel, logLevelSource: String
-    ) {
-        self.config = config
-        self.labelKey = labelKey
-        self.server = server
-        self.serverURLIsDerived = serverURLIsDerived
-        self.publicAPI = publicAPI
-        self.publicAPIURLIsDerived = publicAPIURLIsDerived
-        self.imageDomain = imageDomain
-        self.serverProxy = serverProxy
-        self.serverProxySource = serverProxySource
-        self.publicAPIProxy = publicAPIProxy
-        self.publicAPIProxySource = publicAPIProxySource
-        self.logLevel = logLevel
-        self.logLevelSource = logLevelSource
+        HTTPEndpoint.parse(config.http.publicURL ?? hosts(config).publicAPIEndpoint)
     }
 
     /// Whether a reloaded configuration (SIGHUP) changes how the WebSocket session is
@@ -204,17 +147,4 @@ public struct ResolvedConfig: Sendable, Equatable {
         }
         return lines
     }
-}
-
-extension DaemonConfig.Session {
-    /// `connect_timeout_s` as a `Duration`.
-    public var connectTimeout: Duration { .seconds(connectTimeoutS) }
-    /// `response_timeout_s` as a `Duration`.
-    public var responseTimeout: Duration { .seconds(responseTimeoutS) }
-    /// `keepalive_s` as a `Duration`.
-    public var keepalive: Duration { .seconds(keepaliveS) }
-    /// `dead_after_s` as a `Duration`.
-    public var deadAfter: Duration { .seconds(deadAfterS) }
-    /// `login_after_inactivity_min` as a `Duration`.
-    public var loginAfterInactivity: Duration { .seconds(loginAfterInactivityMin * 60) }
 }
