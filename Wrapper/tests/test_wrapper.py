@@ -387,6 +387,7 @@ class ReleaseTests(WrapperTestCase):
         window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
         self.assertIsNotNone(window, "no visible popup window")
         self.screen.xdotool("windowfocus", "--sync", window)
+        time.sleep(0.3)
         self.screen.xdotool("key", "Tab", "Return", check=True)  # Close: OK's link would open the widget
         self.wrapper.wait_log(r"popup seq \d+ closed")
         self.wrapper.wait_log(r"releasing the web views")
@@ -463,6 +464,7 @@ class RelayBudgetTests(WrapperTestCase):
         # The flooding popup is closed and acknowledged (the acks got through), and the next one shows.
         window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
         self.screen.xdotool("windowfocus", "--sync", window)
+        time.sleep(0.3)
         self.screen.xdotool("key", "Tab", "Return", check=True)
         self.wrapper.wait_log(r"popup seq \d+ closed")
         after = self.rig.sim.emit_engagement()
