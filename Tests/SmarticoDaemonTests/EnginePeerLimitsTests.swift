@@ -155,13 +155,13 @@ import Glibc
             try await ForeignPeer(uid: 65534, gid: 65534).run(
                 dir: dir, ["flood", path, "16", "64", #"{"id":{id},"op":"api","call":"levels.list","timeout_ms":60000}"#, release])
         }
-        defer { FileManager.default.createFile(atPath: release, contents: nil) }
+        defer { _ = FileManager.default.createFile(atPath: release, contents: nil) }
         let held = try await eventually(timeout: .seconds(10)) { try await Self.status(watcher)["requests_pending"] == 250 }
         let whileHeld = try await Self.status(watcher)
         #expect(held, "\(whileHeld)")
         let root = try await watcher.request("request", ["message": ["cid": 500], "timeout_ms": 15_000], timeoutMs: 20_000)
         #expect(root["ok"] == true, "root's request: \(root)")
-        FileManager.default.createFile(atPath: release, contents: nil)
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
         #expect(try await flood.value.first?["sent"] == 1024)
         expectExitedZero(await setup.stop())
         _ = await sim.stop()

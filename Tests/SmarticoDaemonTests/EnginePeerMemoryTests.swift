@@ -45,7 +45,7 @@ import Glibc
         // most 13 s for 64) and the daemon act.
         try await Task.sleep(for: .seconds(15))
         let peak = await sampler.stop()
-        FileManager.default.createFile(atPath: release, contents: nil)
+        _ = FileManager.default.createFile(atPath: release, contents: nil)
         print("EnginePeerMemoryTests: uids \(uids) × \(conns) connections (line \(bytes) B, \(requests) requests): VmRSS +\(peak - idle) KiB over \(idle) KiB idle")
         var reports: [[JSONValue]] = []
         for peer in peers { reports.append(try await peer.value) }

@@ -38,8 +38,8 @@ struct WrapperUserUnitTests {
         #expect(values("[Unit]", "After") == ["graphical-session.target"])
         #expect(values("[Install]", "WantedBy") == ["graphical-session.target"])
         #expect(values("[Unit]", "Documentation").first?.contains("man:smartico-wrapper(1)") == true)
-        // The packaged binary, with no --config: the wrapper reads a configuration only when given
-        // one (a drop-in adds it; the unit's comments say how).
+        // The packaged binary, with no --config: the wrapper reads the user's (or the machine's)
+        // file by itself, the same one the menu entry's wrapper reads.
         #expect(values("[Service]", "ExecStart") == ["/usr/bin/smartico-wrapper"])
         // Restarted on a crash, not on a usage error (2) or a bad configuration (78): a restart
         // fixes neither.
@@ -52,7 +52,7 @@ struct WrapperUserUnitTests {
         }
         // The text the unit's comments give for `systemctl --user edit` is a valid override.
         let text = try String(contentsOf: Self.unit, encoding: .utf8)
-        #expect(text.contains("#   ExecStart=\n#   ExecStart=/usr/bin/smartico-wrapper --config %h/.config/smartico-wrapper/config.json\n"))
+        #expect(text.contains("#   ExecStart=\n#   ExecStart=/usr/bin/smartico-wrapper --kiosk\n"))
     }
 
     @Test(.enabled(if: systemdAnalyzePath != nil, "systemd-analyze is not installed here: the user unit was NOT verified"))
