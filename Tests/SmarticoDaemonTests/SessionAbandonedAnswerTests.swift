@@ -81,7 +81,7 @@ import SmarticoProtocol
         var h = Harness(SessionFixtures.config(), maxPendingRequests: 8)
         h.bringUp()
         var id: UInt64 = 0
-        func ask(_ owner: RequestOwner) -> SessionReplyError? {
+        func ask(_ owner: RequestOwner) -> SocketAPIError? {
             id += 1
             return h.feed(.request(SessionRequestID(id), .request(message: ["cid": 513], expectCid: 514, timeoutMs: 60_000), owner: owner)).reply(id)?.error
         }
@@ -107,7 +107,7 @@ import SmarticoProtocol
         var h = Harness(try ResolvedConfig(cfg, environment: [:]))
         h.bringUp()
         var id: UInt64 = 0
-        func ask(_ owner: RequestOwner) -> SessionReplyError? {
+        func ask(_ owner: RequestOwner) -> SocketAPIError? {
             id += 1
             let r = h.feed(.request(SessionRequestID(id), .request(message: ["cid": 513], expectCid: 514, timeoutMs: 60_000), owner: owner))
             // Answered at once, so the pool never limits here.

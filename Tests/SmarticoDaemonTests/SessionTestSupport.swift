@@ -178,11 +178,11 @@ extension Array where Element == SessionAction {
 
     func events(_ name: String) -> [DaemonEvent] { events.filter { $0.name == name } }
 
-    var replies: [(SessionRequestID, Result<JSONValue, SessionReplyError>)] {
+    var replies: [(SessionRequestID, Result<JSONValue, SocketAPIError>)] {
         compactMap { if case .reply(let id, let r) = $0 { return (id, r) } else { return nil } }
     }
 
-    func reply(_ id: UInt64) -> Result<JSONValue, SessionReplyError>? {
+    func reply(_ id: UInt64) -> Result<JSONValue, SocketAPIError>? {
         replies.first { $0.0 == SessionRequestID(id) }?.1
     }
 
@@ -212,7 +212,7 @@ extension Array where Element == SessionAction {
     func contains(_ action: SessionAction) -> Bool { contains(where: { $0 == action }) }
 }
 
-extension Result where Success == JSONValue, Failure == SessionReplyError {
+extension Result where Success == JSONValue, Failure == SocketAPIError {
     var value: JSONValue? { if case .success(let v) = self { v } else { nil } }
-    var error: SessionReplyError? { if case .failure(let e) = self { e } else { nil } }
+    var error: SocketAPIError? { if case .failure(let e) = self { e } else { nil } }
 }

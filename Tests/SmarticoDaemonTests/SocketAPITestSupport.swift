@@ -221,13 +221,13 @@ final class FakeSocketHandler: SocketAPIHandler {
         case .session(let request):
             switch request {
             case .event(let type, _) where type == "fail_server":
-                reply.complete(.failure(SessionReplyError(.serverError, "the server refused it", errCode: 42, errMsg: "nope")))
+                reply.answer(.failure(SocketAPIError(.serverError, "the server refused it", errCode: 42, errMsg: "nope")))
             case .event(let type, _) where type == "fail_timeout":
-                reply.complete(.failure(SessionReplyError(.timeout, "no answer within 10 ms")))
+                reply.answer(.failure(SocketAPIError(.timeout, "no answer within 10 ms")))
             case .event(let type, _) where type == "fail_queue":
-                reply.complete(.failure(SessionReplyError(.queueFull, "the outbox holds 10000 messages")))
+                reply.answer(.failure(SocketAPIError(.queueFull, "the outbox holds 10000 messages")))
             case .event(let type, _) where type == "fail_ready":
-                reply.complete(.failure(SessionReplyError(.notReady, "no session")))
+                reply.answer(.failure(SocketAPIError(.notReady, "no session")))
             case .event(let type, _) where type == "drop":
                 break  // the reply is released unanswered: the server must answer `internal`
             case .request(_, _, let timeoutMs):

@@ -583,7 +583,7 @@ actor SessionDriver {
                 inbox.yield(.session(.hashResult(token: token, outcome)))
             }
         case .reply(let id, let result):
-            replies.removeValue(forKey: id)?.complete(result)
+            replies.removeValue(forKey: id)?.answer(result)
             if let peer = peerOfRequest.removeValue(forKey: id) {
                 requestsOfPeer[peer]?.remove(id)
                 if requestsOfPeer[peer]?.isEmpty == true { requestsOfPeer[peer] = nil }

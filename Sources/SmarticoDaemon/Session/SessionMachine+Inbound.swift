@@ -286,7 +286,7 @@ extension SessionMachine {
         let errCode = msg.json.lenientInt64("errCode") ?? 0
         let errMsg = msg.json.lenientString("errMsg")
         if errCode != 0 || msg.cid == .unsupportedCommand {
-            reply(p.id, .failure(SessionReplyError(
+            reply(p.id, .failure(SocketAPIError(
                 .serverError, "the server answered \(ClassID(p.message.cid)) with \(msg.cid), errCode \(errCode)\(errMsg.map { " (\($0))" } ?? "")",
                 errCode: errCode, errMsg: errMsg)))
         } else {
@@ -313,10 +313,10 @@ extension SessionMachine {
             let what = p.sentOn == nil
                 ? "no session to send \(ClassID(p.message.cid)) within the timeout"
                 : "no answer with cid \(p.expectCid) to \(ClassID(p.message.cid)) within the timeout"
-            reply(p.id, .failure(SessionReplyError(.timeout, what)))
+            reply(p.id, .failure(SocketAPIError(.timeout, what)))
         }
         for id in expired.identifies {
-            reply(id, .failure(SessionReplyError(.notReady, "the server did not answer IDENTIFY in time (state: \(state.rawValue)); the user stays configured and is identified when the session is ready")))
+            reply(id, .failure(SocketAPIError(.notReady, "the server did not answer IDENTIFY in time (state: \(state.rawValue)); the user stays configured and is identified when the session is ready")))
         }
         deadlines[.requests] = nil
         rescheduleRequestTimer()

@@ -3,8 +3,8 @@ import SmarticoProtocol
 // The socket API ops that reach the session.
 extension SessionMachine {
     mutating func onRequest(_ id: SessionRequestID, _ request: SessionRequest, owner: RequestOwner = .daemon, now: Int64) {
-        if stopping { return reply(id, .failure(SessionReplyError(.notReady, "the daemon is stopping"))) }
-        if case .idle = current { return reply(id, .failure(SessionReplyError(.notReady, "the session has not started"))) }
+        if stopping { return reply(id, .failure(SocketAPIError(.notReady, "the daemon is stopping"))) }
+        if case .idle = current { return reply(id, .failure(SocketAPIError(.notReady, "the session has not started"))) }
         switch request {
         case .identify(let ext, let hash): opIdentify(id, ext: ext, hash: hash, now: now)
         case .logout: opLogout(id, now: now)
@@ -12,13 +12,13 @@ extension SessionMachine {
         case .pushToken(let token, let platform, let status, let app):
             opPushToken(id, token: token, platform: platform, status: status, appPackageID: app, now: now)
         case .language(let code):
-            guard !code.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "language must not be empty"))) }
+            guard !code.isEmpty else { return reply(id, .failure(SocketAPIError(.badRequest, "language must not be empty"))) }
             queueDurable(ClientEvent.languageChanged(code).json, id: id, now: now, envelope: true, latest: "language")
         case .event(let type, let payload):
-            guard !type.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "event_type must not be empty"))) }
+            guard !type.isEmpty else { return reply(id, .failure(SocketAPIError(.badRequest, "event_type must not be empty"))) }
             queueChecked(ClientEvent(eventType: type, payload: payload ?? [:]).json, id: id, field: "payload", now: now, envelope: true)
         case .report(let kind, let uid, let activityType, let action):
-            guard !uid.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "engagement_uid must not be empty"))) }
+            guard !uid.isEmpty else { return reply(id, .failure(SocketAPIError(.badRequest, "engagement_uid must not be empty"))) }
             queueDurable(EngagementReport(kind: kind, engagementUID: uid, activityType: ActivityType(rawValue: activityType), action: action).json,
                          id: id, now: now)
         case .minigameAck(let template, let pendingID):
@@ -59,21 +59,21 @@ extension SessionMachine {
     }
 
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
-    func checkForSend(_ o: JSONObject, field: String) -> SessionReplyError? {
-        guard let cidValue = o["cid"] else { return SessionReplyError(.badRequest, "\(field).cid is missing (an integer class id)") }
-        guard let cid = cidValue.int64Value else { return SessionReplyError(.badRequest, "\(field).cid must be an integer") }
+    func checkForSend(_ o: JSONObject, field: String) -> SocketAPIError? {
+        guard let cidValue = o["cid"] else { return SocketAPIError(.badRequest, "\(field).cid is missing (an integer class id)") }
+        guard let cid = cidValue.int64Value else { return SocketAPIError(.badRequest, "\(field).cid must be an integer") }
         if (1...8).contains(cid) || cid == 11 || cid == 12 {
-            return SessionReplyError(.badRequest, "\(field).cid \(ClassID(cid)) belongs to the session lifecycle the daemon runs itself; use the identify, login and logout ops")
+            return SocketAPIError(.badRequest, "\(field).cid \(ClassID(cid)) belongs to the session lifecycle the daemon runs itself; use the identify, login and logout ops")
         }
         if let u = o["uuid"], !u.isNull {
-            guard let s = u.stringValue, !s.isEmpty else { return SessionReplyError(.badRequest, "\(field).uuid must be a non-empty string") }
+            guard let s = u.stringValue, !s.isEmpty else { return SocketAPIError(.badRequest, "\(field).uuid must be a non-empty string") }
             if requests.isWaiting(uuid: s) {
-                return SessionReplyError(.badRequest, "\(field).uuid \(s) is already waiting to be sent")
+                return SocketAPIError(.badRequest, "\(field).uuid \(s) is already waiting to be sent")
             }
         }
-        if let t = o["ts"], !t.isNull, t.int64Value == nil { return SessionReplyError(.badRequest, "\(field).ts must be an integer (ms since the epoch)") }
+        if let t = o["ts"], !t.isNull, t.int64Value == nil { return SocketAPIError(.badRequest, "\(field).ts must be an integer (ms since the epoch)") }
         do { _ = try ClientMessage(json: o) } catch {
-            return SessionReplyError(.badRequest, "\(field): \(error)")
+            return SocketAPIError(.badRequest, "\(field): \(error)")
         }
         return nil
     }
@@ -97,15 +97,15 @@ extension SessionMachine {
     mutating func onOutboxStored(_ uuid: String, _ failure: OutboxStoreFailure?, now: Int64) {
         guard let w = requests.storing.removeValue(forKey: uuid) else { return }
         if let failure {
-            let error: SessionReplyError
+            let error: SocketAPIError
             switch failure {
             case .queueFull(let max):
-                error = SessionReplyError(.queueFull, "the outbox already holds \(max) messages waiting for the session (outbox.max_messages)")
+                error = SocketAPIError(.queueFull, "the outbox already holds \(max) messages waiting for the session (outbox.max_messages)")
                 emitError("outbox_full", error.message, now: now)
             case .storageUnavailable(let why):
-                error = SessionReplyError(.storageUnavailable, "the message was not stored, so not accepted: \(why); retry once the state directory has space and is writable again")
+                error = SocketAPIError(.storageUnavailable, "the message was not stored, so not accepted: \(why); retry once the state directory has space and is writable again")
             case .failed(let why):
-                error = SessionReplyError(.internal, "could not store the message: \(why)")
+                error = SocketAPIError(.internal, "could not store the message: \(why)")
             }
             if let id = w.id { reply(id, .failure(error)) }
             return
@@ -123,15 +123,15 @@ extension SessionMachine {
     }
 
     /// Why `identify` of `ext` would be refused now; nil when it would be taken.
-    func identifyRefusal(ext: String, hash: String?) -> SessionReplyError? {
-        guard !ext.isEmpty else { return SessionReplyError(.badRequest, "ext_user_id must not be empty") }
-        if let h = hash, h.isEmpty { return SessionReplyError(.badRequest, "hash must not be empty") }
+    func identifyRefusal(ext: String, hash: String?) -> SocketAPIError? {
+        guard !ext.isEmpty else { return SocketAPIError(.badRequest, "ext_user_id must not be empty") }
+        if let h = hash, h.isEmpty { return SocketAPIError(.badRequest, "hash must not be empty") }
         guard requests.identifyWaiters.count < env.maxPendingRequests else {
-            return SessionReplyError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")
+            return SocketAPIError(.queueFull, "\(env.maxPendingRequests) identify requests are already waiting for the server")
         }
         let hasCommand = !(config.config.user.hashCommand ?? []).isEmpty
         if hash == nil, !hasCommand, user?.extUserID != ext || user?.hash == nil {
-            return SessionReplyError(.badRequest, "hash is required: user.hash_command is not configured")
+            return SocketAPIError(.badRequest, "hash is required: user.hash_command is not configured")
         }
         return nil
     }
@@ -168,7 +168,7 @@ extension SessionMachine {
 
     /// Identify requests for another user are answered `not_ready`: a newer identify replaced them.
     mutating func supersedeIdentifyWaiters(by ext: String) {
-        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "superseded: identify of \(ext) was requested before the server answered"))) }
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SocketAPIError(.notReady, "superseded: identify of \(ext) was requested before the server answered"))) }
     }
 
     /// Logout: the user's queued messages go first, under the user; then LOGOUT, cid 12, close,
@@ -202,7 +202,7 @@ extension SessionMachine {
 
     mutating func opLogin(_ id: SessionRequestID, now: Int64) {
         guard user != nil else {
-            return reply(id, .failure(SessionReplyError(.notReady, "no user: LOGIN marks a logical session of an identified user; use identify first")))
+            return reply(id, .failure(SocketAPIError(.notReady, "no user: LOGIN marks a logical session of an identified user; use identify first")))
         }
         if identifiedOnConn, case .ready? = phase {
             account.forceLogin = false
@@ -215,13 +215,13 @@ extension SessionMachine {
     }
 
     mutating func opPushToken(_ id: SessionRequestID, token: String, platform: Int?, status: Int, appPackageID: String?, now: Int64) {
-        guard !token.isEmpty else { return reply(id, .failure(SessionReplyError(.badRequest, "token must not be empty"))) }
+        guard !token.isEmpty else { return reply(id, .failure(SocketAPIError(.badRequest, "token must not be empty"))) }
         guard let st = PushNotificationUserStatus(rawValue: Int64(status)) else {
-            return reply(id, .failure(SessionReplyError(.badRequest, "status must be an integer 0…4 (PushNotificationUserStatus), got \(status)")))
+            return reply(id, .failure(SocketAPIError(.badRequest, "status must be an integer 0…4 (PushNotificationUserStatus), got \(status)")))
         }
         let plat = platform ?? config.config.user.push.platform
         guard let pl = PushClientPlatform(rawValue: Int64(plat)) else {
-            return reply(id, .failure(SessionReplyError(.badRequest, "platform must be an integer 0…11 (PushClientPlatform), got \(plat)")))
+            return reply(id, .failure(SocketAPIError(.badRequest, "platform must be an integer 0…11 (PushClientPlatform), got \(plat)")))
         }
         let p = StoredPush(token: token, platform: plat, status: status, appPackageID: appPackageID ?? config.config.user.push.appPackageID)
         device.push = p
@@ -237,9 +237,9 @@ extension SessionMachine {
                             owner: RequestOwner = .daemon, now: Int64) {
         if let e = checkForSend(message, field: "message") { return reply(id, .failure(e)) }
         let timeout = timeoutMs ?? env.requestTimeoutMs
-        guard timeout > 0 else { return reply(id, .failure(SessionReplyError(.badRequest, "timeout_ms must be ≥ 1"))) }
+        guard timeout > 0 else { return reply(id, .failure(SocketAPIError(.badRequest, "timeout_ms must be ≥ 1"))) }
         if let refusal = requests.admit(owner, now: now) {
-            return reply(id, .failure(SessionReplyError(.queueFull, refusal)))
+            return reply(id, .failure(SocketAPIError(.queueFull, refusal)))
         }
         let cid = message["cid"]?.int64Value ?? 0
         let expect = expectCid ?? ClassID(cid).responseClassID?.rawValue ?? (cid &+ 1)
@@ -254,7 +254,7 @@ extension SessionMachine {
     mutating func opBridge(_ id: SessionRequestID, _ object: JSONObject, now: Int64) {
         let b: BridgeMessage
         do { b = try BridgeMessage(json: object) } catch {
-            return reply(id, .failure(SessionReplyError(.badRequest, "message: \(error)")))
+            return reply(id, .failure(SocketAPIError(.badRequest, "message: \(error)")))
         }
         switch b {
         case .sendToSocket(let message):

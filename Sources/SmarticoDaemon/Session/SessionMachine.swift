@@ -496,7 +496,7 @@ public struct SessionMachine: Sendable {
         emit("error", .object(d), journaled: false)
     }
 
-    mutating func reply(_ id: SessionRequestID, _ result: Result<JSONValue, SessionReplyError>) {
+    mutating func reply(_ id: SessionRequestID, _ result: Result<JSONValue, SocketAPIError>) {
         out.append(.reply(id, result))
     }
 
@@ -693,12 +693,12 @@ public struct SessionMachine: Sendable {
             account.activityPersistedMs = a
             out.append(.recordActivity(atMs: a))
         }
-        failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
+        failAllWaiters(SocketAPIError(.notReady, "the daemon is stopping"))
         enter(.stopped, reason: "shutdown", now: now)
         out.append(.stopped)
     }
 
-    mutating func failAllWaiters(_ error: SessionReplyError) {
+    mutating func failAllWaiters(_ error: SocketAPIError) {
         for id in requests.takeAll() { reply(id, .failure(error)) }
         cancel(.requests)
     }
@@ -846,7 +846,7 @@ public struct SessionMachine: Sendable {
                 // Every identify waiting for this user is answered now: IDENTIFY cannot be sent
                 // without a hash. The user stays the daemon's; the next connection runs the
                 // command again.
-                let answer = SessionReplyError(.hashCommandFailed, msg + "; no IDENTIFY was sent. \(ext) stays the daemon's user: the command runs again at the next connection, after the backoff")
+                let answer = SocketAPIError(.hashCommandFailed, msg + "; no IDENTIFY was sent. \(ext) stays the daemon's user: the command runs again at the next connection, after the backoff")
                 for id in requests.takeIdentifyWaiters() { reply(id, .failure(answer)) }
                 rescheduleRequestTimer()
                 fail(reason: "hash_command_failed", message: msg, now: now, closeCode: 1000)
@@ -948,7 +948,7 @@ public struct SessionMachine: Sendable {
         let msg = "the server rejected IDENTIFY for \(ext): errCode \(errCode)\(errMsg.map { " (\($0))" } ?? ""); "
             + (back.map { "acting for \($0.extUserID) again" } ?? "the session is anonymous until identify is called with a valid hash")
         emitError("identify_rejected", msg, errCode: errCode, errMsg: errMsg, now: now)
-        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SocketAPIError(.serverError, msg, errCode: errCode, errMsg: errMsg))) }
         failRequests(notFor: back?.extUserID, why: "the server rejected IDENTIFY for \(ext)")
         account = back.map { Account(user: $0, freshHash: $0.hash, forceLogin: true) } ?? Account()
         if let b = back {
@@ -962,7 +962,7 @@ public struct SessionMachine: Sendable {
     /// written are recognised until their own deadline).
     mutating func failRequests(notFor ext: String?, why: String) {
         for p in requests.take({ $0.user != ext }, keepingWrittenUntil: \.deadlineMs) {
-            reply(p.id, .failure(SessionReplyError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")")))
+            reply(p.id, .failure(SocketAPIError(.notReady, "\(why) before the answer; the request was made for \(p.user ?? "the anonymous session")")))
         }
         rescheduleRequestTimer()
     }
@@ -1173,13 +1173,13 @@ public struct SessionMachine: Sendable {
         if let u = user, let h = u.hash { memory.knownHashes[u.extUserID] = h }
         account = Account()
         out.append(.clearUser)
-        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SessionReplyError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
+        for id in requests.takeIdentifyWaiters() { reply(id, .failure(SocketAPIError(.notReady, "the user logged out before the server answered IDENTIFY"))) }
         failRequests(notFor: nil, why: "the user logged out")
     }
 
     mutating func onShutdown(now: Int64) {
         if stopping { return }
-        failAllWaiters(SessionReplyError(.notReady, "the daemon is stopping"))
+        failAllWaiters(SocketAPIError(.notReady, "the daemon is stopping"))
         switch current {
         case .idle, .backoff, .stopped:
             finish(now: now)

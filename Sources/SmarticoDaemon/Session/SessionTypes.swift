@@ -172,37 +172,6 @@ public enum SessionRequest: Sendable, Equatable {
     case bridge(JSONObject)
 }
 
-/// The socket API's error codes that the session produces.
-public enum SessionErrorCode: String, Sendable, Equatable {
-    case badRequest = "bad_request"
-    case notReady = "not_ready"
-    case serverError = "server_error"
-    case timeout
-    case queueFull = "queue_full"
-    case storageUnavailable = "storage_unavailable"
-    /// `user.hash_command` gave no hash for the user an `identify` is waiting for.
-    case hashCommandFailed = "hash_command_failed"
-    case `internal`
-}
-
-/// An error answer: the socket layer writes `{"code", "message"}` (plus `errCode`/`errMsg`
-/// for `server_error`).
-public struct SessionReplyError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var code: SessionErrorCode
-    public var message: String
-    public var errCode: Int64?
-    public var errMsg: String?
-
-    public init(_ code: SessionErrorCode, _ message: String, errCode: Int64? = nil, errMsg: String? = nil) {
-        self.code = code
-        self.message = message
-        self.errCode = errCode
-        self.errMsg = errMsg
-    }
-
-    public var description: String { "\(code.rawValue): \(message)" }
-}
-
 /// An event for subscribers (socket-api.md "Events").
 public struct DaemonEvent: Sendable, Equatable {
     /// `engagement`, `minigame`, `deeplink`, `message`, `session`, `identified`, `props`,
@@ -366,7 +335,7 @@ public enum SessionAction: Sendable, Equatable {
     /// (`store.appendEngagement(user:uid:event:)`; nil seq → drop it silently).
     case journalOnce(user: String, uid: String, DaemonEvent)
     /// Answer the socket request `id`.
-    case reply(SessionRequestID, Result<JSONValue, SessionReplyError>)
+    case reply(SessionRequestID, Result<JSONValue, SocketAPIError>)
     /// The public state changed (systemd `STATUS=`, `hello`).
     case statusChanged(SessionState)
     /// Shutdown finished: flush and close the store, exit 0.

@@ -41,11 +41,6 @@ public final class SocketAPIReply: Sendable {
     /// Answers `{"ok": false, "error": …}`.
     public func fail(_ error: SocketAPIError) { answer(.failure(error)) }
 
-    /// Answers with a session machine's result.
-    public func complete(_ result: Result<JSONValue, SessionReplyError>) {
-        answer(result.mapError { SocketAPIError($0) })
-    }
-
     public func answer(_ result: Result<JSONValue, SocketAPIError>) {
         guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
             return

@@ -30,7 +30,8 @@ public enum SocketAPIErrorCode: String, Sendable, Equatable, CaseIterable {
     case lineTimeout = "line_timeout"
 }
 
-/// An error answer: written as `{"code", "message"}` plus `errCode`/`errMsg` when set (`server_error`).
+/// An error answer, the one type for every reply's error: the session machine's and the socket
+/// layer's. Written as `{"code", "message"}` plus `errCode`/`errMsg` when set (`server_error`).
 public struct SocketAPIError: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: SocketAPIErrorCode
     /// Human text that names the field and what is wrong with it.
@@ -43,12 +44,6 @@ public struct SocketAPIError: Error, Sendable, Equatable, CustomStringConvertibl
         self.message = message
         self.errCode = errCode
         self.errMsg = errMsg
-    }
-
-    /// The socket error for an answer of the session machine.
-    public init(_ reply: SessionReplyError) {
-        self.init(SocketAPIErrorCode(rawValue: reply.code.rawValue) ?? .internal, reply.message,
-                  errCode: reply.errCode, errMsg: reply.errMsg)
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
