@@ -218,6 +218,15 @@ class WrapperTestCase(unittest.TestCase):
         self.screen.xdotool("windowfocus", "--sync", window)
         self.screen.xdotool("key", "Return", check=True)
 
+    def press_close(self) -> None:
+        """The player tabs from OK to Close and presses Enter (OK's link would open the widget).
+        The short wait lets the page's focus settle in the window first."""
+        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
+        self.assertIsNotNone(window, "no visible popup window")
+        self.screen.xdotool("windowfocus", "--sync", window)
+        time.sleep(0.3)
+        self.screen.xdotool("key", "Tab", "Return", check=True)
+
     def descendants(self, name: str) -> List[int]:
         """Processes under the wrapper whose command is `name` (WebKit's, inside bwrap)."""
         parents: Dict[int, int] = {}
@@ -384,11 +393,7 @@ class ReleaseTests(WrapperTestCase):
         assert self.rig.sim is not None
         first = self.rig.sim.emit_engagement()
         self.wait_received(103, first)
-        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
-        self.assertIsNotNone(window, "no visible popup window")
-        self.screen.xdotool("windowfocus", "--sync", window)
-        time.sleep(0.3)
-        self.screen.xdotool("key", "Tab", "Return", check=True)  # Close: OK's link would open the widget
+        self.press_close()
         self.wrapper.wait_log(r"popup seq \d+ closed")
         self.wrapper.wait_log(r"releasing the web views")
         paged = self.wrapper.wait_log(r"released memory: (\d+) read-only file mappings paged out")
@@ -462,10 +467,7 @@ class RelayBudgetTests(WrapperTestCase):
         self.assertLessEqual(len(re.findall(r"bridge to smarticod failed|bridge messages", self.wrapper.log())), 6,
                              "not one warning per message: " + self.wrapper.log()[-3000:])
         # The flooding popup is closed and acknowledged (the acks got through), and the next one shows.
-        window = wait_until(lambda: self.screen.visible("^Smartico popup$"), timeout=APPEAR)
-        self.screen.xdotool("windowfocus", "--sync", window)
-        time.sleep(0.3)
-        self.screen.xdotool("key", "Tab", "Return", check=True)
+        self.press_close()
         self.wrapper.wait_log(r"popup seq \d+ closed")
         after = self.rig.sim.emit_engagement()
         self.wait_received(103, after)
