@@ -118,7 +118,7 @@ struct EngineBackpressureTests {
             setup.remove()
             throw error
         }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never identified; log:\n\(setup.log)")
         return (setup, sim, client, try #require(setup.daemon?.pid))
     }
 
@@ -132,7 +132,7 @@ struct EngineBackpressureTests {
     }
 
     static func lastSeq(_ client: DaemonClient) async throws -> Int64 {
-        try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? -1
+        try await client.status()["journal"]?["last_seq"]?.int64Value ?? -1
     }
 
     /// Waits until the journal holds `seq`.
@@ -172,7 +172,7 @@ struct EngineBackpressureTests {
         #expect(f.gaps.isEmpty && s.gaps.isEmpty, "a reader got a gap: \(f.gaps) \(s.gaps)")
         // The silent peer is still connected: it answers its own status request's line… after its
         // queue; the daemon counts it as a subscriber.
-        let subscribers = try await EngineSessionTests.status(client)["subscribers"]?.int64Value
+        let subscribers = try await client.status()["subscribers"]?.int64Value
         #expect(subscribers == 1, "the silent peer is not counted as subscribed (\(subscribers ?? -1)); was it dropped?")
         // ~8 MB of events went through; the silent peer holds at most 256 KiB of them. The bound
         // is generous for a debug build's heap and the store's page cache.
@@ -246,7 +246,7 @@ struct EngineBackpressureTests {
         try await Self.emit(sim, count: 1_500)
         let last = start + 1_500
         #expect(try await Self.journaled(through: last, client))
-        let first = try await EngineSessionTests.status(client)["journal"]?["first_seq"]?.int64Value ?? -1
+        let first = try await client.status()["journal"]?["first_seq"]?.int64Value ?? -1
         #expect(first > start + 1 && first <= last - 499, "retention kept from \(first) (last \(last))")
 
         let idle = try #require(Self.rssKiB(pid))

@@ -8,15 +8,8 @@ import Testing
 /// the request's uuid, and quirks mode (what the real server may send).
 @Suite("Engine: protocol fidelity")
 struct EngineFidelityTests {
-    static func status(_ client: DaemonClient) async throws -> JSONValue { try await client.ok("status") }
-
-    static func isReady(_ client: DaemonClient) async throws -> Bool {
-        let s = try await status(client)
-        return s["state"]?.stringValue == "ready" && s["user"]?["identified"]?.boolValue == true
-    }
-
     static func reconnects(_ client: DaemonClient) async throws -> Int64? {
-        try await status(client)["counters"]?["reconnects"]?.int64Value
+        try await client.status()["counters"]?["reconnects"]?.int64Value
     }
 
     /// docs/session.md, "Proof of receipt": a server that never answers our PINGs proves nothing,
@@ -29,7 +22,7 @@ struct EngineFidelityTests {
         try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 2, "dead_after_s": 2])
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let first = try #require(try await sim.control(["op": "clients"])["clients"]?[0]?["id"]?.stringValue)
         let reconnectsBefore = try #require(try await Self.reconnects(client))
 
@@ -45,7 +38,7 @@ struct EngineFidelityTests {
         // Longer than keepalive_s + dead_after_s: the server's PINGs keep the connection alive,
         // but no PONG proves anything: every event stays in the outbox.
         try await Task.sleep(for: .seconds(5))
-        let s = try await Self.status(client)
+        let s = try await client.status()
         #expect(s["state"]?.stringValue == "ready")
         #expect(s["counters"]?["reconnects"]?.int64Value == reconnectsBefore, "no reconnect: \(s)")
         #expect(s["outbox"]?["depth"]?.int64Value == 5, "unproven messages stay: \(s)")
@@ -66,9 +59,9 @@ struct EngineFidelityTests {
         let again = try await sim.receivedEntries(cids: [9]).filter { $0["client"]?.stringValue != first }
         #expect(again.compactMap { $0["message"]?["uuid"]?.stringValue } == uuids, "in order, same uuids")
         #expect(again.allSatisfy { $0["error"] == nil }, "\(again)")
-        #expect(try await eventually { try await Self.isReady(client) })
+        #expect(try await eventually { try await client.isReady() })
         #expect(try await Self.reconnects(client) == reconnectsBefore + 1)
-        #expect(try await Self.status(client)["outbox"]?["depth"]?.int64Value == 5)
+        #expect(try await client.status()["outbox"]?["depth"]?.int64Value == 5)
 
         // A close we start and the server completes proves everything was read: after a clean
         // stop the outbox is empty, and a restart sends nothing again.
@@ -76,8 +69,8 @@ struct EngineFidelityTests {
         let before = try await sim.received(cids: [9]).count
         let restarted = try await setup.start()
         defer { restarted.close() }
-        #expect(try await eventually { try await Self.isReady(restarted) })
-        #expect(try await Self.status(restarted)["outbox"]?["depth"]?.int64Value == 0)
+        #expect(try await eventually { try await restarted.isReady() })
+        #expect(try await restarted.status()["outbox"]?["depth"]?.int64Value == 0)
         #expect(try await sim.received(cids: [9]).count == before)
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
@@ -90,7 +83,7 @@ struct EngineFidelityTests {
         try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 1, "dead_after_s": 5])
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("event", ["event_type": "fidelity", "payload": ["n": 1]])
         _ = try await client.ok("language", ["language": "pt-br"])
         _ = try await client.ok("push_token", ["token": "tok-1", "status": 0, "platform": 7])
@@ -134,7 +127,7 @@ struct EngineFidelityTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let spins = try await client.ok("request", ["message": ["cid": 700]])
         let answer = try #require(spins["message"]?.objectValue)
         #expect(answer["cid"]?.int64Value == 701 && answer["templates"]?.arrayValue?.isEmpty == false, "\(spins)")
@@ -154,7 +147,7 @@ struct EngineFidelityTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
         let reconnectsBefore = try #require(try await Self.reconnects(client))
 
@@ -183,7 +176,7 @@ struct EngineFidelityTests {
         // Answers with fresh uuids are matched by cid.
         let levels = try await client.ok("request", ["message": ["cid": 500]])
         #expect(levels["message"]?["cid"]?.int64Value == 501)
-        let s = try await Self.status(client)
+        let s = try await client.status()
         #expect(s["state"]?.stringValue == "ready")
         #expect(s["counters"]?["reconnects"]?.int64Value == reconnectsBefore, "no reconnect over content: \(s)")
         expectExitedZero(await setup.stop())

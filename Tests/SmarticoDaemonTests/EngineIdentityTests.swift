@@ -22,7 +22,7 @@ import SmarticoTestSupport
     }
 
     static func identified(_ client: DaemonClient, as user: String?) async throws -> Bool {
-        let s = try await EngineSessionTests.status(client)
+        let s = try await client.status()
         guard s["state"]?.stringValue == "ready", s["outbox"]?["depth"]?.int64Value == 0 else { return false }
         if let user { return s["user"]?["ext_user_id"]?.stringValue == user && s["user"]?["identified"]?.boolValue == true }
         return s["user"]?["ext_user_id"] == .null
@@ -54,7 +54,7 @@ import SmarticoTestSupport
         #expect(try await eventually { try await Self.identified(client, as: "alice") }, "log:\n\(setup.log)")
 
         await sim1.child.kill9()
-        #expect(try await eventually { try await EngineSessionTests.status(client)["state"]?.stringValue != "ready" })
+        #expect(try await eventually { try await client.status()["state"]?.stringValue != "ready" })
         let a = try await client.ok("event", ["event_type": "alice_only_event", "payload": ["who": "alice"]])
         #expect(a["queued"]?.boolValue == true)
         try await Self.identifyWithoutWaiting(setup, "bob")
@@ -85,11 +85,11 @@ import SmarticoTestSupport
         defer { client.close() }
         #expect(try await eventually { try await Self.identified(client, as: "alice") }, "log:\n\(setup.log)")
         await sim1.child.kill9()
-        #expect(try await eventually { try await EngineSessionTests.status(client)["state"]?.stringValue != "ready" })
+        #expect(try await eventually { try await client.status()["state"]?.stringValue != "ready" })
         for i in 0..<3 { _ = try await client.ok("event", ["event_type": .string("alice_\(i)")]) }
         _ = try await client.ok("logout")
         _ = try await client.ok("event", ["event_type": "anonymous_after"])
-        let s = try await EngineSessionTests.status(client)
+        let s = try await client.status()
         #expect(s["user"]?["ext_user_id"] == .null)
         #expect(s["outbox"]?["depth"]?.int64Value == 4)
 
@@ -115,7 +115,7 @@ import SmarticoTestSupport
         _ = try await client.ok("identify", ["ext_user_id": "alice", "hash": .string(await SimHashFixture.hash("alice", script: script))])
         #expect(try await eventually { try await Self.identified(client, as: "alice") }, "log:\n\(setup.log)")
         await sim1.child.kill9()
-        #expect(try await eventually { try await EngineSessionTests.status(client)["state"]?.stringValue != "ready" })
+        #expect(try await eventually { try await client.status()["state"]?.stringValue != "ready" })
         _ = try await client.ok("event", ["event_type": "alice_only_event"])
         try await Self.identifyWithoutWaiting(setup, "bob", hash: await SimHashFixture.hash("bob", script: script))
         _ = try await client.ok("event", ["event_type": "bob_event"])

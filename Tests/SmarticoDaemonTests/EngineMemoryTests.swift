@@ -68,7 +68,7 @@ struct EngineMemoryTests {
         defer { setup.remove() }
         defer { client.close() }
         let idle = try #require(Self.rssAnonKiB(pid))
-        let before = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? 0
+        let before = try await client.status()["journal"]?["last_seq"]?.int64Value ?? 0
 
         // 20,000 engagements of ~2 KB (~40 MB) queued while the daemon is stopped (as on a busy
         // device), so that when it runs again they are all there to read at once: without
@@ -87,7 +87,7 @@ struct EngineMemoryTests {
         kill(pid, SIGCONT)
         var last: Int64 = before
         let journaled = try await eventually(timeout: .seconds(300)) {
-            last = try await EngineSessionTests.status(client)["journal"]?["last_seq"]?.int64Value ?? last
+            last = try await client.status()["journal"]?["last_seq"]?.int64Value ?? last
             return last >= before + Int64(total)
         }
         sampler.cancel()

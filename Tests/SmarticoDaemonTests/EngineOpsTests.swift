@@ -29,7 +29,7 @@ struct EngineOpsTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
 
         // --- ops that become client messages ---
@@ -146,7 +146,7 @@ struct EngineOpsTests {
         let sim = try await SimProcess.start(dir: setup.dir)
         try setup.writeConfig(url: sim.serverURL)
         var client = try await setup.start()
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
 
         func engagementSeqs(_ c: DaemonClient, count: Int) async -> [Int64] {
             var seqs: [Int64] = []
@@ -169,7 +169,7 @@ struct EngineOpsTests {
             // Engagements while the daemon is down wait at the sim (pending) and arrive after IDENTIFY.
             _ = try await sim.emitEngagement(to: "alice")
             client = try await setup.start()
-            #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready after restart \(round); log:\n\(setup.log)")
+            #expect(try await eventually { try await client.isReady() }, "never ready after restart \(round); log:\n\(setup.log)")
             let resumed = try await client.ok("subscribe", ["durable": "kiosk", "types": ["engagement"]])
             #expect(resumed["last_seq"] != nil)
             let expectedCount = round == 0 ? 3 : 1 + 3  // round 0: 2 unacked + 1 new; round 1: nothing acked since, so all again + 1

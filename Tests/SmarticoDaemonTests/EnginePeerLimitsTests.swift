@@ -10,14 +10,6 @@ import Glibc
 #endif
 
 @Suite(.serialized) struct EnginePeerLimitsTests {
-    static func status(_ client: DaemonClient) async throws -> JSONValue {
-        try await client.ok("status")
-    }
-
-    static func isReady(_ client: DaemonClient) async throws -> Bool {
-        try await status(client)["state"]?.stringValue == "ready"
-    }
-
     /// A `request` the simulator never answers (CLIENT_DEBUG is fire-and-forget), waiting an hour.
     static func neverAnswered(id: Int) -> String {
         #"{"id":\#(id),"op":"request","message":{"cid":77777},"expect_cid":77778,"timeout_ms":3600000}"#
@@ -30,7 +22,7 @@ import Glibc
         try setup.writeConfig(url: sim.serverURL, logLevel: "info")
         let watcher = try await setup.start()
         defer { watcher.close() }
-        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         let greedy = try await DaemonClient.connect(path: setup.socketPath)
         let answers: [String] = await TestExecutables.onThread {
@@ -45,18 +37,18 @@ import Glibc
         #expect(full?["id"] == 65)
         #expect(full?["error"]?["code"] == "queue_full", "\(answers)")
         #expect(full?["error"]?["message"]?.stringValue?.contains("(64)") == true, "\(answers)")
-        #expect(try await Self.status(watcher)["requests_pending"] == 64)
+        #expect(try await watcher.status()["requests_pending"] == 64)
 
         // The peer goes: its requests are abandoned, not left waiting for an hour.
         greedy.close()
-        let gone = try await eventually { try await Self.status(watcher)["requests_pending"] == 0 }
+        let gone = try await eventually { try await watcher.status()["requests_pending"] == 0 }
         #expect(gone, "log:\n\(setup.log.suffix(3000))")
         // The session is unharmed and a new peer may have its own 64.
         let next = try await DaemonClient.connect(path: setup.socketPath)
         defer { next.close() }
         let answered = try await next.request("request", ["message": ["cid": 77777], "expect_cid": 77778, "timeout_ms": 200])
         #expect(answered["error"]?["code"]?.stringValue == "timeout", "\(answered.text)")
-        #expect(try await Self.isReady(watcher))
+        #expect(try await watcher.isReady(identified: nil))
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -96,11 +88,11 @@ import Glibc
         #expect(chmod(setup.dir, 0o755) == 0)
         let watcher = try await setup.start()
         defer { watcher.close() }
-        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
         let reader = try await DaemonClient.connect(path: setup.socketPath)
         defer { reader.close() }
         _ = try await reader.ok("subscribe", ["durable": "kiosk", "types": ["engagement", "message"]])
-        let before = try await Self.status(watcher)["journal"]?["last_seq"]?.int64Value ?? -1
+        let before = try await watcher.status()["journal"]?["last_seq"]?.int64Value ?? -1
 
         _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 1_000])
         let started = ContinuousClock.now
@@ -113,18 +105,18 @@ import Glibc
         // Every request that reached the server is answered, late, and dropped.
         let settled = try await eventually(timeout: .seconds(20)) {
             let upstream = try await sim.received(cids: [500]).count
-            let dropped = try await Self.status(watcher)["counters"]?["answers_dropped"]?.int64Value ?? -1
+            let dropped = try await watcher.status()["counters"]?["answers_dropped"]?.int64Value ?? -1
             return upstream > 0 && Int64(upstream) == dropped
         }
         let upstream = try await sim.received(cids: [500]).count
-        let afterFlood = try await Self.status(watcher)
+        let afterFlood = try await watcher.status()
         #expect(settled, "\(upstream) requests upstream; status: \(afterFlood); log:\n\(setup.log.suffix(2000))")
         // 3,072 calls made; the read uid's rate (16/s, bursts of 64) let few reach the server.
         let allowed = 64 + Int(16 * (Double(elapsed.components.seconds) + 2))
         #expect(upstream > 0, "the flood never reached the server")
         #expect(upstream <= allowed, "\(upstream) requests reached the server in \(elapsed) (at most \(allowed))")
-        #expect(try await Self.status(watcher)["journal"]?["last_seq"]?.int64Value == before, "the journal moved")
-        #expect(try await Self.status(watcher)["requests_pending"] == 0)
+        #expect(try await watcher.status()["journal"]?["last_seq"]?.int64Value == before, "the journal moved")
+        #expect(try await watcher.status()["requests_pending"] == 0)
 
         _ = try await sim.control(["op": "fault", "kind": "clear"])
         let uid = try await sim.emitEngagement(to: "alice")
@@ -146,7 +138,7 @@ import Glibc
         #expect(chmod(setup.dir, 0o755) == 0)
         let watcher = try await setup.start()
         defer { watcher.close() }
-        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
         _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 3_000])
 
         let release = setup.dir + "/release"
@@ -156,8 +148,8 @@ import Glibc
                 dir: dir, ["flood", path, "16", "64", #"{"id":{id},"op":"api","call":"levels.list","timeout_ms":60000}"#, release])
         }
         defer { _ = FileManager.default.createFile(atPath: release, contents: nil) }
-        let held = try await eventually(timeout: .seconds(10)) { try await Self.status(watcher)["requests_pending"] == 250 }
-        let whileHeld = try await Self.status(watcher)
+        let held = try await eventually(timeout: .seconds(10)) { try await watcher.status()["requests_pending"] == 250 }
+        let whileHeld = try await watcher.status()
         #expect(held, "\(whileHeld)")
         let root = try await watcher.request("request", ["message": ["cid": 500], "timeout_ms": 15_000], timeoutMs: 20_000)
         #expect(root["ok"] == true, "root's request: \(root)")
@@ -177,7 +169,7 @@ import Glibc
         #expect(chmod(setup.dir, 0o755) == 0)
         let watcher = try await setup.start()
         defer { watcher.close() }
-        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         // uid 65534 opens 12 connections at once: 2 are served, 10 refused; then it goes.
         let answers = try await ForeignPeer(uid: 65534, gid: 65534).run(dir: setup.dir, ["conns", setup.socketPath, "12"])
@@ -208,8 +200,8 @@ import Glibc
         // 256 descriptors: at most 192 local connections, 64 kept for everything else.
         let watcher = try await setup.start(launcher: ["/usr/bin/prlimit", "--nofile=256:256", "--"])
         defer { watcher.close() }
-        #expect(try await eventually { try await Self.isReady(watcher) }, "log:\n\(setup.log)")
-        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
+        #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
+        #expect(try await watcher.status()["user"]?["identified"] == true)
         let initsBefore = try await sim.received(cids: [3]).count
         let identifiesBefore = try await sim.received(cids: [5]).count
 
@@ -237,9 +229,9 @@ import Glibc
                 "no new INIT; log:\n\(setup.log.suffix(3000))")
         #expect(try await eventually(timeout: .seconds(20)) { try await sim.received(cids: [5]).count > identifiesBefore },
                 "no new IDENTIFY; log:\n\(setup.log.suffix(3000))")
-        #expect(try await eventually(timeout: .seconds(20)) { try await Self.isReady(watcher) }, "log:\n\(setup.log.suffix(3000))")
-        #expect(try await Self.status(watcher)["user"]?["identified"] == true)
-        let status = try await Self.status(watcher)
+        #expect(try await eventually(timeout: .seconds(20)) { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log.suffix(3000))")
+        #expect(try await watcher.status()["user"]?["identified"] == true)
+        let status = try await watcher.status()
         #expect((status["counters"]?["reconnects"]?.int64Value ?? 0) >= 1, "\(status)")
         #expect(!setup.log.contains("Too many open files"), "log:\n\(setup.log.suffix(3000))")
         // The 808 refusals are logged at warning, a line per 10 s at most, not one each.

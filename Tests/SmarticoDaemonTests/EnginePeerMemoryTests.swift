@@ -10,10 +10,6 @@ import Glibc
 #endif
 
 @Suite(.serialized) struct EnginePeerMemoryTests {
-    static func isReady(_ client: DaemonClient) async throws -> Bool {
-        try await client.ok("status")["state"]?.stringValue == "ready"
-    }
-
     /// A daemon whose socket other uids reach (mode 0666, the directory searchable).
     static func start(socket: JSONObject = [:], journal: JSONObject = [:]) async throws -> (DaemonSetup, SimProcess, DaemonClient, Int32) {
         let setup = try DaemonSetup()
@@ -23,7 +19,7 @@ import Glibc
         try setup.writeConfig(url: sim.serverURL, socket: options, journal: journal, logLevel: "info")
         #expect(chmod(setup.dir, 0o755) == 0)
         let client = try await setup.start()
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady(identified: nil) }, "log:\n\(setup.log)")
         return (setup, sim, client, try #require(setup.daemon?.pid))
     }
 
@@ -70,7 +66,7 @@ import Glibc
             #expect(report.last?["errors"]?.arrayValue?.contains("memory_limit") == true, "\(report)")
         }
         #expect(setup.log.contains("socket.max_peer_memory_bytes"), "log:\n\(setup.log.suffix(2000))")
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady(identified: nil))
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -86,7 +82,7 @@ import Glibc
             SanitizerEnvironment.memoryBoundNotChecked("VmRSS grew by \(growth) KiB")
         }
         for report in reports { #expect(report.first?["opened"] == 64, "\(report)") }
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady(identified: nil))
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -108,7 +104,7 @@ import Glibc
         if SanitizerEnvironment.timingBoundsApply { #expect(waited < .seconds(4), "\(waited)") }
         // A connection that finishes its lines is never closed for it.
         for _ in 0..<3 {
-            #expect(try await Self.isReady(client))
+            #expect(try await client.isReady(identified: nil))
             try await Task.sleep(for: .milliseconds(600))
         }
         expectExitedZero(await setup.stop())
@@ -143,7 +139,7 @@ import Glibc
         let replayed = await again.nextEvent(timeoutMs: 20_000) { $0["event"]?.stringValue == "engagement" }
         #expect(replayed?["data"]?["message"]?["engagement_uid"]?.stringValue == uid)
         #expect(replayed?["data"]?["bridge"]?["template_html"]?.stringValue == template, "the catching-up subscriber's line was cut")
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady(identified: nil))
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }

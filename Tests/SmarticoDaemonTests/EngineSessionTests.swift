@@ -11,15 +11,6 @@ import Glibc
 /// (backoff 50–300 ms, keepalive 1 s where it matters) so each test takes seconds.
 @Suite("Engine: smarticod against smartico-sim")
 struct EngineSessionTests {
-    static func status(_ client: DaemonClient) async throws -> JSONValue { try await client.ok("status") }
-
-    static func isReady(_ client: DaemonClient, identified: Bool? = true) async throws -> Bool {
-        let s = try await status(client)
-        guard s["state"]?.stringValue == "ready" else { return false }
-        guard let identified else { return true }
-        return s["user"]?["identified"]?.boolValue == identified
-    }
-
     @Test func fullFlowIdentifiesDeliversJournalsAndStopsCleanly() async throws {
         let setup = try DaemonSetup()
         defer { setup.remove() }
@@ -30,12 +21,12 @@ struct EngineSessionTests {
         let client = try await setup.start()
         defer { client.close() }
 
-        let ready = try await eventually { try await Self.isReady(client) }
+        let ready = try await eventually { try await client.isReady() }
         #expect(ready, "never ready; log:\n\(setup.log)")
         let hello = try await client.ok("hello")
         #expect(hello["api"]?.int64Value == 1)
         #expect(hello["state"]?.stringValue == "ready")
-        let status = try await Self.status(client)
+        let status = try await client.status()
         #expect(status["user"]?["ext_user_id"]?.stringValue == "alice")
         #expect(status["session"]?["products"]?.arrayValue?.isEmpty == false)
 
@@ -98,14 +89,14 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim1.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let first = try await sim1.received(cids: [3, 5])
         let firstSession = try #require(first.first { $0["cid"]?.int64Value == 3 }?["session_id"]?.stringValue)
         let firstHash = try #require(first.first { $0["cid"]?.int64Value == 5 }?["hash"]?.stringValue)
 
         // The server dies mid-session.
         await sim1.child.kill9()
-        #expect(try await eventually { try await Self.status(client)["state"]?.stringValue != "ready" })
+        #expect(try await eventually { try await client.status()["state"]?.stringValue != "ready" })
 
         // Accepted while the server is down: stored, answered queued.
         var uuids: [String] = []
@@ -114,12 +105,12 @@ struct EngineSessionTests {
             #expect(r["queued"]?.boolValue == true)
             uuids.append(try #require(r["uuid"]?.stringValue))
         }
-        #expect(try await Self.status(client)["outbox"]?["depth"]?.int64Value == 5)
+        #expect(try await client.status()["outbox"]?["depth"]?.int64Value == 5)
 
         // It comes back on the same port.
         let sim2 = try await SimProcess.start(dir: setup.dir, port: sim1.port, extra: ["--hash-salt", "s3cret"])
         let back = try await eventually(timeout: .seconds(20)) {
-            let s = try await Self.status(client)
+            let s = try await client.status()
             return s["state"]?.stringValue == "ready" && s["outbox"]?["depth"]?.int64Value == 0
         }
         #expect(back, "log:\n\(setup.log)")
@@ -150,7 +141,7 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe", ["types": ["engagement"]])
         let uid1 = try await sim.emitEngagement(to: "alice")
         let e1 = await client.nextEvent()
@@ -159,7 +150,7 @@ struct EngineSessionTests {
         // Drop the connection: the daemon re-identifies and the server re-sends uid1 (still pending).
         _ = try await sim.control(["op": "fault", "kind": "close_abruptly", "user": "alice"])
         #expect(try await eventually { try await sim.received(cids: [5]).count == 2 }, "log:\n\(setup.log)")
-        #expect(try await eventually { try await Self.isReady(client) })
+        #expect(try await eventually { try await client.isReady() })
         let pending = try await sim.control(["op": "pending", "user": "alice"])
         #expect(pending["engagements"]?.arrayValue?.count == 1, "uid1 is still pending, so it was re-sent")
         let uid2 = try await sim.emitEngagement(to: "alice")
@@ -171,7 +162,7 @@ struct EngineSessionTests {
         expectExitedZero(await setup.stop())
         let again = try await setup.start()
         defer { again.close() }
-        #expect(try await eventually { try await Self.isReady(again) })
+        #expect(try await eventually { try await again.isReady() })
         _ = try await again.ok("subscribe", ["since": 0, "types": ["engagement"]])
         let all = await again.drainEvents(forMs: 1000)
         #expect(all.compactMap { $0["data"]?["message"]?["engagement_uid"]?.stringValue } == [uid1, uid2])
@@ -186,7 +177,7 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 1, "dead_after_s": 1])
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe", ["types": ["session"]])
         let clients = try await sim.control(["op": "clients"])
         let id = try #require(clients["clients"]?[0]?["id"]?.stringValue)
@@ -206,7 +197,7 @@ struct EngineSessionTests {
         // Silence of keepalive (1 s) then dead_after (1 s): detected after at most ~2 s, plus slack.
         #expect(elapsed < .milliseconds(4500), "detected after \(elapsed)")
         // The server is still there: a new connection (unaffected by the per-client fault).
-        #expect(try await eventually { try await Self.isReady(client) })
+        #expect(try await eventually { try await client.isReady() })
         // Our PINGs went out while the server was silent.
         #expect(try await sim.received(cids: [1]).count >= 1)
         let copies = try await eventually {
@@ -215,7 +206,7 @@ struct EngineSessionTests {
         let clientsOfCopies = try await sim.receivedEntries(cids: [9]).filter { $0["message"]?["uuid"]?.stringValue == uuid }
             .compactMap { $0["client"]?.stringValue }
         #expect(copies && Set(clientsOfCopies).count == 2, "once on the silent connection, once on the next: \(clientsOfCopies)")
-        #expect(try await eventually { try await Self.status(client)["outbox"]?["depth"]?.int64Value == 0 })
+        #expect(try await eventually { try await client.status()["outbox"]?["depth"]?.int64Value == 0 })
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -241,18 +232,18 @@ struct EngineSessionTests {
         _ = try await sim.control(["op": "fault", "kind": "clear", "only": "reject_init"])
         let identifyRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "identify_rejected" }
         #expect(identifyRejected?["data"]?["errCode"]?.int64Value == 100000, "log:\n\(setup.log)")
-        #expect(try await eventually { try await Self.isReady(client, identified: false) })
+        #expect(try await eventually { try await client.isReady(identified: false) })
         let initsBefore = try await sim.received(cids: [3]).count
         _ = try await sim.control(["op": "fault", "kind": "close_abruptly"])
         #expect(try await eventually { try await sim.received(cids: [3]).count == initsBefore + 1 })
-        #expect(try await eventually { try await Self.isReady(client, identified: false) })
+        #expect(try await eventually { try await client.isReady(identified: false) })
         #expect(try await sim.received(cids: [5]).count == 1, "the rejected hash was sent again")
 
         // A new hash identifies.
         _ = try await sim.control(["op": "fault", "kind": "clear"])
         let identified = try await client.ok("identify", ["ext_user_id": "alice", "hash": "fresh-hash"])
         #expect(identified["ext_user_id"]?.stringValue == "alice")
-        #expect(try await Self.isReady(client, identified: true))
+        #expect(try await client.isReady(identified: true))
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -285,7 +276,7 @@ struct EngineSessionTests {
         let client = try await setup.start()
         defer { client.close() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
-        #expect(try await eventually { try await Self.status(client)["state"]?.stringValue == "identifying" }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.status()["state"]?.stringValue == "identifying" }, "log:\n\(setup.log)")
         // Responsive while the command runs.
         let start = ContinuousClock.now
         _ = try await client.ok("hello")
@@ -323,7 +314,7 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let pid = try #require(setup.daemon?.pid)
 
         // Only the log level and the language change: no reconnect.
@@ -332,13 +323,13 @@ struct EngineSessionTests {
         #expect(await eventually { setup.log.contains("configuration reloaded") })
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await sim.received(cids: [3]).count == 1)
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady())
 
         // An invalid file is refused; the daemon keeps running.
         try Data("{\"server\": {}}".utf8).write(to: URL(fileURLWithPath: setup.configPath))
         kill(pid, SIGHUP)
         #expect(await eventually { setup.log.contains("reload refused") })
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady())
 
         // So is a file whose CA file cannot be read (the checks of the machine, as at start).
         try setup.writeConfig(url: sim.serverURL, client: ["language": "de"], logLevel: "info")
@@ -349,7 +340,7 @@ struct EngineSessionTests {
         try Data(config.serialized()).write(to: URL(fileURLWithPath: setup.configPath))
         kill(pid, SIGHUP)
         #expect(await eventually { setup.log.contains("server.tls.ca_file: cannot read \(setup.dir)/absent-ca.pem: No such file or directory") }, "log:\n\(setup.log)")
-        #expect(try await Self.isReady(client))
+        #expect(try await client.isReady())
 
         // What INIT carries changed: close 1000 and reconnect.
         try setup.writeConfig(url: sim.serverURL, client: ["device_type": "MOBILE"])
@@ -357,7 +348,7 @@ struct EngineSessionTests {
         #expect(try await eventually { try await sim.received(cids: [3]).count == 2 })
         let inits = try await sim.received(cids: [3])
         #expect(inits.last?["ua"]?["device_type"]?.stringValue == "MOBILE")
-        #expect(try await eventually { try await Self.isReady(client) })
+        #expect(try await eventually { try await client.isReady() })
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }
@@ -397,7 +388,7 @@ struct EngineSessionTests {
         // systemd-socket-activate listens, then execs smarticod with LISTEN_FDS=1 on the first connection.
         let client = try await setup.start(launcher: [Self.socketActivate, "-l", activated] + SanitizerEnvironment.socketActivateArguments, socketPath: activated)
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         #expect(!FileManager.default.fileExists(atPath: setup.socketPath), "socket.path must not be used when a socket is passed")
         #expect(setup.log.contains("(socket passed by systemd)"))
         expectExitedZero(await setup.stop())
@@ -411,7 +402,7 @@ struct EngineSessionTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let sent = try await client.ok("event", ["event_type": "before_switch"])
         let uuid = try #require(sent["uuid"]?.stringValue)
 
@@ -423,16 +414,16 @@ struct EngineSessionTests {
         let identifies = try await sim.received(cids: [5]).compactMap { $0["ext_user_id"]?.stringValue }
         #expect(identifies == ["alice", "bob"])
         #expect(try await sim.receivedEntries(cids: [9]).filter { $0["message"]?["uuid"]?.stringValue == uuid }.count == 1)
-        #expect(try await Self.status(client)["user"]?["ext_user_id"]?.stringValue == "bob")
+        #expect(try await client.status()["user"]?["ext_user_id"]?.stringValue == "bob")
 
         // Logout: LOGOUT, then an anonymous session (INIT only).
         let loggedOut = try await client.ok("logout")
         #expect(loggedOut == .object([:]))
         #expect(try await sim.received(cids: [8]).count == 1)
         #expect(try await eventually { try await sim.received(cids: [3]).count == 3 })
-        #expect(try await eventually { try await Self.isReady(client, identified: false) })
+        #expect(try await eventually { try await client.isReady(identified: false) })
         #expect(try await sim.received(cids: [5]).count == 2)
-        #expect(try await Self.status(client)["user"]?["ext_user_id"]?.isNull != false)
+        #expect(try await client.status()["user"]?["ext_user_id"]?.isNull != false)
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
     }

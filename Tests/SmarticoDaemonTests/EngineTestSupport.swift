@@ -80,3 +80,16 @@ func expectExitedZero<Status: BinaryInteger>(
 ) {
     #expect(status == 0, comment, sourceLocation: sourceLocation)
 }
+
+extension DaemonClient {
+    /// The daemon's `status` answer.
+    func status() async throws -> JSONValue { try await ok("status") }
+
+    /// The session is `ready` and, unless `identified` is nil, its user is (or is not) identified.
+    func isReady(identified: Bool? = true) async throws -> Bool {
+        let s = try await status()
+        guard s["state"]?.stringValue == "ready" else { return false }
+        guard let identified else { return true }
+        return s["user"]?["identified"]?.boolValue == identified
+    }
+}

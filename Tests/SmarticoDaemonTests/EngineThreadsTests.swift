@@ -42,7 +42,7 @@ struct EngineThreadsTests {
         try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: hashCommand)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never identified; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never identified; log:\n\(setup.log)")
         let pid = try #require(setup.daemon?.pid)
 
         // Events through the whole path (inbox, group commit task, store, publish) first.
@@ -69,7 +69,7 @@ struct EngineThreadsTests {
         try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: hashCommand, logLevel: "info")
         kill(pid, SIGHUP)
         #expect(await eventually { setup.log.contains("configuration reloaded") }, "log:\n\(setup.log)")
-        #expect(try await EngineSessionTests.isReady(client))
+        #expect(try await client.isReady())
         let after = try Self.threadNames(of: pid)
         #expect(!after.contains { $0.contains("qos") || $0.contains("dispatch") }, "libdispatch threads after SIGHUP: \(after)")
 

@@ -7,13 +7,6 @@ import Testing
 /// the server's messages the daemon tolerates too, and what the SDK drops unread is made visible.
 @Suite("Engine: server tolerance (issue 41)")
 struct EngineToleranceTests {
-    static func status(_ client: DaemonClient) async throws -> JSONValue { try await client.ok("status") }
-
-    static func isReady(_ client: DaemonClient) async throws -> Bool {
-        let s = try await status(client)
-        return s["state"]?.stringValue == "ready" && s["user"]?["identified"]?.boolValue == true
-    }
-
     /// A `cid` sent as a decimal string is read as the number (the SDK's `int`), so a 110 with
     /// `"cid":"110"` is an `engagement`; a `cid` that is no number is a `message` with its
     /// problem. Neither ends the connection.
@@ -24,9 +17,9 @@ struct EngineToleranceTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
-        let before = try #require(try await Self.status(client)["counters"]?["reconnects"]?.int64Value)
+        let before = try #require(try await client.status()["counters"]?["reconnects"]?.int64Value)
 
         _ = try await sim.control(["op": "emit", "user": "alice", "message": [
             "cid": "110", "engagement_uid": "string-cid-1", "activityType": 30, "engagement_id": 5,
@@ -44,7 +37,7 @@ struct EngineToleranceTests {
         #expect(problem.contains(#""cid""#) && problem.contains("abc"), "\(problem)")
 
         try await Task.sleep(for: .milliseconds(300))
-        let s = try await Self.status(client)
+        let s = try await client.status()
         #expect(s["state"] == "ready")
         #expect(s["counters"]?["reconnects"]?.int64Value == before, "no reconnect over a string cid: \(s)")
         let clients = try await sim.control(["op": "clients"])["clients"]?.arrayValue ?? []
@@ -62,9 +55,9 @@ struct EngineToleranceTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
-        let earlier = try await Self.status(client)["user"]?["props"]?.objectValue ?? [:]
+        let earlier = try await client.status()["user"]?["props"]?.objectValue ?? [:]
         #expect(!earlier.isEmpty, "IDENTIFY's answer carries props")
 
         _ = try await sim.control(["op": "emit", "user": "alice", "message": [
@@ -77,7 +70,7 @@ struct EngineToleranceTests {
         for key in earlier.keys where key != "ach_points_balance" {
             #expect(props?["data"]?[key] == earlier[key], "\(key) kept")
         }
-        let s = try await Self.status(client)
+        let s = try await client.status()
         #expect(s["user"]?["props"]?["issue41_marker"] == "from-504", "\(s)")
         expectExitedZero(await setup.stop())
         _ = await sim.stop()
@@ -95,7 +88,7 @@ struct EngineToleranceTests {
         try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await Self.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
 
         _ = try await client.ok("push_token", ["token": "tok-refused-41", "platform": 7, "status": 0])
@@ -103,7 +96,7 @@ struct EngineToleranceTests {
         #expect(error?["data"]?["code"] == "push_token_refused", "\(String(describing: error)); log:\n\(setup.log)")
         #expect(error?["data"]?["errCode"] == 4711)
         #expect(error?["data"]?["errMsg"] == "token refused by test")
-        let s = try await Self.status(client)
+        let s = try await client.status()
         #expect(s["last_error"]?["code"] == "push_token_refused", "\(s)")
         #expect(s["last_error"]?["message"]?.stringValue?.contains("4711") == true, "\(s)")
         let lines = setup.log.split(separator: "\n").filter { $0.contains("push_token_refused") }

@@ -30,7 +30,7 @@ struct EngineWireShapeTests {
         let sim = try await SimProcess.start(dir: setup.dir)
         try Self.writeConfig(setup, url: sim.serverURL)
         var client = try await setup.start()
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
 
         _ = try await client.ok("event", ["event_type": "wire_shape_event", "payload": ["n": 1]])
         _ = try await client.ok("send", ["message": ["cid": 9, "eventType": "wire_shape_send"]])
@@ -68,7 +68,7 @@ struct EngineWireShapeTests {
         client = try await setup.start()
         defer { client.close() }
         #expect(try await eventually { try await sim.received(cids: [3]).count == 2 })
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("request", ["message": ["cid": 500]])
         #expect(try await Self.languageEvents(sim).count == 1)
         expectExitedZero(await setup.stop())

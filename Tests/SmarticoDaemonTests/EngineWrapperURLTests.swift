@@ -26,7 +26,7 @@ struct EngineWrapperURLTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
 
         // A new user: a new `identified` event (and the op's answer, the same data).
@@ -36,7 +36,7 @@ struct EngineWrapperURLTests {
             #expect(Self.hasOneForceMobile(data["gf_url"]), "gf_url: \(data)")
             #expect(Self.hasOneForceMobile(data["popup_url"]), "popup_url: \(data)")
         }
-        let status = try await EngineSessionTests.status(client)
+        let status = try await client.status()
         #expect(Self.hasOneForceMobile(status["user"]?["gf_url"]), "status: \(status)")
         #expect(Self.hasOneForceMobile(status["user"]?["popup_url"]), "status: \(status)")
 
@@ -65,9 +65,9 @@ struct EngineWrapperURLTests {
         try setup.writeConfig(url: sim.serverURL)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
-        let status = try await EngineSessionTests.status(client)
+        let status = try await client.status()
         #expect(status["session"]?["products"] == .array([.number(0), .number(5)]), "\(status)")
         #expect(status["session"]?["gamification"] == .bool(false), "\(status)")
         #expect(status["user"]?["gf_url"] == .null, "\(status)")
@@ -106,7 +106,7 @@ struct EngineWrapperURLTests {
         try Self.setReidentify(setup, 60)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
         let started = ContinuousClock.now
         #expect(try await sim.received(cids: [5]).count == 1)
@@ -125,8 +125,8 @@ struct EngineWrapperURLTests {
         #expect(try await sim.received(cids: [5]).count == 2, "a second IDENTIFY")
         #expect(Self.hasOneForceMobile(data["gf_url"]), "\(data)")
         #expect(setup.log.contains("reidentify"), "the close's reason in the log")
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) })
-        let status = try await EngineSessionTests.status(client)
+        #expect(try await eventually { try await client.isReady() })
+        let status = try await client.status()
         #expect(status["user"]?["gf_url"] == data["gf_url"], "\(status)")
         #expect(try await sim.received(cids: [7]).count == logins, "a refresh sends no LOGIN")
         // The re-delivered engagement: pending at the server still, not shown again.

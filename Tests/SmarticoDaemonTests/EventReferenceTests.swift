@@ -173,10 +173,8 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
             .compactMap { $0["engagement_uid"]?.stringValue } ?? []
     }
 
-    static func status(_ ops: DaemonClient) async throws -> JSONValue { try await ops.ok("status") }
-
     static func readyAs(_ ops: DaemonClient, _ user: String) async throws -> Bool {
-        let s = try await status(ops)
+        let s = try await ops.status()
         return s["state"]?.stringValue == "ready" && s["user"]?["ext_user_id"]?.stringValue == user
             && s["user"]?["identified"]?.boolValue == true
     }
@@ -267,7 +265,7 @@ final class RawEventClient: @unchecked Sendable {  // `lines`, `nextID` and the 
         #expect(await app.event(where: { $0["event"]?.stringValue == "game_opening" }) != nil)
         _ = try await app.ok("bridge", ["message": ["bcid": 2]])
         #expect(await app.event(where: { $0["event"]?.stringValue == "bridge" }) != nil)
-        #expect(try await eventually { try await Self.status(ops)["outbox"]?["depth"]?.int64Value == 0 })
+        #expect(try await eventually { try await ops.status()["outbox"]?["depth"]?.int64Value == 0 })
 
         // The public HTTP API refuses a push report and a push token (400): each is dropped with an error.
         _ = try await sim.control(["op": "http_fault", "answer": "status", "status": 400, "count": 2])

@@ -63,7 +63,7 @@ struct HashCommandEngineTests {
                               hashCommand: ["/bin/sh", "-c", "echo no hash here >&2; exit 3"], logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client, identified: nil) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         let socket = try #require(LineSocket.connect(path: setup.socketPath))
         defer { socket.close() }

@@ -114,7 +114,7 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "never ready; log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
         _ = try await client.ok("subscribe")
         _ = await client.drainEvents(forMs: 300)
 
@@ -149,7 +149,7 @@ struct MetricsTests {
             return n["engagement", default: 0] >= 3 && n["props", default: 0] >= 1 && n["deeplink", default: 0] >= 1
         }
         received += await client.drainEvents(forMs: 500)
-        let status = try await EngineSessionTests.status(client)
+        let status = try await client.status()
         let after = try await Self.metrics(client)
         received += await client.drainEvents(forMs: 0)
 
@@ -176,7 +176,7 @@ struct MetricsTests {
 
         // Offline: the server is gone, messages wait in the outbox.
         await sim.child.kill9()
-        #expect(try await eventually { try await EngineSessionTests.status(client)["state"]?.stringValue != "ready" })
+        #expect(try await eventually { try await client.status()["state"]?.stringValue != "ready" })
         for i in 0..<4 {
             let r = try await client.ok("event", ["event_type": .string("metrics_offline_\(i)")])
             #expect(r["queued"]?.boolValue == true)
@@ -208,7 +208,7 @@ struct MetricsTests {
         var shown = ""
         #expect(try await eventually {
             let failing = try await Self.metrics(client)
-            let lastError = try await EngineSessionTests.status(client)["last_error"]
+            let lastError = try await client.status()["last_error"]
             guard let code = lastError?["code"]?.stringValue, let atMs = lastError?["at_ms"]?.doubleValue else { return false }
             shown = "\(failing.samples.filter { $0.name.hasPrefix("smarticod_last_error") }) vs \(String(describing: lastError))"
             return failing.value("smarticod_last_error_info", ["code": code]) == 1
@@ -225,7 +225,7 @@ struct MetricsTests {
         chmod(setup.dir, 0o755)
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
 
         // uid 65534 has the read role only: control ops are refused, metrics answered.
         let answers = try await ForeignPeer(uid: 65534, gid: 65534).run(dir: setup.dir, [
@@ -261,7 +261,7 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
 
         func fileMetrics(_ path: String) async throws -> ParsedMetrics? {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8), !text.isEmpty else { return nil }
@@ -308,7 +308,7 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(blocker + "/smarticod.prom"), "interval_s": 1], logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         #expect(await eventually { setup.log.contains("metrics.textfile: ") }, "log:\n\(setup.log)")
         try await Task.sleep(for: .milliseconds(3_500))  // three more intervals, three more failures
         let warnings = setup.log.split(separator: "\n").filter { $0.contains("metrics.textfile: ") }
@@ -344,7 +344,7 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let pid = try #require(setup.daemon?.pid)
         let textfile = collector + "/smarticod.prom"
         let oldTemporary = "\(textfile).\(pid).tmp"
@@ -391,7 +391,7 @@ struct MetricsTests {
         try setup.writeConfig(url: sim.serverURL, metrics: ["textfile": .string(textfile), "interval_s": 1], logLevel: "info")
         let client = try await setup.start()
         defer { client.close() }
-        #expect(try await eventually { try await EngineSessionTests.isReady(client) }, "log:\n\(setup.log)")
+        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
         let worldWritable = "metrics.textfile: \(textfile) not written: its directory \(open) (owner uid 0, mode 0777) is writable by every user and has no sticky bit, so anyone could replace the file; remove the write bit for others (chmod o-w) or set the sticky bit (chmod +t)"
         #expect(await eventually { setup.log.contains(worldWritable) }, "log:\n\(setup.log)")
         try await Task.sleep(for: .milliseconds(1_500))
