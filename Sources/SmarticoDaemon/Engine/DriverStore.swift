@@ -16,7 +16,8 @@ final class DriverStore {
     private let store: SmarticoStore
     private let server: SocketAPIServer
     private let logger: Logger
-    private var health: StorageHealth
+    /// Whether the state directory takes writes (its `stateDir` follows reloads).
+    var health: StorageHealth
     /// A storage problem reported and not yet in `status.last_error` (``takeReport()``).
     private var report: (message: String, atMs: Int64)?
     /// Events handed to the socket server to publish, by name (the metrics' events by type).
@@ -30,12 +31,6 @@ final class DriverStore {
         self.server = server
         self.logger = logger
         health = StorageHealth(stateDir: stateDir)
-    }
-
-    /// The state directory named in reports (a reload may change it).
-    var stateDir: String {
-        get { health.stateDir }
-        set { health.stateDir = newValue }
     }
 
     /// The storage problem reported since the last call, for `status.last_error`.
@@ -63,28 +58,23 @@ final class DriverStore {
             await storeWork("setPush") { try await $0.setPush(push) }
         case .persistLanguageSent(let user, let language):
             await storeWork("setLanguageSent") { try await $0.setLanguageSent(language, user: user) }
-        case .storeOutbox(let entry):
+        case .storeOutbox(let entry), .storeLatest(_, let entry):
             let failure: OutboxStoreFailure?
             do throws(StoreError) {
-                try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes,
-                                        createdMs: entry.createdMs, user: entry.user)
+                if case .storeLatest(let slot, _) = action {
+                    try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes,
+                                              createdMs: entry.createdMs, user: entry.user)
+                } else {
+                    try await store.enqueue(uuid: entry.uuid, cid: entry.cid, kind: .socket, payload: entry.bytes,
+                                            createdMs: entry.createdMs, user: entry.user)
+                }
                 failure = nil
                 writable()
             } catch {
+                // Only the outbox has a bound (the latest slots replace their message).
                 if case .queueFull(let max) = error { failure = .queueFull(max: max) } else {
                     failure = outboxFailure("outbox write", error)
                 }
-            }
-            return .outboxStored(uuid: entry.uuid, failure: failure)
-        case .storeLatest(let slot, let entry):
-            let failure: OutboxStoreFailure?
-            do throws(StoreError) {
-                try await store.putLatest(slot: slot, uuid: entry.uuid, cid: entry.cid, payload: entry.bytes,
-                                          createdMs: entry.createdMs, user: entry.user)
-                failure = nil
-                writable()
-            } catch {
-                failure = outboxFailure("outbox write", error)
             }
             return .outboxStored(uuid: entry.uuid, failure: failure)
         case .loadOutbox(let limit):
@@ -289,5 +279,52 @@ extension SessionAction {
         default:
             false
         }
+    }
+}
+
+/// Whether the state directory takes writes (docs/reliability.md, "A full or read-only state
+/// directory"). The first write that fails because it is full, read-only or failing
+/// (``StoreError/storageProblem``), and the first after a change of cause, is reported: an `error`
+/// log line here, and the message returned, which the driver makes `status.last_error` and an
+/// `error` event; the following ones only at debug. The session stays up; durable ops answer
+/// `storage_unavailable` until a write succeeds again (``writable(logger:)``).
+struct StorageHealth {
+    /// Why the state directory takes no writes since the first failed write; nil once a write
+    /// succeeds again.
+    private(set) var problem: String?
+    var stateDir: String
+
+    /// A write of `what` failed: the message to report when its storage problem is new; nil when
+    /// it was reported already (logged at debug) or `error` is no storage problem.
+    mutating func failed(_ what: String, _ error: StoreError, logger: Logger) -> String? {
+        guard let cause = error.storageProblem else { return nil }
+        guard problem != cause else {
+            logger.debug("\(what) failed: \(error)")
+            return nil
+        }
+        problem = cause
+        let message = "state_dir \(stateDir) is \(cause): \(what) failed: \(error). "
+            + "Durable work is refused (ops that store a message answer storage_unavailable; events that "
+            + "cannot be journaled are dropped, each with a journal_write_failed event); the session stays up. "
+            + "Free space in, or remount read-write, the state directory: the daemon resumes by itself"
+        logger.error("\(message)")
+        return message
+    }
+
+    /// A write succeeded: a storage problem reported before is over.
+    mutating func writable(logger: Logger) {
+        guard let cause = problem else { return }
+        problem = nil
+        logger.notice("state_dir \(stateDir) is writable again (it was \(cause)): durable work is accepted again")
+    }
+
+    /// What an op refused for the storage problem `cause` answers (`storage_unavailable`).
+    func refusal(_ cause: String, _ error: StoreError) -> String { "state_dir \(stateDir) is \(cause): \(error)" }
+
+    /// An `error` event (not journaled) with `code` and `message`.
+    static func errorEvent(_ code: String, _ message: String, tsMs: Int64) -> PreparedEvent {
+        var data: [UInt8] = []
+        JSONValue.object(["code": .string(code), "message": .string(message)]).serialize(into: &data)
+        return PreparedEvent(name: "error", seq: nil, tsMs: tsMs, data: data)
     }
 }

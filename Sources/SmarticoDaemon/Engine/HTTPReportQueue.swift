@@ -27,7 +27,7 @@ actor HTTPReportQueue {
     private let connections = HTTPConnectionCache()
     private var task: Task<Void, Never>?
     private var stopped = false
-    /// The run loop's wait, ended early by ``poke()``.
+    /// The run loop's wait, ended early by ``wakeUp()``.
     private var waiter: CheckedContinuation<Void, Never>?
     private var waitToken = 0
     /// A poke that came while the loop was not waiting (it looks at the queue again at once).
@@ -117,9 +117,6 @@ actor HTTPReportQueue {
         options = Self.clientOptions(newConfig)
         wakeUp()
     }
-
-    /// Something changed (a new call): look at the queue now.
-    func poke() { wakeUp() }
 
     /// The user the daemon acts for (nil: anonymous), for the calls made before any user was known;
     /// a new one gets `user.push.token` registered when `register_via` is `"http"`.
@@ -404,7 +401,7 @@ actor HTTPReportQueue {
 
     // MARK: Waiting
 
-    /// Waits `timeout` (nil: until poked) or until ``poke()``.
+    /// Waits `timeout` (nil: until poked) or until ``wakeUp()``.
     private func wait(_ timeout: Duration?) async {
         guard !stopped, !poked else { return }
         waitToken += 1

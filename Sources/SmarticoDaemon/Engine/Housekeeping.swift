@@ -73,3 +73,59 @@ actor SystemdWatchdog {
         timer = nil
     }
 }
+
+/// Gives memory back once a burst is over (``ProcessMemory``): the store's page cache, then the
+/// heap's free pages. Its timer is armed again every ``afterInputs`` inputs the driver handles,
+/// whenever the session becomes ready (the start-up and the handshake are done) and when a local
+/// peer with a large queue goes away; it fires once nothing re-armed it for ``delay``.
+///
+/// An actor on the daemon's loop, like ``SessionDriver``: its timer is a loop timer, and the heap
+/// trim runs on the loop between the driver's steps.
+actor MemoryTrimmer {
+    nonisolated let loop: EventLoop
+    nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
+    static let afterInputs = 512
+    static let delay: Duration = .seconds(5)
+    private let store: SmarticoStore
+    private let logger: Logger
+    private var timer: LoopTimer?
+    private var inputsSinceArmed = 0
+
+    init(loop: EventLoop, store: SmarticoStore, logger: Logger) {
+        self.loop = loop
+        self.store = store
+        self.logger = logger
+    }
+
+    func start() {
+        timer = LoopTimer(loop: loop) { [weak self] in
+            guard let self else { return }
+            Task(executorPreference: self.loop) { await self.trim() }
+        }
+    }
+
+    func stop() {
+        timer?.invalidate()
+        timer = nil
+    }
+
+    /// Any thread: trims once things have been quiet for ``delay``.
+    nonisolated func arm() {
+        _ = loop.execute { [self] in assumeIsolated { $0.timer?.schedule(after: Self.delay) } }
+    }
+
+    /// The driver handled `count` more inputs: a burst re-arms the timer every ``afterInputs``.
+    func inputsHandled(_ count: Int) {
+        inputsSinceArmed += count
+        guard inputsSinceArmed >= Self.afterInputs else { return }
+        inputsSinceArmed = 0
+        timer?.schedule(after: Self.delay)
+    }
+
+    private func trim() async {
+        await store.releaseCacheMemory()
+        // The heap's free pages go back to the system, with the pages the store's cache just freed.
+        let released = ProcessMemory.returnFreePagesToSystem()
+        logger.debug("heap trimmed after a burst", metadata: ["released": "\(released)"])
+    }
+}

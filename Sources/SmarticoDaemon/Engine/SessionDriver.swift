@@ -47,9 +47,9 @@ actor SessionDriver {
     private var connecting: Set<ConnectionID> = []
     private let timers: DriverTimers
     /// Gives memory back after a burst, on a timer of its own.
-    nonisolated let trimmer: MemoryTrimmer
+    private let trimmer: MemoryTrimmer
     /// The `metrics` op and `metrics.textfile` (on a timer of its own).
-    nonisolated let metrics: MetricsService
+    private let metrics: MetricsService
     private var replies: [SessionRequestID: SocketAPIReply] = [:]
     /// The requests in `replies` by peer connection number, and the peer of each: a peer that goes
     /// away has its requests abandoned (socket-api.md, "Permissions").
@@ -244,7 +244,7 @@ actor SessionDriver {
             case .success(let newConfig):
                 logger.info("configuration reloaded", metadata: ["reconnect": "\(newConfig.requiresReconnect(from: config))"])
                 config = newConfig
-                durable.stateDir = newConfig.config.stateDir
+                durable.health.stateDir = newConfig.config.stateDir
                 await metrics.apply(newConfig.config.metrics)
                 connectOptions = newConfig.webSocketConnectOptions
                 logger.logLevel = newConfig.logLevel.loggerLevel
@@ -377,8 +377,8 @@ actor SessionDriver {
         case .journalOnce(let user, let uid, let event):
             let body = Self.body(of: event)
             durable.append(.init(name: event.name, body: body, tsMs: now,
-                                   write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
-                                   loggedUID: logger.logLevel <= .debug ? uid : nil))
+                                 write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
+                                 loggedUID: logger.logLevel <= .debug ? uid : nil))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
