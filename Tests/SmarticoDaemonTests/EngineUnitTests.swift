@@ -83,10 +83,10 @@ struct EngineUnitTests {
         }
         #expect(seen == (0..<Int64(total)).map { $0 })
         #expect(batches >= 1 && batches <= total)
-        #expect(inbox.yield(.maintenance))
+        #expect(inbox.yield(.peerClosed(0)))
         let left = inbox.finish()
         #expect(left.count == 1)
-        #expect(!inbox.yield(.maintenance), "accepted after finish")
+        #expect(!inbox.yield(.peerClosed(0)), "accepted after finish")
         #expect(await inbox.next() == nil)
     }
 }

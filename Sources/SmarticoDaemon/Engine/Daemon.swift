@@ -193,7 +193,13 @@ public enum Daemon {
         }
 
         let snapshot = await startSnapshot(config: config, store: store, pool: loop.blockingPool, logger: logger)
+        let watchdog = SystemdWatchdog(loop: loop, notifier: notifier)
+        let maintenance = JournalMaintenance(loop: loop, store: store, logger: logger)
+        await watchdog.start()
+        await maintenance.start()
         await driver.run(snapshot)
+        await maintenance.stop()
+        await watchdog.stop()
 
         await signals.stop()
         await server.close()

@@ -16,9 +16,9 @@ struct DaemonMetrics: Sendable {
     /// The content type of ``text``.
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
-    var version: String
-    var startMs: Int64
-    var nowMs: Int64
+    var version = SmarticoVersion.string
+    var startMs: Int64 = 0
+    var nowMs: Int64 = 0
     var state: SessionState
     var stateSinceMs: Int64
     var reconnects: Int
@@ -31,8 +31,8 @@ struct DaemonMetrics: Sendable {
     /// Nil when the store could not say (the series is left out, never shown as 0).
     var outboxDepth: Int?
     var outboxOldestMs: Int64?
-    var subscribers: Int
-    var connections: Int
+    var subscribers = 0
+    var connections = 0
     var lastError: (code: String, atMs: Int64)?
     /// Nil when `/proc/self/statm` could not be read.
     var residentBytes: Int?

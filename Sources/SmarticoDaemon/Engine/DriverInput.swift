@@ -30,14 +30,6 @@ enum DriverInput: Sendable {
     case terminate(signal: Int32)
     /// SIGHUP: the configuration file was re-read (on the blocking pool).
     case reloaded(Result<ResolvedConfig, ConfigError>)
-    /// Hourly: journal retention by age (appends apply it too, but an idle journal has none).
-    case maintenance
-    /// A burst is over: give the store's page cache and the heap's free pages back.
-    case trimMemory
-    /// A local peer with a large queue went away: trim once things are quiet.
-    case peerReleasedMemory
-    /// Every `metrics.interval_s`: rewrite `metrics.textfile`.
-    case writeMetrics
     /// An event of the HTTP queue (``HTTPReportQueue``: a dropped call's `error`), to publish.
     case httpEvent(DaemonEvent)
 }
@@ -118,10 +110,109 @@ final class DriverInbox: Sendable {
     }
 }
 
+extension DriverInbox {
+    /// Backpressure on the server (docs/session.md, "Backpressure"): the socket stops being read
+    /// when this many bytes of server messages wait in the inbox; it is read again once they are
+    /// below the resume mark.
+    static let pauseReadingBytes = 1 << 20
+    static let resumeReadingBytes = 256 << 10
+
+    /// Queues the messages and the end of `connection`, the WebSocket of `conn`; past
+    /// ``pauseReadingBytes`` of messages waiting for the driver, the socket is not read until the
+    /// driver has caught up (``resumeReading(_:logger:)``). Loop thread.
+    func feed(from connection: WebSocketConnection, _ conn: ConnectionID, logger: Logger) {
+        let received = { [weak connection, self] (bytes: [UInt8]) in
+            let queued = yield(.session(.received(conn, bytes)), messageBytes: bytes.count).queuedBytes
+            if queued >= Self.pauseReadingBytes, let connection, !connection.isReadingPaused {
+                connection.pauseReading()
+                logger.debug("server reading paused", metadata: ["conn": "\(conn)", "inbox_bytes": "\(queued)"])
+            }
+        }
+        connection.start { [self] event in
+            switch event {
+            case .textBytes(let bytes): received(bytes)
+            case .text(let text): received(Array(text.utf8))
+            case .binary(let bytes): received(bytes)
+            case .closed(let info):
+                yield(.transportClosed(
+                    conn, code: Int(info.code.rawValue), reason: info.error?.description ?? info.reason,
+                    clean: info.error == nil && info.code != .abnormalClosure))
+            case .ping, .pong, .closing: break
+            }
+        }
+    }
+
+    /// Resumes reading the server once the inbox has drained; after every batch of inputs.
+    func resumeReading(_ connections: [ConnectionID: WebSocketConnection], logger: Logger) {
+        guard queuedMessageBytes < Self.resumeReadingBytes else { return }
+        for (conn, connection) in connections where connection.isReadingPaused {
+            connection.resumeReading()
+            logger.debug("server reading resumed", metadata: ["conn": "\(conn)"])
+        }
+    }
+}
+
+/// The machine's timers as loop timers: one that fires queues `.timer(kind, atMs:)`, unless the
+/// wall clock is still short of its deadline (the loop's monotonic clock and the wall clock may
+/// disagree by a millisecond). Loop thread only: the driver's.
+final class DriverTimers {
+    private let loop: EventLoop
+    private let inbox: DriverInbox
+    private var timers = SessionTimerSlots<LoopTimer>()
+    private var deadlines = SessionTimerSlots<Int64>()
+
+    init(loop: EventLoop, inbox: DriverInbox) {
+        self.loop = loop
+        self.inbox = inbox
+    }
+
+    func arm(_ kind: SessionTimer, atMs: Int64, now: Int64) {
+        deadlines[kind] = atMs
+        let timer: LoopTimer
+        if let existing = timers[kind] {
+            timer = existing
+        } else {
+            // The handler reads the deadline when it runs.
+            timer = LoopTimer(loop: loop) { [weak self] in self?.fired(kind) }
+            timers[kind] = timer
+        }
+        timer.schedule(after: .milliseconds(max(0, atMs - now)))
+    }
+
+    func disarm(_ kind: SessionTimer) {
+        deadlines[kind] = nil
+        timers[kind]?.cancel()
+    }
+
+    /// `.timer(kind, atMs:)` taken from the FIFO: true (and no longer armed) unless the timer was
+    /// re-armed or cancelled since it fired.
+    func take(_ kind: SessionTimer, atMs: Int64) -> Bool {
+        guard deadlines[kind] == atMs else { return false }
+        deadlines[kind] = nil
+        return true
+    }
+
+    func invalidateAll() {
+        for timer in timers.values { timer.invalidate() }
+        timers.removeAll()
+    }
+
+    private func fired(_ kind: SessionTimer) {
+        guard let at = deadlines[kind] else { return }
+        let now = SessionDriver.wallClockMs()
+        if at > now, let timer = timers[kind] {
+            timer.schedule(after: .milliseconds(at - now))
+            return
+        }
+        inbox.yield(.timer(kind, atMs: at))
+    }
+}
+
 /// The daemon's ``SocketAPIHandler``: `hello` is answered at once on the server's loop thread;
 /// every other call is queued, in arrival order, into the driver's FIFO.
 final class DriverSocketHandler: SocketAPIHandler {
     private let inbox: DriverInbox
+    private let trimmer: MemoryTrimmer
     /// The public session state as last reported by the machine (`hello`).
     let state = Mutex<SessionState>(.disconnected)
     private let logger: Logger
@@ -134,8 +225,9 @@ final class DriverSocketHandler: SocketAPIHandler {
     /// in the log even when nothing is refused after it. `last`: who was refused last, and why.
     private let refusals = Mutex<(windowStart: ContinuousClock.Instant?, unlogged: Int, last: String)>((nil, 0, ""))
 
-    init(inbox: DriverInbox, logger: Logger, loop: EventLoop) {
+    init(inbox: DriverInbox, trimmer: MemoryTrimmer, logger: Logger, loop: EventLoop) {
         self.inbox = inbox
+        self.trimmer = trimmer
         self.logger = logger
         self.loop = loop
     }
@@ -206,8 +298,9 @@ final class DriverSocketHandler: SocketAPIHandler {
         }
     }
 
+    /// A local peer with a large queue went away: trim once things are quiet.
     func peerReleased(bytes: Int) {
-        inbox.yield(.peerReleasedMemory)
+        trimmer.arm()
     }
 
     /// Queued after the peer's last call (both on the server's loop thread, in order), so the

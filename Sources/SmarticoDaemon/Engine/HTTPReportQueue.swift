@@ -27,7 +27,7 @@ actor HTTPReportQueue {
     private let connections = HTTPConnectionCache()
     private var task: Task<Void, Never>?
     private var stopped = false
-    /// The run loop's wait, ended early by ``poke()``.
+    /// The run loop's wait, ended early by ``wakeUp()``.
     private var waiter: CheckedContinuation<Void, Never>?
     private var waitToken = 0
     /// A poke that came while the loop was not waiting (it looks at the queue again at once).
@@ -118,14 +118,63 @@ actor HTTPReportQueue {
         wakeUp()
     }
 
-    /// Something changed (a new call): look at the queue now.
-    func poke() { wakeUp() }
-
-    /// The user the daemon acts for (nil: anonymous), for the calls made before any user was known.
-    func setUser(_ user: String?) {
+    /// The user the daemon acts for (nil: anonymous), for the calls made before any user was known;
+    /// a new one gets `user.push.token` registered when `register_via` is `"http"`.
+    func setUser(_ user: String?) async {
         guard user != currentUser else { return }
         currentUser = user
-        if user != nil { wakeUp() }
+        guard let user else { return }
+        wakeUp()
+        await registerConfiguredToken(for: user)
+    }
+
+    /// `user.push.token` with `register_via: "http"`: registered once per user and token (remembered
+    /// in the store as `http_push_registered`), when that user becomes the daemon's user.
+    private func registerConfiguredToken(for user: String) async {
+        let push = config.config.user.push
+        guard push.registerVia == .http, let token = push.token?.exposedValue else { return }
+        let key = Array("\(user)\n\(token)\n\(push.platform)\n\(push.status)\n\(push.appPackageID ?? "")".utf8)
+        do {
+            if try await store.metaValue("http_push_registered") == key { return }
+            _ = try await enqueueToken(token: token, platform: push.platform, status: push.status,
+                                       appPackageID: push.appPackageID, user: user, nowMs: Self.wallClockMs())
+            try await store.setMetaValue("http_push_registered", key)
+        } catch {
+            logger.error("user.push.token could not be queued for registration over HTTP: \(error)")
+        }
+    }
+
+    /// The `push_report` op: queued for `user` (the one named, else the daemon's; none: the next one known).
+    func answerReport(_ request: PushReportRequest, user: String?) async -> Result<JSONValue, SocketAPIError> {
+        do {
+            let uuid = try await enqueueReport(request, user: user, nowMs: Self.wallClockMs())
+            return .success(["queued": true, "uuid": .string(uuid), "waiting_for_user": .bool(user == nil)])
+        } catch {
+            return .failure(Self.refusal(error, what: "push_report"))
+        }
+    }
+
+    /// `push_token` with `user.push.register_via: "http"`: the POST of 002 §4 through this queue, for
+    /// `user` (none yet: the next one known). Nothing goes over the WebSocket.
+    func answerToken(token: String, platform: Int?, status: Int, appPackageID: String?, user: String?) async
+        -> Result<JSONValue, SocketAPIError>
+    {
+        guard !token.isEmpty else { return .failure(SocketAPIError(.badRequest, "field \"token\" of op \"push_token\" must not be empty")) }
+        do {
+            let uuid = try await enqueueToken(
+                token: token, platform: platform ?? config.config.user.push.platform, status: status, appPackageID: appPackageID,
+                user: user, nowMs: Self.wallClockMs())
+            return .success(["queued": true, "via": "http", "uuid": .string(uuid), "waiting_for_user": .bool(user == nil)])
+        } catch {
+            return .failure(Self.refusal(error, what: "push_token"))
+        }
+    }
+
+    static func refusal(_ error: StoreError, what: String) -> SocketAPIError {
+        if case .queueFull(let max) = error {
+            return SocketAPIError(.queueFull, "\(what) refused: \(max) calls wait in the HTTP queue (http.max_queue); see status.http_queue.last_error")
+        }
+        return SocketAPIError(.internal, "\(what) could not be stored: \(error)")
     }
 
     // MARK: Enqueue
@@ -352,7 +401,7 @@ actor HTTPReportQueue {
 
     // MARK: Waiting
 
-    /// Waits `timeout` (nil: until poked) or until ``poke()``.
+    /// Waits `timeout` (nil: until poked) or until ``wakeUp()``.
     private func wait(_ timeout: Duration?) async {
         guard !stopped, !poked else { return }
         waitToken += 1
