@@ -274,7 +274,7 @@ struct CtlTests {
             ("game_opening", ["bcid": 8, "game_id": 55], nil),
         ]
         for (i, (name, data, seq)) in events.enumerated() {
-            server.publish(DaemonEvent(name: name, data: data, journaled: seq != nil), seq: seq, tsMs: ts + Int64(i))
+            server.publish(DaemonEvent(kind: EventKind(rawValue: name)!, data: data, journaled: seq != nil), seq: seq, tsMs: ts + Int64(i))
         }
     }
 
@@ -350,7 +350,7 @@ struct CtlTests {
         defer { cleanUpAfterTest { await rig.stop() } }
         async let run = rig.ctl(["tail"])
         try await rig.waitForSubscribers(1)
-        rig.server.publish(DaemonEvent(name: "message", data: ["message": ["cid": 504], "name": nil], journaled: true), seq: 7, tsMs: 1_700_000_000_000)
+        rig.server.publish(DaemonEvent(kind: .message, data: ["message": ["cid": 504], "name": nil], journaled: true), seq: 7, tsMs: 1_700_000_000_000)
         try await Task.sleep(for: .milliseconds(200))
         await rig.server.close()
         let r = try await run
@@ -362,7 +362,7 @@ struct CtlTests {
         defer { cleanUpAfterTest { await other.stop() } }
         async let long = other.ctl(["tail", "--max-line-bytes", "1024"])
         try await other.waitForSubscribers(1)
-        other.server.publish(DaemonEvent(name: "message", data: ["blob": .string(String(repeating: "x", count: 4096))], journaled: false), seq: nil, tsMs: 1)
+        other.server.publish(DaemonEvent(kind: .message, data: ["blob": .string(String(repeating: "x", count: 4096))], journaled: false), seq: nil, tsMs: 1)
         let l = try await long
         #expect(l.status == 1, "\(l)")
         #expect(l.stderr.contains("smarticod sent a line longer than 1024 bytes on \(other.path) (raise --max-line-bytes)"), "\(l.stderr)")
@@ -373,8 +373,8 @@ struct CtlTests {
         defer { cleanUpAfterTest { await rig.stop() } }
         async let run = rig.ctl(["tail", "--count", "2"])
         try await rig.waitForSubscribers(1)
-        rig.server.publish(DaemonEvent(name: "gap", data: ["first_available_seq": 42, "missed": 41], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
-        rig.server.publish(DaemonEvent(name: "error", data: ["code": "x", "message": "after the gap"], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
+        rig.server.publish(DaemonEvent(kind: .gap, data: ["first_available_seq": 42, "missed": 41], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
+        rig.server.publish(DaemonEvent(kind: .error, data: ["code": "x", "message": "after the gap"], journaled: false), seq: nil, tsMs: 1_700_000_000_000)
         let r = try await run
         #expect(r.status == 0, "\(r)")
         #expect(r.stdoutLines.first == "2023-11-14 22:13:20.000  gap          41 event(s) were no longer in the journal (retention); continuing from seq 42  [seq 0]", "\(r.stdout)")

@@ -56,7 +56,7 @@ import Testing
         #expect(parsedLine.keys == EngagementJournal.memberOrder)
         #expect(parsedLine["bridge"]?.objectValue?.keys == before["bridge"]?.objectValue?.keys)
         #expect(event.data == .object(before))
-        #expect(event == DaemonEvent(name: "engagement", data: .object(before), journaled: true))
+        #expect(event == DaemonEvent(kind: .engagement, data: .object(before), journaled: true))
         #expect(event.journalEvent(tsMs: 5) == row)
         #expect(!line.contains(0x0A) && !line.contains(0x0D))
     }
@@ -88,7 +88,7 @@ import Testing
         #expect(EngagementJournal.lineData(name: "engagement", journaled: oldRow) == oldLine)
         #expect(EngagementJournal.lineData(name: "engagement", journaled: oldLine) == oldLine)
         // A tree-built engagement event (the old form) is journaled and lined as before too.
-        let (row, line) = SessionDriver.journalRow(DaemonEvent(name: "engagement", data: .object(oldData), journaled: true), tsMs: 1)
+        let (row, line) = SessionDriver.journalRow(DaemonEvent(kind: .engagement, data: .object(oldData), journaled: true), tsMs: 1)
         #expect(row.data == oldRow && line == oldLine)
         for (name, data) in [("deeplink", #"{"message":{"a":1},"popup_url":null}"#), ("engagement", "not json"),
                              ("engagement", #"{"message":[1],"popup_url":null}"#), ("engagement", #"{"popup_url":null,"message":{}}"#),

@@ -297,7 +297,7 @@ import Testing
 
     @Test func failuresThatStopDeliveryAreLoggedAtWarning() {
         func level(_ name: String, _ data: JSONObject) -> String? {
-            SessionDriver.logLevel(of: DaemonEvent(name: name, data: .object(data), journaled: false)).map { "\($0)" }
+            SessionDriver.logLevel(of: DaemonEvent(kind: EventKind(rawValue: name)!, data: .object(data), journaled: false)).map { "\($0)" }
         }
         for code in ["init_rejected", "identify_rejected", "hash_command_failed", "outbox_dropped"] {
             #expect(level("error", ["code": .string(code), "message": "m"]) == "warning", "\(code)")

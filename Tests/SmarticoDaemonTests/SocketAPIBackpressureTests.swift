@@ -276,7 +276,7 @@ struct SocketAPIBackpressureTests {
         let expected = try await journalAndPublishEngagements(500, store: store, server: rig.server)
         for (name, data) in [("session", ["state": "connecting"]), ("props", ["p": 1]),
                              ("session", ["state": "ready"]), ("props", ["p": 2])] as [(String, JSONValue)] {
-            rig.server.publish(DaemonEvent(name: name, data: data, journaled: false), seq: nil, tsMs: 9)
+            rig.server.publish(DaemonEvent(kind: EventKind(rawValue: name)!, data: data, journaled: false), seq: nil, tsMs: 9)
         }
         try await waitUntil("the live peer's four events") { live.eventCount == 4 }
         #expect(try live.events().map { $0["data"] } == [["state": "connecting"], ["p": 1], ["state": "ready"], ["p": 2]])
@@ -291,7 +291,7 @@ struct SocketAPIBackpressureTests {
             #"{"event":"props","seq":500,"ts":9,"data":{"p":2}}"#,
         ])
         // Live again.
-        rig.server.publish(DaemonEvent(name: "session", data: ["state": "backoff"], journaled: false), seq: nil, tsMs: 10)
+        rig.server.publish(DaemonEvent(kind: .session, data: ["state": "backoff"], journaled: false), seq: nil, tsMs: 10)
         try await waitUntil("the next session event") { late.eventCount == 503 }
         #expect(try late.events().last?["data"] == ["state": "backoff"])
     }

@@ -165,7 +165,7 @@ struct SocketAPIServerTests {
         try await waitUntil("1000 connections") { rig.server.connectionCount == 1000 }
         for client in clients { try await client.send(#"{"id":"h","op":"subscribe"}"# + "\n") }
         try await waitUntil("1000 subscribers") { rig.server.subscriberCount == 1000 }
-        rig.server.publish(DaemonEvent(name: "session", data: ["state": "ready"], journaled: false), seq: nil, tsMs: 1)
+        rig.server.publish(DaemonEvent(kind: .session, data: ["state": "ready"], journaled: false), seq: nil, tsMs: 1)
         try await waitUntil("the event at every peer") { clients.allSatisfy { $0.lineCount == 2 } }
         let event = try clients[500].events().first
         #expect(event?.serializedString() == #"{"event":"session","seq":0,"ts":1,"data":{"state":"ready"}}"#)
@@ -236,7 +236,7 @@ struct SocketAPIReplayTests {
         #expect(answer["ok"] == true)
         try await waitUntil("the replay of all ten") { peer.eventSeqs.count == 10 }
         for (i, seq) in pending.enumerated() {
-            rig.server.publish(DaemonEvent(name: "message", data: ["i": .number(5 + i)], journaled: true),
+            rig.server.publish(DaemonEvent(kind: .message, data: ["i": .number(5 + i)], journaled: true),
                                seq: seq, tsMs: 1_700_000_000_005 + Int64(i))
         }
         try await journalAndPublish(1, store: store, server: rig.server, from: 10)
@@ -280,8 +280,8 @@ struct SocketAPIReplayTests {
         _ = try await filtered.call(#"{"id":3,"op":"subscribe","since":0,"types":["engagement","session"]}"#, id: 3)
         try await waitUntil("the three engagements") { filtered.eventSeqs.count == 3 }
         #expect(filtered.eventSeqs == [981, 982, 983])
-        rig.server.publish(DaemonEvent(name: "session", data: ["state": "ready"], journaled: false), seq: nil, tsMs: 9)
-        rig.server.publish(DaemonEvent(name: "props", data: [:], journaled: false), seq: nil, tsMs: 9)
+        rig.server.publish(DaemonEvent(kind: .session, data: ["state": "ready"], journaled: false), seq: nil, tsMs: 9)
+        rig.server.publish(DaemonEvent(kind: .props, data: [:], journaled: false), seq: nil, tsMs: 9)
         try await waitUntil("the session event") { filtered.eventSeqs.count == 4 }
         #expect(try filtered.events().last?["seq"] == 983)
         #expect(try filtered.events().last?["event"] == "session")

@@ -295,7 +295,7 @@ func journalAndPublish(
     }
     let seqs = try await store.appendEvents(events)
     for (i, seq) in seqs.enumerated() where publishing {
-        server.publish(DaemonEvent(name: name, data: datas[i], journaled: true), seq: seq, tsMs: 1_700_000_000_000 + Int64(index + i))
+        server.publish(DaemonEvent(kind: EventKind(rawValue: name)!, data: datas[i], journaled: true), seq: seq, tsMs: 1_700_000_000_000 + Int64(index + i))
     }
     return seqs
 }

@@ -344,7 +344,7 @@ actor HTTPReportQueue {
                 data["engagement_uid"] = (r["payload"]?.objectValue?["engagement_uid"]) ?? .null
             }
         }
-        emit(DaemonEvent(name: "error", data: .object(data), journaled: false))
+        emit(DaemonEvent(kind: .error, data: .object(data), journaled: false))
     }
 
     private func note(_ message: String) {

@@ -445,11 +445,11 @@ actor SessionDriver {
     /// The level of an event's log line: `session` and `error` events are logged, a failure that
     /// stops delivery (the codes above, a `session` entering backoff) at `warning`; nil: not logged.
     static func logLevel(of event: DaemonEvent) -> Logger.Level? {
-        switch event.name {
-        case "error":
+        switch event.kind {
+        case .error:
             if case .string(let code)? = event.data["code"], warningErrorCodes.contains(code) { return .warning }
             return .info
-        case "session":
+        case .session:
             return event.data["state"] == .string(SessionState.backoff.rawValue) ? .warning : .info
         default:
             return nil
@@ -464,7 +464,7 @@ actor SessionDriver {
         case .engagement(let engagement):
             return .engagement(engagement)
         case .tree(let data):
-            if event.name == "engagement", let engagement = EngagementJournal.engagementData(fromTree: data) {
+            if event.kind == .engagement, let engagement = EngagementJournal.engagementData(fromTree: data) {
                 return .engagement(engagement)
             }
             return .bytes(data.serialized())

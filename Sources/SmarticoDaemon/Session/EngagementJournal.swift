@@ -147,7 +147,7 @@ enum EngagementJournal {
     /// `bridge`, other events, anything unexpected) is returned as it is.
     static func lineData(name: String, journaled data: [UInt8]) -> [UInt8] {
         let trusted = JSONParseOptions(maxDepth: .max)
-        guard name == "engagement",
+        guard name == EventKind.engagement.rawValue,
               let row = try? RawJSONObject(validating: data, options: trusted),
               row.objectRange.upperBound == data.count,
               row.members.count == 2,

@@ -67,7 +67,7 @@ extension SessionMachine {
                 // (the same message would close the next connection too).
                 restartSilenceTimer(now: now)
                 if pushesFor != nil {
-                    out.append(.emit(DaemonEvent(name: "message", data: .object([
+                    out.append(.emit(DaemonEvent(kind: .message, data: .object([
                         "message": .object(o), "name": .null, "problem": .string(error.description),
                     ]), journaled: true, warning: "a server message without a usable class id delivered as a message event: \(error)")))
                 }
@@ -177,7 +177,7 @@ extension SessionMachine {
             // show mini-games are the ones to know), with nulls and the problem.
             let url = gamificationURL.flatMap { WrapperURL.miniGame($0, push: s) }
             let problem = s.problem ?? gamificationProblem
-            out.append(.emit(DaemonEvent(name: "minigame", data: .object([
+            out.append(.emit(DaemonEvent(kind: .minigame, data: .object([
                 "message": .object(s.json),
                 "saw_template_id": s.sawTemplateID.map { JSONValue.number($0) } ?? .null,
                 "url": url.map(JSONValue.string) ?? .null,
@@ -192,7 +192,7 @@ extension SessionMachine {
         case .loginResponse, .logoutResponse, .ping, .pong:
             break // answers to the daemon's own messages: consumed
         case .other(let cid, let json):
-            emit("message", .object([
+            emit(.message, .object([
                 "message": .object(json),
                 "name": cid.eventName.map(JSONValue.string) ?? .null,
                 "problem": .null,
@@ -204,7 +204,7 @@ extension SessionMachine {
     /// `message` with the `problem`, and logged at warning — never dropped, never a reconnect.
     mutating func deliverUnusable(_ msg: ServerMessage, problem: String) {
         let cid = msg.cid
-        out.append(.emit(DaemonEvent(name: "message", data: .object([
+        out.append(.emit(DaemonEvent(kind: .message, data: .object([
             "message": .object(msg.json),
             "name": cid.eventName.map(JSONValue.string) ?? .null,
             "problem": .string(problem),
@@ -217,7 +217,7 @@ extension SessionMachine {
         let link = DeepLink(dp)
         let url = gamificationURL.flatMap { link.gamificationURL(wrapper: $0) }
         let problem = link.kind == .gamification ? gamificationProblem : nil
-        return DaemonEvent(name: "deeplink", data: .object([
+        return DaemonEvent(kind: .deeplink, data: .object([
             "source": .string(source),
             "engagement_uid": engagementUID.map(JSONValue.string) ?? .null,
             "dp": .string(dp),
@@ -266,7 +266,7 @@ extension SessionMachine {
     /// emits `props`, persists them.
     mutating func updateProps(_ changes: JSONObject) {
         account.props = props.merging(changes)
-        emit("props", .object(props), journaled: false)
+        emit(.props, .object(props), journaled: false)
         if user != nil { out.append(.persistProfile(publicUsername: account.identity?.publicUsername, props: props.serialized())) }
     }
 

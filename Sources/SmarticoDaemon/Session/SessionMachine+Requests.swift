@@ -55,7 +55,7 @@ extension SessionMachine {
         let message = "dropped \(count) queued message\(count == 1 ? "" : "s") of \(who): they can only be sent on a session identified as that user, and no valid hash for it is available"
         d["message"] = .string(message)
         shown.lastError = ("outbox_dropped", message, now)
-        emit("error", .object(d), journaled: false)
+        emit(.error, .object(d), journaled: false)
     }
 
     /// Checks a client message given by a peer (`send`, `request`, bridge 6).
@@ -268,10 +268,10 @@ extension SessionMachine {
             if let action = link.clientAction { queueClientAction(action, now: now) }
             reply(id, .success(.object([:])))
         case .sendGameOpening:
-            emit("game_opening", .object(b.json), journaled: false)
+            emit(.gameOpening, .object(b.json), journaled: false)
             reply(id, .success(.object([:])))
         default:
-            emit("bridge", .object(b.json), journaled: false)
+            emit(.bridge, .object(b.json), journaled: false)
             reply(id, .success(.object([:])))
         }
     }

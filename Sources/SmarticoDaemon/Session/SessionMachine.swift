@@ -468,7 +468,7 @@ public struct SessionMachine: Sendable {
         out.append(.statusChanged(s))
         var data: JSONObject = ["state": .string(s.rawValue), "reason": .string(reason)]
         for (k, v) in extra { data[k] = v }
-        emit("session", .object(data), journaled: false)
+        emit(.session, .object(data), journaled: false)
     }
 
     mutating func schedule(_ t: SessionTimer, at: Int64) {
@@ -484,8 +484,8 @@ public struct SessionMachine: Sendable {
         for t in [SessionTimer.connect, .response, .keepalive, .dead, .healthyReset, .logoutWait, .closeWait, .reidentify] { cancel(t) }
     }
 
-    mutating func emit(_ name: String, _ data: JSONValue, journaled: Bool) {
-        out.append(.emit(DaemonEvent(name: name, data: data, journaled: journaled)))
+    mutating func emit(_ kind: EventKind, _ data: JSONValue, journaled: Bool) {
+        out.append(.emit(DaemonEvent(kind: kind, data: data, journaled: journaled)))
     }
 
     mutating func emitError(_ code: String, _ message: String, errCode: Int64? = nil, errMsg: String? = nil, now: Int64) {
@@ -493,7 +493,7 @@ public struct SessionMachine: Sendable {
         var d: JSONObject = ["code": .string(code), "message": .string(message)]
         if let errCode { d["errCode"] = .number(errCode) }
         if let errMsg { d["errMsg"] = .string(errMsg) }
-        emit("error", .object(d), journaled: false)
+        emit(.error, .object(d), journaled: false)
     }
 
     mutating func reply(_ id: SessionRequestID, _ result: Result<JSONValue, SocketAPIError>) {
@@ -898,7 +898,7 @@ public struct SessionMachine: Sendable {
             schedule(.reidentify, at: now + Int64(config.config.user.reidentifyAfterS) * 1000)
             let data = identifiedData(r, user: u)
             // A server URL that is not handed out is logged once, with this answer.
-            out.append(.emit(DaemonEvent(name: "identified", data: data, journaled: false, warning: data["problem"]?.stringValue)))
+            out.append(.emit(DaemonEvent(kind: .identified, data: data, journaled: false, warning: data["problem"]?.stringValue)))
             for id in requests.takeIdentifyWaiters() { reply(id, .success(data)) }
             // A re-identify (user.reidentify_after_s) only refreshes the URLs: no new logical
             // session, so no LOGIN for inactivity (every_identify still sends one).

@@ -172,11 +172,22 @@ public enum SessionRequest: Sendable, Equatable {
     case bridge(JSONObject)
 }
 
+/// The kinds of events for subscribers (socket-api.md "Events"); the raw value is the event's
+/// name on the line and in the journal.
+public enum EventKind: String, Sendable, CaseIterable {
+    case engagement, minigame, deeplink, message, session, identified, props
+    case gameOpening = "game_opening"
+    case bridge, error
+    /// Written by the socket layer itself to a subscriber that fell behind retention
+    /// (socket-api.md); the session never emits it.
+    case gap
+}
+
 /// An event for subscribers (socket-api.md "Events").
 public struct DaemonEvent: Sendable, Equatable {
-    /// `engagement`, `minigame`, `deeplink`, `message`, `session`, `identified`, `props`,
-    /// `game_opening`, `bridge`, `error`.
-    public var name: String
+    public var kind: EventKind
+    /// The event's name on the line and in the journal.
+    public var name: String { kind.rawValue }
     /// Written to the journal before anyone sees it.
     public var journaled: Bool
     /// The data as a tree, or an engagement's as bytes to copy.
@@ -192,8 +203,8 @@ public struct DaemonEvent: Sendable, Equatable {
         case engagement(EngagementData)
     }
 
-    public init(name: String, data: JSONValue, journaled: Bool, warning: String? = nil) {
-        self.name = name
+    public init(kind: EventKind, data: JSONValue, journaled: Bool, warning: String? = nil) {
+        self.kind = kind
         self.payload = .tree(data)
         self.journaled = journaled
         self.warning = warning
@@ -201,7 +212,7 @@ public struct DaemonEvent: Sendable, Equatable {
 
     /// An `engagement` event whose data is assembled from the 110's bytes, not built as a tree.
     init(engagement: EngagementData, warning: String? = nil) {
-        self.name = "engagement"
+        self.kind = .engagement
         self.payload = .engagement(engagement)
         self.journaled = true
         self.warning = warning

@@ -17,11 +17,8 @@ public struct ParsedLine: Sendable, Equatable {
 /// a member the op does not know is refused (`bad_request` naming it), so a typo never goes
 /// unnoticed.
 public enum SocketRequestParser {
-    /// Event names a `subscribe` may filter on.
-    public static let eventNames: Set<String> = [
-        "engagement", "minigame", "deeplink", "message", "session", "identified", "props",
-        "game_opening", "bridge", "error", "gap",
-    ]
+    /// Event names a `subscribe` may filter on: every kind, `gap` included.
+    public static let eventNames: Set<String> = Set(EventKind.allCases.map(\.rawValue))
 
     /// Longest durable subscription name.
     public static let maxDurableNameLength = 128

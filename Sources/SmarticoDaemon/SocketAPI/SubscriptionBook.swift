@@ -79,8 +79,8 @@ struct SubscriptionBook {
         /// Notes an event this catching-up peer did not get live.
         mutating func missed(_ name: String) {
             guard case .catchingUp(var catchUp) = phase else { return }
-            if name == "session" { catchUp.missedSession = true }
-            if name == "props" { catchUp.missedProps = true }
+            if name == EventKind.session.rawValue { catchUp.missedSession = true }
+            if name == EventKind.props.rawValue { catchUp.missedProps = true }
             phase = .catchingUp(catchUp)
         }
 
@@ -221,7 +221,7 @@ struct SubscriptionBook {
             subscriptions[peer] = subscription
             var batch = Batch(queues)
             batch.decisions.append(.respond(peer, id: id, .success(.object(answer))))
-            if let restart { notify(peer, "gap", .object(restart), nowMs: nowMs, &batch) }
+            if let restart { notify(peer, EventKind.gap.rawValue, .object(restart), nowMs: nowMs, &batch) }
             catchUpIfRoom(peer, &batch)
             return batch.decisions
         }
@@ -258,7 +258,7 @@ struct SubscriptionBook {
             subscriptions[peer] = subscription
             var batch = Batch(queues)
             batch.decisions.append(.respond(peer, id: claim.id, .success(.object(claim.answer))))
-            if let restart = claim.restart, from == 0 { notify(peer, "gap", .object(restart), nowMs: nowMs, &batch) }
+            if let restart = claim.restart, from == 0 { notify(peer, EventKind.gap.rawValue, .object(restart), nowMs: nowMs, &batch) }
             catchUpIfRoom(peer, &batch)
             return batch.decisions
         }
@@ -300,9 +300,9 @@ struct SubscriptionBook {
         if let seq = event.seq {
             guard seq > lastPublishedSeq else { return [] }
             lastPublishedSeq = seq
-        } else if event.name == "session" {
+        } else if event.name == EventKind.session.rawValue {
             lastSession = event
-        } else if event.name == "props" {
+        } else if event.name == EventKind.props.rawValue {
             lastProps = event
         }
         var batch = Batch(queues)
@@ -371,7 +371,7 @@ struct SubscriptionBook {
         // Behind retention: one `gap`, then on from the oldest event kept.
         let firstAvailable = read.bounds.firstSeq ?? (read.bounds.lastSeq + 1)
         if firstAvailable > subscription.lastSeqSent + 1 {
-            notify(peer, "gap", ["first_available_seq": .number(firstAvailable),
+            notify(peer, EventKind.gap.rawValue, ["first_available_seq": .number(firstAvailable),
                                  "missed": .number(firstAvailable - 1 - subscription.lastSeqSent)], nowMs: nowMs, &batch)
             subscription.lastSeqSent = firstAvailable - 1
         }
