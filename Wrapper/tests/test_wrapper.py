@@ -41,6 +41,20 @@ def wrapper_binary() -> str:
     return path
 
 
+def start_session_bus() -> Tuple[str, int]:
+    """A private session bus (GApplication's single instance): its address and pid."""
+    bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                         capture_output=True, text=True, timeout=20, check=True).stdout.split()
+    return bus[0], int(bus[1])
+
+
+def stop_session_bus(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
 class Screen:
     """Xvfb on a free display (-displayfd) and a private session bus (GApplication's single instance)."""
 
@@ -61,9 +75,7 @@ class Screen:
             stop_process(self.xvfb)
             raise RuntimeError("Xvfb did not start")
         self.display = ":" + number.decode().strip()
-        bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout.split()
-        self.bus_address, self.bus_pid = bus[0], int(bus[1])
+        self.bus_address, self.bus_pid = start_session_bus()
         self.dir = directory
 
     def env(self) -> Dict[str, str]:
@@ -92,10 +104,7 @@ class Screen:
 
     def close(self) -> None:
         stop_process(self.xvfb)
-        try:
-            os.kill(self.bus_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        stop_session_bus(self.bus_pid)
 
 
 class WaylandScreen:
@@ -117,9 +126,7 @@ class WaylandScreen:
         if not wait_until(lambda: os.path.exists(os.path.join(self.runtime, self.socket)), timeout=20):
             stop_process(self.weston)
             raise RuntimeError("Weston did not start: " + Path(self.log_path).read_text(errors="replace")[-2000:])
-        bus = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout.split()
-        self.bus_address, self.bus_pid = bus[0], int(bus[1])
+        self.bus_address, self.bus_pid = start_session_bus()
 
     def env(self) -> Dict[str, str]:
         return {"PATH": "/usr/bin:/bin", "HOME": self.dir, "WAYLAND_DISPLAY": self.socket, "GDK_BACKEND": "wayland",
@@ -143,10 +150,7 @@ class WaylandScreen:
 
     def close(self) -> None:
         stop_process(self.weston)
-        try:
-            os.kill(self.bus_pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        stop_session_bus(self.bus_pid)
 
 
 def colours(path: Path) -> int:
@@ -217,6 +221,17 @@ class WrapperTestCase(unittest.TestCase):
         self.assertIsNotNone(window, "no visible popup window")
         self.screen.xdotool("windowfocus", "--sync", window)
         self.screen.xdotool("key", "Return", check=True)
+
+    def assert_display_loss_is_logged(self, server: subprocess.Popen, what: str) -> None:
+        """With a popup on screen, the display server is killed: the wrapper says so and exits 1."""
+        assert self.rig.sim is not None
+        uid = self.rig.sim.emit_engagement()
+        self.wait_received(103, uid)
+        server.kill()
+        server.wait(timeout=10)
+        self.assertTrue(wait_until(lambda: self.wrapper.process.poll() is not None, timeout=20), "the wrapper outlived its display")
+        self.assertEqual(self.wrapper.process.returncode, 1)
+        self.assertIn(f"lost the display ({what})", self.wrapper.log())
 
     def press_close(self) -> None:
         """The player tabs from OK to Close and presses Enter (OK's link would open the widget).
@@ -377,13 +392,7 @@ class FailureTests(WrapperTestCase):
 
     def test_losing_the_display_is_logged_and_exits_1(self) -> None:
         assert self.rig.sim is not None
-        uid = self.rig.sim.emit_engagement()
-        self.wait_received(103, uid)
-        self.screen.xvfb.kill()
-        self.screen.xvfb.wait(timeout=10)
-        self.assertTrue(wait_until(lambda: self.wrapper.process.poll() is not None, timeout=20), "the wrapper outlived its display")
-        self.assertEqual(self.wrapper.process.returncode, 1)
-        self.assertIn("lost the display (the X server went away)", self.wrapper.log())
+        self.assert_display_loss_is_logged(self.screen.xvfb, "the X server went away")
 
 
 class ReleaseTests(WrapperTestCase):
@@ -554,13 +563,7 @@ class WaylandTests(WrapperTestCase):
 
     def test_losing_the_wayland_compositor_is_logged_and_exits_1(self) -> None:
         assert self.rig.sim is not None
-        uid = self.rig.sim.emit_engagement()
-        self.wait_received(103, uid)
-        self.screen.weston.kill()
-        self.screen.weston.wait(timeout=10)
-        self.assertTrue(wait_until(lambda: self.wrapper.process.poll() is not None, timeout=20), "the wrapper outlived its compositor")
-        self.assertEqual(self.wrapper.process.returncode, 1)
-        self.assertIn("lost the display (the Wayland compositor went away)", self.wrapper.log())
+        self.assert_display_loss_is_logged(self.screen.weston, "the Wayland compositor went away")
 
 
 class KioskTests(WrapperTestCase):
