@@ -121,13 +121,8 @@ struct EngineFidelityTests {
 
     /// 701 comes back with a fresh uuid (as from the real server, by default): matched by cid.
     @Test func anAnswerWithAFreshUUIDIsMatchedByCid() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         let spins = try await client.ok("request", ["message": ["cid": 700]])
         let answer = try #require(spins["message"]?.objectValue)
         #expect(answer["cid"]?.int64Value == 701 && answer["templates"]?.arrayValue?.isEmpty == false, "\(spins)")

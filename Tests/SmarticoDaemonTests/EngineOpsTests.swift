@@ -23,13 +23,8 @@ struct EngineOpsTests {
     }
 
     @Test func everyOpReachesTheServerAndEveryEventKindArrives() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
 
         // --- ops that become client messages ---

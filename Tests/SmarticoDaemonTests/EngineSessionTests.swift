@@ -135,13 +135,8 @@ struct EngineSessionTests {
     }
 
     @Test func reDeliveredEngagementsProduceNoDuplicateEvent() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["engagement"]])
         let uid1 = try await sim.emitEngagement(to: "alice")
         let e1 = await client.nextEvent()
@@ -308,13 +303,8 @@ struct EngineSessionTests {
     }
 
     @Test func sighupReloadsKeepingTheConnectionUnlessTheServerSettingsChanged() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         let pid = try #require(setup.daemon?.pid)
 
         // Only the log level and the language change: no reconnect.
@@ -396,13 +386,8 @@ struct EngineSessionTests {
     }
 
     @Test func userSwitchReconnectsAndLogoutGoesAnonymous() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         let sent = try await client.ok("event", ["event_type": "before_switch"])
         let uuid = try #require(sent["uuid"]?.stringValue)
 

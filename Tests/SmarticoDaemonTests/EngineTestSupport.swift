@@ -93,3 +93,20 @@ extension DaemonClient {
         return s["user"]?["identified"]?.boolValue == identified
     }
 }
+
+/// The daemon against a fresh simulator, configured with nothing but the simulator's URL, and a
+/// client once its session is ready with the user identified (an expectation naming the daemon's
+/// log fails otherwise). The caller closes and removes: `defer { client.close(); setup.remove() }`.
+func startReadyAgainstSim(sourceLocation: SourceLocation = #_sourceLocation) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
+    let setup = try DaemonSetup()
+    do {
+        let sim = try await SimProcess.start(dir: setup.dir)
+        try setup.writeConfig(url: sim.serverURL)
+        let client = try await setup.start()
+        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)", sourceLocation: sourceLocation)
+        return (setup, sim, client)
+    } catch {
+        setup.remove()
+        throw error
+    }
+}

@@ -11,13 +11,8 @@ struct EngineToleranceTests {
     /// `"cid":"110"` is an `engagement`; a `cid` that is no number is a `message` with its
     /// problem. Neither ends the connection.
     @Test func cidAsStringIsReadAsTheNumberAndNothingReconnects() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let before = try #require(try await client.status()["counters"]?["reconnects"]?.int64Value)
 
@@ -49,13 +44,8 @@ struct EngineToleranceTests {
     /// The SDK merges a `props` object from any server message: so does the daemon, with a
     /// `props` event and the props in `status`.
     @Test func propsFromA504AreMerged() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let earlier = try await client.status()["user"]?["props"]?.objectValue ?? [:]
         #expect(!earlier.isEmpty, "IDENTIFY's answer carries props")

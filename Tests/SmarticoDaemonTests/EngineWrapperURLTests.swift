@@ -20,13 +20,8 @@ struct EngineWrapperURLTests {
     /// `identified`, `minigame`, `deeplink`, the engagement's `popup_url` and `status` carry
     /// exactly one `force_mobile=true`.
     @Test func everyWrapperURLForcesTheMobileLayoutOnce() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
+        let (setup, sim, client) = try await startReadyAgainstSim()
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
 
         // A new user: a new `identified` event (and the op's answer, the same data).
