@@ -56,6 +56,11 @@ public struct WebOrigin: Hashable, Sendable, CustomStringConvertible {
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else { throw .malformed("an IPv6 host without ]") }
             host = text[text.index(after: text.startIndex)..<close]
+            // An IPv6 address (RFC 3986's IP-literal, with an IPv4 tail allowed): hex digits,
+            // colons and dots only, so that it is written back in brackets and means one thing.
+            guard host.contains(":"), host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                throw .malformed("an IPv6 host that is not an IPv6 address")
+            }
             let after = text[text.index(after: close)...]
             if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty { throw .malformed("text after the IPv6 host") }
         } else if let c = text.lastIndex(of: ":") {
@@ -67,6 +72,7 @@ public struct WebOrigin: Hashable, Sendable, CustomStringConvertible {
             host = text
         }
         guard !host.isEmpty else { throw .malformed("no host") }
+        guard !host.contains("["), !host.contains("]") else { throw .malformed("a bracket outside an IPv6 host") }
         var port = scheme == "https" ? 443 : 80
         if let portText, !portText.isEmpty {
             guard portText.allSatisfy({ $0.isASCII && $0.isNumber }), let p = Int(portText), p > 0, p < 65536 else {

@@ -44,6 +44,18 @@ struct WebOriginTests {
         #expect(throws: WebOrigin.Problem.self) { try WebOrigin(url: "http://[::1]x/") }
         #expect(throws: WebOrigin.Problem.self) { try WebOrigin(url: "http://[::1]:99999/") }
         #expect(throws: WebOrigin.Problem.self) { try WebOrigin(url: "http://[]/") }
+        #expect(try WebOrigin(url: "http://[::ffff:127.0.0.1]:8080").description == "http://[::ffff:127.0.0.1]:8080")
+    }
+
+    /// What fuzz-wrapper found (2026-12-07): `[[\u{FFFD}1]` gave the host `[\u{FFFD}1`, written
+    /// back without brackets, which then parsed to another origin. A bracketed host must be an
+    /// IPv6 address, and no other host has a bracket.
+    @Test("brackets hold only an IPv6 address", arguments: [
+        "http://[[\u{FFFD}1]:808//le/", "http://[[::1]]/", "http://[example.com]/", "http://[1]/", "http://[::1%eth0]/",
+        "http://a[b/", "http://a]b:80/", "http://]/",
+    ])
+    func bracketsOnlyForIPv6(_ url: String) {
+        #expect(throws: WebOrigin.Problem.self) { try WebOrigin(url: url) }
     }
 
     @Test("userinfo is not part of the origin: what follows the last @ is the host", arguments: [
