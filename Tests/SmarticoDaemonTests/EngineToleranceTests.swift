@@ -70,15 +70,12 @@ struct EngineToleranceTests {
     /// `push_token_refused` with the server's code and message, `status.last_error`, and a line
     /// at warning.
     @Test func refusedPushTokenIsAnErrorEventAndTheLastError() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 2003,
-                                   "fields": ["errCode": 4711, "errMsg": "token refused by test"]])
-        try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(ready: true) { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 2003,
+                                       "fields": ["errCode": 4711, "errMsg": "token refused by test"]])
+            try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
 
         _ = try await client.ok("push_token", ["token": "tok-refused-41", "platform": 7, "status": 0])
