@@ -100,16 +100,20 @@ extension DaemonClient {
 /// a client. With `ready`, it also waits until the session is ready with the user identified (an
 /// expectation naming the daemon's log fails otherwise). On a failure before the client exists it
 /// removes what it made; afterwards the caller does: `defer { client.close(); setup.remove() }`.
+/// `inProcess`: both run in the test process (InProcessEngine.swift), for the tests that need no
+/// process boundary; the environment is then the daemon's default one.
 func startAgainstSim(
-    sim simArguments: [String] = [], environment: [String: String] = [:], ready: Bool = false,
+    sim simArguments: [String] = [], environment: [String: String] = [:], ready: Bool = false, inProcess: Bool = false,
     sourceLocation: SourceLocation = #_sourceLocation,
     configure: (DaemonSetup, SimProcess) async throws -> Void = { try $0.writeConfig(url: $1.serverURL) }
 ) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
+    precondition(!inProcess || environment.isEmpty, "an in-process daemon has the test process's environment")
     let setup = try DaemonSetup()
     do {
-        let sim = try await SimProcess.start(dir: setup.dir, extra: simArguments)
+        let sim = inProcess ? try await SimProcess.startInProcess(dir: setup.dir, extra: simArguments)
+            : try await SimProcess.start(dir: setup.dir, extra: simArguments)
         try await configure(setup, sim)
-        let client = try await setup.start(environment: environment)
+        let client = inProcess ? try await InProcessDaemon.start(setup) : try await setup.start(environment: environment)
         if ready {
             #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)", sourceLocation: sourceLocation)
         }

@@ -20,7 +20,7 @@ final class DataAPIFixture: @unchecked Sendable {  // immutable after start
 
     /// Starts both; with a `user`, waits until the session is ready and identified as them.
     static func start(user: String? = "alice", session: JSONObject = [:], simArguments: [String] = []) async throws -> DataAPIFixture {
-        let (setup, sim, client) = try await startAgainstSim(sim: simArguments) { setup, sim in
+        let (setup, sim, client) = try await startAgainstSim(sim: simArguments, inProcess: true) { setup, sim in
             try setup.writeConfig(url: sim.serverURL, user: user, hash: user == nil ? nil : "h", session: session,
                                   http: ["connect_timeout_s": 2, "response_timeout_s": 2])
         }
