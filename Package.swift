@@ -116,7 +116,9 @@ let package = Package(
             dependencies: ["SmarticoClient", "SmarticoProtocol", "SmarticoSocketAPI", "SmarticoTestSupport"],
             swiftSettings: strict
         ),
-        .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon", "SmarticoTestSupport"], swiftSettings: strict),
+        // SmarticoSim: the engine tests that need no process boundary run the simulator in the test
+        // process (InProcessEngine.swift), as they do the daemon.
+        .testTarget(name: "SmarticoDaemonTests", dependencies: ["SmarticoDaemon", "SmarticoSim", "SmarticoTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "SmarticoSimTests",
             dependencies: ["SmarticoSim", "SmarticoProtocol", "Transport", "SmarticoTestSupport"],

@@ -42,11 +42,10 @@ struct CtlFollowTests {
     }
 
     @Test func tailFollowResumesAcrossARestartWithoutGapOrDuplicate() async throws {
-        let setup = try DaemonSetup()
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        }
         defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
-        let client = try await setup.start()
         var emitted = [try await sim.emitEngagement(to: "alice")]
 
         // Started with SIGINT and SIGTERM blocked, as a parent that reads them from a signalfd (the

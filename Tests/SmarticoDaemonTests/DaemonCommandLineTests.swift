@@ -113,12 +113,10 @@ struct DaemonCommandLineTests {
     /// `ua.tzoffset` comes from the C library's local time (`TZ`), not from Foundation: the daemon
     /// run with `TZ=Europe/Berlin` sends Berlin's offset at the INIT's own `ts`.
     @Test func theDaemonTakesTzoffsetFromTZ() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil)
-        let client = try await setup.start(environment: ["TZ": "Europe/Berlin"])
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim(environment: ["TZ": "Europe/Berlin"]) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil)
+        }
+        defer { client.close(); setup.remove() }
         let sent = try await eventually { try await !sim.received(cids: [3]).isEmpty }
         #expect(sent, "no INIT; log:\n\(setup.log)")
         let initMessage = try #require(try await sim.received(cids: [3]).first)

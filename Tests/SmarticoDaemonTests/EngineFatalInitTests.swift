@@ -12,14 +12,12 @@ import Glibc
 @Suite("Engine: fatal INIT errCode")
 struct EngineFatalInitTests {
     @Test func fatalInitCodeWaitsLongLogsAWarningAndSIGHUPRetriesAtOnce() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 100_001, "errMsg": "unknown label"])
-        // At warning: the info lines are not written, the failure's line is.
-        try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 100_001, "errMsg": "unknown label"])
+            // At warning: the info lines are not written, the failure's line is.
+            try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
+        }
+        defer { client.close(); setup.remove() }
 
         var status: JSONValue = .null
         let backingOff = try await eventually {

@@ -16,13 +16,10 @@ struct EngineFidelityTests {
     /// so what was written stays in the outbox; its own PINGs keep the connection up; when the
     /// connection ends, the next one sends every message again with the same uuid; nothing is lost.
     @Test func pongWithheldNothingIsLostAndDuplicatesKeepTheirUUID() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--withhold-pong", "--ping-interval", "500ms", "--pong-timeout", "5s"])
-        try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 2, "dead_after_s": 2])
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(sim: ["--withhold-pong", "--ping-interval", "500ms", "--pong-timeout", "5s"], ready: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 2, "dead_after_s": 2])
+        }
+        defer { client.close(); setup.remove() }
         let first = try #require(try await sim.control(["op": "clients"])["clients"]?[0]?["id"]?.stringValue)
         let reconnectsBefore = try #require(try await Self.reconnects(client))
 

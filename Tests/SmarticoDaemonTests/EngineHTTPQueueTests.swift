@@ -24,15 +24,13 @@ struct EngineHTTPQueueTests {
     // MARK: The exact requests
 
     @Test func eachKindsQueryAndThePushTokenPostAsSentAfterTheUserIsKnown() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        // Anonymous at start: the reports and the token wait for a user.
-        try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, server: ["brand_key": "brand-7"],
-                              http: Self.fastHTTP(at: sim),
-                              push: ["register_via": "http", "token": "cfg-token", "platform": 6, "status": 0])
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            // Anonymous at start: the reports and the token wait for a user.
+            try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, server: ["brand_key": "brand-7"],
+                                  http: Self.fastHTTP(at: sim),
+                                  push: ["register_via": "http", "token": "cfg-token", "platform": 6, "status": 0])
+        }
+        defer { client.close(); setup.remove() }
 
         let before = Int64(Date().timeIntervalSince1970 * 1000)
         let token = try await client.ok("push_token", ["token": "tok-1", "platform": 7, "status": 0, "app_package_id": "com.example.app"])
@@ -111,12 +109,10 @@ struct EngineHTTPQueueTests {
     // MARK: Retries
 
     @Test func retriesOn503AndARefusedConnectionButNotOn400() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
 
         // 503 three times, then 200: four requests for the same report, one delivery.
@@ -295,12 +291,10 @@ struct EngineHTTPQueueTests {
         ("huge_header", "HTTP head larger than"),
     ])
     func aMalformedAnswerEndsTheRequestWithAClearErrorAndTheDaemonRuns(_ answer: String, _ expected: String) async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, http: Self.fastHTTP(at: sim))
+        }
+        defer { client.close(); setup.remove() }
         _ = try await sim.control(["op": "http_fault", "answer": .string(answer), "count": 1])
         let uuid = try #require(try await client.ok("push_report", ["kind": "delivered", "engagement_uid": "e-bad"])["uuid"]?.stringValue)
         // The bad answer is an error of that request (retried like a network error), then the

@@ -12,13 +12,11 @@ import SmarticoTestSupport
 
     /// A daemon acting for alice (identified with the hash command) against a sim that checks hashes.
     static func aliceOnline(hashCommand: Bool = true) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
-        let setup = try DaemonSetup()
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", salt])
-        let script = try writeHashScript(dir: setup.dir, salt: salt)
-        try setup.writeConfig(url: sim.serverURL, user: hashCommand ? "alice" : nil, hash: nil,
-                              hashCommand: hashCommand ? ["/bin/sh", script] : nil)
-        let client = try await setup.start()
-        return (setup, sim, client)
+        try await startAgainstSim(sim: ["--hash-salt", salt]) { setup, sim in
+            let script = try writeHashScript(dir: setup.dir, salt: salt)
+            try setup.writeConfig(url: sim.serverURL, user: hashCommand ? "alice" : nil, hash: nil,
+                                  hashCommand: hashCommand ? ["/bin/sh", script] : nil)
+        }
     }
 
     static func identified(_ client: DaemonClient, as user: String?) async throws -> Bool {

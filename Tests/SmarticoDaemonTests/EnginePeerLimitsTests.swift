@@ -16,12 +16,10 @@ import Glibc
     }
 
     @Test func aPeersPendingRequestsGoWithItAndAtMost64Pend() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
-        let watcher = try await setup.start()
-        defer { watcher.close() }
+        let (setup, sim, watcher) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        }
+        defer { watcher.close(); setup.remove() }
         #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         let greedy = try await DaemonClient.connect(path: setup.socketPath)
@@ -81,13 +79,11 @@ import Glibc
     /// server and leaves. Before: every late answer was published and journaled as a `message`,
     /// ~10,000 in 3 s, and a durable reader lost a real engagement to a `gap`.
     @Test func abandonedReadCallsLeaveTheJournalAloneAndADurableReaderWhole() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], journal: ["retention_events": 200], logLevel: "info")
-        #expect(chmod(setup.dir, 0o755) == 0)
-        let watcher = try await setup.start()
-        defer { watcher.close() }
+        let (setup, sim, watcher) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], journal: ["retention_events": 200], logLevel: "info")
+            #expect(chmod(setup.dir, 0o755) == 0)
+        }
+        defer { watcher.close(); setup.remove() }
         #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
         let reader = try await DaemonClient.connect(path: setup.socketPath)
         defer { reader.close() }
@@ -130,14 +126,12 @@ import Glibc
     /// Issue 43, finding 3: a read peer holding its calls behind a slow server cannot take the
     /// pool from root. Rates are lifted so that the share alone is what bounds it.
     @Test func aReadPeerHoldsAQuarterOfThePoolAndRootStillGetsIn() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "read_requests_per_s": 1_000_000, "read_requests_burst": 1_000_000],
-                              logLevel: "info")
-        #expect(chmod(setup.dir, 0o755) == 0)
-        let watcher = try await setup.start()
-        defer { watcher.close() }
+        let (setup, sim, watcher) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "read_requests_per_s": 1_000_000, "read_requests_burst": 1_000_000],
+                                  logLevel: "info")
+            #expect(chmod(setup.dir, 0o755) == 0)
+        }
+        defer { watcher.close(); setup.remove() }
         #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
         _ = try await sim.control(["op": "fault", "kind": "delay", "ms": 3_000])
 
@@ -162,13 +156,11 @@ import Glibc
     /// Issue 43: a burst of refused connections, then nothing: the first is logged at once, and
     /// the rest are counted in the log when the 10 s window ends, though no refusal follows.
     @Test func aBurstOfRefusalsIsCountedInTheLogThoughNoneFollows() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "max_peers_per_uid": 2], logLevel: "info")
-        #expect(chmod(setup.dir, 0o755) == 0)
-        let watcher = try await setup.start()
-        defer { watcher.close() }
+        let (setup, sim, watcher) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666", "max_peers_per_uid": 2], logLevel: "info")
+            #expect(chmod(setup.dir, 0o755) == 0)
+        }
+        defer { watcher.close(); setup.remove() }
         #expect(try await eventually { try await watcher.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         // uid 65534 opens 12 connections at once: 2 are served, 10 refused; then it goes.

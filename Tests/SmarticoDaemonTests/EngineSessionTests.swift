@@ -12,14 +12,12 @@ import Glibc
 @Suite("Engine: smarticod against smartico-sim")
 struct EngineSessionTests {
     @Test func fullFlowIdentifiesDeliversJournalsAndStopsCleanly() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
-        let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand],
-                              http: ["public_url": .string(sim.httpURL + "/services/public")])
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim(sim: ["--hash-salt", "s3cret"]) { setup, sim in
+            let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
+            try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand],
+                                  http: ["public_url": .string(sim.httpURL + "/services/public")])
+        }
+        defer { client.close(); setup.remove() }
 
         let ready = try await eventually { try await client.isReady() }
         #expect(ready, "never ready; log:\n\(setup.log)")
@@ -82,14 +80,11 @@ struct EngineSessionTests {
     }
 
     @Test func serverRestartReconnectsReinitsReidentifiesWithoutLoginAndFlushesTheOutboxInOrder() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim1 = try await SimProcess.start(dir: setup.dir, extra: ["--hash-salt", "s3cret"])
-        let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
-        try setup.writeConfig(url: sim1.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim1, client) = try await startAgainstSim(sim: ["--hash-salt", "s3cret"], ready: true) { setup, sim1 in
+            let hashCommand = try writeHashScript(dir: setup.dir, salt: "s3cret")
+            try setup.writeConfig(url: sim1.serverURL, hash: nil, hashCommand: ["/bin/sh", hashCommand])
+        }
+        defer { client.close(); setup.remove() }
         let first = try await sim1.received(cids: [3, 5])
         let firstSession = try #require(first.first { $0["cid"]?.int64Value == 3 }?["session_id"]?.stringValue)
         let firstHash = try #require(first.first { $0["cid"]?.int64Value == 5 }?["hash"]?.stringValue)
@@ -166,13 +161,10 @@ struct EngineSessionTests {
     }
 
     @Test func halfOpenConnectionIsDetectedWithinKeepalivePlusDeadAfter() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 1, "dead_after_s": 1])
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(ready: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, session: ["keepalive_s": 1, "dead_after_s": 1])
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["session"]])
         let clients = try await sim.control(["op": "clients"])
         let id = try #require(clients["clients"]?[0]?["id"]?.stringValue)
@@ -207,13 +199,11 @@ struct EngineSessionTests {
     }
 
     @Test func initAndIdentifyRejections() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": "maintenance"])
-        try setup.writeConfig(url: sim.serverURL, hash: "rejected-hash")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": "maintenance"])
+            try setup.writeConfig(url: sim.serverURL, hash: "rejected-hash")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error", "session"]])
         let rejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "init_rejected" }
         #expect(rejected?["data"]?["errCode"]?.int64Value == 7, "log:\n\(setup.log)")
@@ -244,12 +234,10 @@ struct EngineSessionTests {
     }
 
     @Test func aFailingHashCommandIsAnErrorAndBackoff() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", "-c", "echo no hash today >&2; exit 3"])
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sh", "-c", "echo no hash today >&2; exit 3"])
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error", "session"]])
         let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
         let message = failed?["data"]?["message"]?.stringValue ?? ""
@@ -264,12 +252,10 @@ struct EngineSessionTests {
     }
 
     @Test func aHangingHashCommandIsKilledAfterItsTimeoutWhileTheDaemonStaysResponsive() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sleep", "60"])
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: ["/bin/sleep", "60"])
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
         #expect(try await eventually { try await client.status()["state"]?.stringValue == "identifying" }, "log:\n\(setup.log)")
         // Responsive while the command runs.

@@ -94,19 +94,37 @@ extension DaemonClient {
     }
 }
 
-/// The daemon against a fresh simulator, configured with nothing but the simulator's URL, and a
-/// client once its session is ready with the user identified (an expectation naming the daemon's
-/// log fails otherwise). The caller closes and removes: `defer { client.close(); setup.remove() }`.
-func startReadyAgainstSim(sourceLocation: SourceLocation = #_sourceLocation) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
+/// The engine tests' one set-up: a fresh ``DaemonSetup``, a simulator of its own started with
+/// `simArguments`, the configuration `configure` writes (by default nothing but the simulator's
+/// URL beside ``DaemonSetup/writeConfig``'s defaults), the daemon started with `environment`, and
+/// a client. With `ready`, it also waits until the session is ready with the user identified (an
+/// expectation naming the daemon's log fails otherwise). On a failure before the client exists it
+/// removes what it made; afterwards the caller does: `defer { client.close(); setup.remove() }`.
+/// `inProcess`: both run in the test process (InProcessEngine.swift), for the tests that need no
+/// process boundary; the environment is then the daemon's default one.
+func startAgainstSim(
+    sim simArguments: [String] = [], environment: [String: String] = [:], ready: Bool = false, inProcess: Bool = false,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    configure: (DaemonSetup, SimProcess) async throws -> Void = { try $0.writeConfig(url: $1.serverURL) }
+) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
+    precondition(!inProcess || environment.isEmpty, "an in-process daemon has the test process's environment")
     let setup = try DaemonSetup()
     do {
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)", sourceLocation: sourceLocation)
+        let sim = inProcess ? try await SimProcess.startInProcess(dir: setup.dir, extra: simArguments)
+            : try await SimProcess.start(dir: setup.dir, extra: simArguments)
+        try await configure(setup, sim)
+        let client = inProcess ? try await InProcessDaemon.start(setup) : try await setup.start(environment: environment)
+        if ready {
+            #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)", sourceLocation: sourceLocation)
+        }
         return (setup, sim, client)
     } catch {
         setup.remove()
         throw error
     }
+}
+
+/// ``startAgainstSim(sim:environment:ready:sourceLocation:configure:)`` with every default, once ready.
+func startReadyAgainstSim(sourceLocation: SourceLocation = #_sourceLocation) async throws -> (DaemonSetup, SimProcess, DaemonClient) {
+    try await startAgainstSim(ready: true, sourceLocation: sourceLocation)
 }

@@ -11,7 +11,7 @@ struct EngineToleranceTests {
     /// `"cid":"110"` is an `engagement`; a `cid` that is no number is a `message` with its
     /// problem. Neither ends the connection.
     @Test func cidAsStringIsReadAsTheNumberAndNothingReconnects() async throws {
-        let (setup, sim, client) = try await startReadyAgainstSim()
+        let (setup, sim, client) = try await startAgainstSim(ready: true, inProcess: true)
         defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let before = try #require(try await client.status()["counters"]?["reconnects"]?.int64Value)
@@ -44,7 +44,7 @@ struct EngineToleranceTests {
     /// The SDK merges a `props` object from any server message: so does the daemon, with a
     /// `props` event and the props in `status`.
     @Test func propsFromA504AreMerged() async throws {
-        let (setup, sim, client) = try await startReadyAgainstSim()
+        let (setup, sim, client) = try await startAgainstSim(ready: true, inProcess: true)
         defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let earlier = try await client.status()["user"]?["props"]?.objectValue ?? [:]
@@ -70,15 +70,12 @@ struct EngineToleranceTests {
     /// `push_token_refused` with the server's code and message, `status.last_error`, and a line
     /// at warning.
     @Test func refusedPushTokenIsAnErrorEventAndTheLastError() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 2003,
-                                   "fields": ["errCode": 4711, "errMsg": "token refused by test"]])
-        try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(ready: true, inProcess: true) { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 2003,
+                                       "fields": ["errCode": 4711, "errMsg": "token refused by test"]])
+            try setup.writeConfig(url: sim.serverURL, logLevel: "warning")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
 
         _ = try await client.ok("push_token", ["token": "tok-refused-41", "platform": 7, "status": 0])

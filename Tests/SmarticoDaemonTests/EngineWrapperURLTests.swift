@@ -20,7 +20,7 @@ struct EngineWrapperURLTests {
     /// `identified`, `minigame`, `deeplink`, the engagement's `popup_url` and `status` carry
     /// exactly one `force_mobile=true`.
     @Test func everyWrapperURLForcesTheMobileLayoutOnce() async throws {
-        let (setup, sim, client) = try await startReadyAgainstSim()
+        let (setup, sim, client) = try await startAgainstSim(ready: true, inProcess: true)
         defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
 
@@ -54,13 +54,8 @@ struct EngineWrapperURLTests {
     /// lacks it gets no gamification URL: `status` and `identified` say `gamification: false`,
     /// `minigame` and `deeplink` carry `url: null` and the `problem`.
     @Test func withoutProduct100NoGamificationURLIsHandedOut() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--products", "0,5"])
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(sim: ["--products", "0,5"], ready: true, inProcess: true)
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let status = try await client.status()
         #expect(status["session"]?["products"] == .array([.number(0), .number(5)]), "\(status)")
@@ -94,14 +89,11 @@ struct EngineWrapperURLTests {
     /// connection's, no LOGIN is sent, and an engagement the server re-delivers is not shown again.
     @Test(.timeLimit(.minutes(3)))
     func theDaemonIdentifiesAgainAfterReidentifyAfterS() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir, extra: ["--ping-interval", "5s"])
-        try setup.writeConfig(url: sim.serverURL)
-        try Self.setReidentify(setup, 60)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(sim: ["--ping-interval", "5s"], ready: true, inProcess: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL)
+            try Self.setReidentify(setup, 60)
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         let started = ContinuousClock.now
         #expect(try await sim.received(cids: [5]).count == 1)

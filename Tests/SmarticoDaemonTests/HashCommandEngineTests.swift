@@ -56,13 +56,11 @@ struct HashCommandEngineTests {
     /// `identify` of a user whose hash command keeps failing: answered `hash_command_failed` at the
     /// first failure, naming it, and only once (the command fails again at each reconnect).
     @Test func anIdentifyWhoseHashCommandFailsIsAnsweredOnce() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil,
-                              hashCommand: ["/bin/sh", "-c", "echo no hash here >&2; exit 3"], logLevel: "info")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil,
+                                  hashCommand: ["/bin/sh", "-c", "echo no hash here >&2; exit 3"], logLevel: "info")
+        }
+        defer { client.close(); setup.remove() }
         #expect(try await eventually { try await client.isReady(identified: nil) }, "log:\n\(setup.log)")
 
         let socket = try #require(LineSocket.connect(path: setup.socketPath))

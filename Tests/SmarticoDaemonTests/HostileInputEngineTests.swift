@@ -17,13 +17,11 @@ struct HostileInputEngineTests {
     }
 
     @Test func aServerErrMsgWithANewlineIsEscapedOnOneLogLine() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": .string("maintenance\n" + Self.forged)])
-        try setup.writeConfig(url: sim.serverURL, hash: "h")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "reject_init", "errCode": 7, "errMsg": .string("maintenance\n" + Self.forged)])
+            try setup.writeConfig(url: sim.serverURL, hash: "h")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
         let initRejected = await client.nextEvent { $0["data"]?["code"]?.stringValue == "init_rejected" }
         // Subscribers get the server's text as it is (JSON escapes it); only the log must not break.
@@ -89,17 +87,15 @@ struct HostileInputEngineTests {
     /// domain are null, with a `problem` naming each, logged once; the URLs the daemon builds on
     /// them (engagements' `popup_url`, deep links' and mini-games' `url`) are null too.
     @Test func serverURLsThatAreNotHTTPAreNullAndAProblem() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 6,
-                                   "fields": ["native_app_popup_url": "javascript:alert(document.cookie)",
-                                              "native_app_gf_url": "file:///etc/passwd"]])
-        _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 4,
-                                   "fields": ["settings": ["DYNAMIC_IMAGE_DOMAIN": "javascript://x/"]]])
-        try setup.writeConfig(url: sim.serverURL, hash: "h", logLevel: "info")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 6,
+                                       "fields": ["native_app_popup_url": "javascript:alert(document.cookie)",
+                                                  "native_app_gf_url": "file:///etc/passwd"]])
+            _ = try await sim.control(["op": "fault", "kind": "answer_fields", "cid": 4,
+                                       "fields": ["settings": ["DYNAMIC_IMAGE_DOMAIN": "javascript://x/"]]])
+            try setup.writeConfig(url: sim.serverURL, hash: "h", logLevel: "info")
+        }
+        defer { client.close(); setup.remove() }
         #expect(try await eventually { try await client.ok("status")["user"]?["identified"] == true }, "log:\n\(setup.log)")
 
         // The identify op answers what `identified` carried.
@@ -130,12 +126,8 @@ struct HostileInputEngineTests {
     }
 
     @Test func identifyRefusesControlCharactersAndOverlongIDsOnTheRealSocket() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL)
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim()
+        defer { client.close(); setup.remove() }
         for (id, words) in [("victim\n" + Self.forged, "U+000A at byte offset 6"),
                             ("bob\u{0}", "U+0000 at byte offset 3"),
                             (String(repeating: "b", count: 257), "257 bytes")] {
@@ -190,12 +182,10 @@ struct HostileInputEngineTests {
     static let failingHashCommand = ["/bin/sh", "-c", "printf 'oops\\nSECRET-abc token=hunter2\\n' >&2; exit 3"]
 
     @Test func hashCommandStderrReachesOnlyTheDebugLogMaskedNeverEvents() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "debug")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "debug")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error", "session"]])
         let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
         let event = failed?.text ?? ""
@@ -215,12 +205,10 @@ struct HostileInputEngineTests {
     }
 
     @Test func atInfoLevelTheHashCommandStderrIsNotLogged() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "info")
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, hash: nil, hashCommand: Self.failingHashCommand, logLevel: "info")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe", ["types": ["error"]])
         let failed = await client.nextEvent { $0["data"]?["code"]?.stringValue == "hash_command_failed" }
         #expect(failed != nil, "log:\n\(setup.log)")

@@ -75,12 +75,10 @@ struct JournalLoggingDaemonTests {
     /// smarticod started with `JOURNAL_STREAM` writes every line with its priority and no
     /// timestamp: info and debug while connected, warning once the server goes away.
     @Test func theDaemonUnderSystemdPrefixesPrioritiesAndOmitsTimestamps() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, logLevel: "debug")
-        let client = try await setup.start(environment: ["JOURNAL_STREAM": "8:12345"])
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim(environment: ["JOURNAL_STREAM": "8:12345"]) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, user: nil, hash: nil, logLevel: "debug")
+        }
+        defer { client.close(); setup.remove() }
         let sent = try await eventually { try await !sim.received(cids: [3]).isEmpty }
         #expect(sent, "no INIT; log:\n\(setup.log)")
         _ = await sim.stop()
@@ -106,13 +104,11 @@ struct JournalLoggingDaemonTests {
     /// the level before; a read-role peer is refused; a reload restores the file's level.
     @Test func theLogLevelOpChangesTheDaemonsLevelAtRunTime() async throws {
         #expect(SocketOp.logLevel.isReadOnly == false)
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
-        #expect(chmod(setup.dir, 0o755) == 0)
-        let client = try await setup.start()
-        defer { client.close() }
+        let (setup, sim, client) = try await startAgainstSim { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
+            #expect(chmod(setup.dir, 0o755) == 0)
+        }
+        defer { client.close(); setup.remove() }
         let identified = try await eventually { try await !sim.received(cids: [5]).isEmpty }
         #expect(identified, "no IDENTIFY; log:\n\(setup.log)")
         _ = try await client.ok("event", ["event_type": "before"])

@@ -108,13 +108,10 @@ struct MetricsTests {
     }
 
     @Test func theMetricsOpCountsWhatReallyHappened() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, logLevel: "info")
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "never ready; log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(ready: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, logLevel: "info")
+        }
+        defer { client.close(); setup.remove() }
         _ = try await client.ok("subscribe")
         _ = await client.drainEvents(forMs: 300)
 
@@ -218,14 +215,11 @@ struct MetricsTests {
     }
 
     @Test func aPeerWithoutControlReadsMetricsAndSmarticoctlPrintsThem() async throws {
-        let setup = try DaemonSetup()
-        defer { setup.remove() }
-        let sim = try await SimProcess.start(dir: setup.dir)
-        try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
-        chmod(setup.dir, 0o755)
-        let client = try await setup.start()
-        defer { client.close() }
-        #expect(try await eventually { try await client.isReady() }, "log:\n\(setup.log)")
+        let (setup, sim, client) = try await startAgainstSim(ready: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, socket: ["mode": "0666"], logLevel: "info")
+            chmod(setup.dir, 0o755)
+        }
+        defer { client.close(); setup.remove() }
 
         // uid 65534 has the read role only: control ops are refused, metrics answered.
         let answers = try await ForeignPeer(uid: 65534, gid: 65534).run(dir: setup.dir, [

@@ -238,22 +238,51 @@ public final class ChildProcess: @unchecked Sendable {  // Process is used from 
     }
 }
 
-/// `smartico-sim` with a control socket.
+/// `smartico-sim` with a control socket: a process, or (SmarticoDaemonTests' InProcessEngine.swift)
+/// its runtime in the test process, driven the same way through the control socket.
 public final class SimProcess: @unchecked Sendable {  // immutable after start; `child` as above
-    public let child: ChildProcess
+    private enum Running: Sendable {
+        case process(ChildProcess)
+        case inProcess(stop: @Sendable () async -> Void)
+    }
+
+    private let running: Running
     public let port: Int
     public let wsURL: String
     public let controlPath: String
     /// The HTTP port's base URL (`http://127.0.0.1:PORT`, `https://` with `--http-tls`).
     public let httpURL: String
 
-    private init(child: ChildProcess, port: Int, wsURL: String, controlPath: String, httpURL: String = "") {
-        self.child = child
+    /// The simulator's process; a test that signals or kills it needs one (``start(dir:port:extra:launcher:)``).
+    public var child: ChildProcess {
+        guard case .process(let child) = running else {
+            preconditionFailure("this simulator runs in the test process: a test that signals it must start smartico-sim")
+        }
+        return child
+    }
+
+    private init(running: Running, port: Int, wsURL: String, controlPath: String, httpURL: String) {
+        self.running = running
         self.port = port
         self.wsURL = wsURL
         self.controlPath = controlPath
         self.httpURL = httpURL
     }
+
+    /// An in-process simulator a test did not stop ends with its last reference, as a process is killed.
+    deinit {
+        if case .inProcess(let stop) = running { Task { await stop() } }
+    }
+
+    /// A simulator already running in this process, listening on `port`, `stop` ending it (once,
+    /// however often it is called).
+    public static func inProcess(port: Int, wsURL: String, controlPath: String, httpURL: String,
+                                 stop: @escaping @Sendable () async -> Void) -> SimProcess {
+        SimProcess(running: .inProcess(stop: stop), port: port, wsURL: wsURL, controlPath: controlPath, httpURL: httpURL)
+    }
+
+    /// A fresh control socket path in `dir`.
+    public static func newControlPath(in dir: String) -> String { dir + "/sim-\(UUID().uuidString.prefix(6)).sock" }
 
     /// The URL the daemon uses (Smartico's query).
     public var serverURL: String { wsURL + "?master&domain=test.example&version=1.0.0" }
@@ -261,7 +290,7 @@ public final class SimProcess: @unchecked Sendable {  // immutable after start; 
     /// Starts the simulator on `port` (0: any) with its control socket in `dir`. `launcher`: a
     /// program (and its arguments) that runs it, e.g. `ip netns exec NS`.
     public static func start(dir: String, port: Int = 0, extra: [String] = [], launcher: [String] = []) async throws -> SimProcess {
-        let controlPath = dir + "/sim-\(UUID().uuidString.prefix(6)).sock"
+        let controlPath = newControlPath(in: dir)
         let logPath = dir + "/sim-\(UUID().uuidString.prefix(6)).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let p = Process()
@@ -293,7 +322,7 @@ public final class SimProcess: @unchecked Sendable {  // immutable after start; 
             await child.kill9()
             throw EngineTestError("smartico-sim did not print its three lines: \(lines); log: \(child.log)")
         }
-        return SimProcess(child: child, port: port, wsURL: lines[1], controlPath: controlPath, httpURL: lines[2])
+        return SimProcess(running: .process(child), port: port, wsURL: lines[1], controlPath: controlPath, httpURL: lines[2])
     }
 
     /// One control request (its own connection); the answer object.
@@ -343,9 +372,16 @@ public final class SimProcess: @unchecked Sendable {  // immutable after start; 
         throw EngineTestError("emit answered without an engagement: \(String(decoding: answer.serialized(), as: UTF8.self))")
     }
 
+    /// SIGTERM and the exit status (an in-process one: stopped, and 0).
     public func stop() async -> Int32 {
-        child.signal(SIGTERM)
-        return await child.waitForExit()
+        switch running {
+        case .process(let child):
+            child.signal(SIGTERM)
+            return await child.waitForExit()
+        case .inProcess(let stop):
+            await stop()
+            return 0
+        }
     }
 }
 
@@ -357,6 +393,8 @@ public final class DaemonSetup: @unchecked Sendable {  // `daemon` is only repla
     public var configPath: String { dir + "/config.json" }
     public var logPath: String { dir + "/smarticod.log" }
     public private(set) var daemon: ChildProcess?
+    /// The daemon when it runs in the test process instead (``attach(_:)``).
+    public private(set) var embedded: (any EmbeddedDaemon)?
 
     public init() throws {
         // Short: a Unix socket path must fit in 108 bytes.
@@ -424,8 +462,15 @@ public final class DaemonSetup: @unchecked Sendable {  // `daemon` is only repla
 
     public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// SIGTERM and the exit status.
+    /// A daemon started in the test process from this set-up's configuration: ``stop()`` stops it.
+    public func attach(_ daemon: any EmbeddedDaemon) { embedded = daemon }
+
+    /// SIGTERM (or, in the test process, what SIGTERM does) and the exit status.
     public func stop() async -> Int32? {
+        if let embedded {
+            self.embedded = nil
+            return await embedded.stop()
+        }
         guard let daemon else { return nil }
         daemon.signal(SIGTERM)
         let status = await daemon.waitForExit()
@@ -434,9 +479,16 @@ public final class DaemonSetup: @unchecked Sendable {  // `daemon` is only repla
     }
 
     public func kill9() async {
+        precondition(embedded == nil, "kill -9 needs a process: start the daemon with start(), not in the test process")
         await daemon?.kill9()
         daemon = nil
     }
+}
+
+/// smarticod running inside the test process (SmarticoDaemonTests' InProcessEngine.swift).
+public protocol EmbeddedDaemon: Sendable {
+    /// Stops it as SIGTERM does; its exit status.
+    func stop() async -> Int32
 }
 
 /// Polls `condition` every 50 ms until it holds or `timeout` passes.

@@ -79,15 +79,16 @@ public enum Daemon {
         }
     }
 
-    /// Runs the daemon until SIGTERM/SIGINT on a loop of its own; returns the exit status.
-    /// SIGTERM/SIGINT/SIGHUP must be blocked in every thread of the process (see
-    /// ``runBlocking(config:configPath:environment:)``, which does it); otherwise they keep their
-    /// default action.
-    public static func run(config: ResolvedConfig, configPath: String?, environment: [String: String]) async -> Int32 {
+    /// Runs the daemon in a host process, on a loop of its own, until `control` stops it (or
+    /// SIGTERM/SIGINT, when the host blocks them in every thread as
+    /// ``runBlocking(config:configPath:environment:)`` does; otherwise they keep their default
+    /// action); returns the exit status.
+    public static func run(config: ResolvedConfig, configPath: String?, environment: [String: String],
+                           control: DaemonControl = DaemonControl()) async -> Int32 {
         signal(SIGPIPE, SIG_IGN)
         guard let loop = makeLoop() else { return startFailureExitCode }
         let code = await withTaskExecutorPreference(loop) {
-            await run(config: config, configPath: configPath, environment: environment, loop: loop)
+            await run(config: config, configPath: configPath, environment: environment, loop: loop, control: control)
         }
         await loop.shutdown()
         return code
@@ -115,7 +116,8 @@ public enum Daemon {
 
     /// The daemon on `loop` (the caller shuts the loop down afterwards). Run it in a task that
     /// prefers `loop`, so no step lands on the global executor.
-    static func run(config: ResolvedConfig, configPath: String?, environment: [String: String], loop: EventLoop) async -> Int32 {
+    static func run(config: ResolvedConfig, configPath: String?, environment: [String: String], loop: EventLoop,
+                    control: DaemonControl = DaemonControl()) async -> Int32 {
         var logger = Logger(label: "smarticod")
         logger.logLevel = config.logLevel.loggerLevel
         logger.info("starting smarticod \(SmarticoVersion.string)")
@@ -147,6 +149,7 @@ public enum Daemon {
         let driver = SessionDriver(
             config: config, configPath: configPath, environment: environment, loop: loop, store: store,
             server: server, notifier: notifier, logger: logger)
+        control.attach(driver)
         let log = logger
         do {
             try await signals.start(
@@ -277,6 +280,37 @@ public enum Daemon {
         }
         return SessionSnapshot(deviceID: deviceID, fingerprint: config.fingerprint(machineID: machineID ?? deviceID),
                                user: user, push: push, languagesSent: languages)
+    }
+}
+
+/// What a host process running the daemon in itself (``Daemon/run(config:configPath:environment:control:)``)
+/// has instead of signals: SIGTERM's stop and SIGHUP's reload, from any thread. A stop asked for
+/// before the daemon is running stops it as soon as it is.
+public final class DaemonControl: Sendable {
+    private let state = Mutex<(driver: SessionDriver?, stopAsked: Bool)>((nil, false))
+
+    public init() {}
+
+    /// Stops the daemon as SIGTERM does.
+    public func stop() {
+        let driver = state.withLock { s -> SessionDriver? in
+            s.stopAsked = true
+            return s.driver
+        }
+        driver?.terminate(signal: SIGTERM)
+    }
+
+    /// Reloads the configuration file as SIGHUP does (nothing before the daemon runs).
+    public func reload() {
+        state.withLock { $0.driver }?.reload()
+    }
+
+    func attach(_ driver: SessionDriver) {
+        let stopAsked = state.withLock { s -> Bool in
+            s.driver = driver
+            return s.stopAsked
+        }
+        if stopAsked { driver.terminate(signal: SIGTERM) }
     }
 }
 

@@ -20,11 +20,10 @@ final class DataAPIFixture: @unchecked Sendable {  // immutable after start
 
     /// Starts both; with a `user`, waits until the session is ready and identified as them.
     static func start(user: String? = "alice", session: JSONObject = [:], simArguments: [String] = []) async throws -> DataAPIFixture {
-        let setup = try DaemonSetup()
-        let sim = try await SimProcess.start(dir: setup.dir, extra: simArguments)
-        try setup.writeConfig(url: sim.serverURL, user: user, hash: user == nil ? nil : "h", session: session,
-                              http: ["connect_timeout_s": 2, "response_timeout_s": 2])
-        let client = try await setup.start()
+        let (setup, sim, client) = try await startAgainstSim(sim: simArguments, inProcess: true) { setup, sim in
+            try setup.writeConfig(url: sim.serverURL, user: user, hash: user == nil ? nil : "h", session: session,
+                                  http: ["connect_timeout_s": 2, "response_timeout_s": 2])
+        }
         let fixture = DataAPIFixture(setup: setup, sim: sim, client: client)
         let ready = try await eventually(timeout: .seconds(15)) {
             let s = try await client.ok("status")
