@@ -37,13 +37,13 @@ enum AchievementAPI {
         "missions.opt_in": { ctx async throws(SocketAPIError) in
             let id = try AchievementShape.nonZero(ctx, "mission_id")
             let answer = try await ctx.request(cid: 525, ["achievementId": .number(id)], expect: 526)
-            return AchievementShape.errResult(answer)
+            return .errResult(answer)
         },
         "missions.claim_reward": { ctx async throws(SocketAPIError) in
             let id = try AchievementShape.nonZero(ctx, "mission_id")
             let completed = ctx.args.int("ach_completed_id") ?? 0
             let answer = try await ctx.request(cid: 539, ["ach_id": .number(id), "ach_completed_id": .number(completed)], expect: 540)
-            return AchievementShape.errResult(answer)
+            return .errResult(answer)
         },
     ]
 }
@@ -97,11 +97,6 @@ enum AchievementShape {
         let v = ctx.args.int(name) ?? 0
         if v == 0 { throw SocketAPIError(.badRequest, "field \"args.\(name)\" of call \"\(ctx.spec.name)\" must not be 0") }
         return v
-    }
-
-    /// `{err_code, err_message}` of an action's answer (a refusal never gets here: it is a `server_error`).
-    static func errResult(_ answer: JSONObject) -> JSONValue {
-        ["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))]
     }
 
     // MARK: - Missions and badges

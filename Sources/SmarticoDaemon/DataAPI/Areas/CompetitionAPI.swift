@@ -45,7 +45,7 @@ enum CompetitionAPI {
         let id = ctx.args.int("tournament_instance_id") ?? 0
         guard id != 0 else { throw SocketAPIError(.badRequest, "field \"args.tournament_instance_id\" must not be 0 (missing tournament instance id)") }
         let answer = try await ctx.request(cid: 521, ["tournamentInstanceId": .number(id)], expect: 522)
-        return .object(["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))])
+        return .errResult(answer)
     }
 
     // MARK: - Leaderboards
