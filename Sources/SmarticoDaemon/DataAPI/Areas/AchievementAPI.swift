@@ -13,18 +13,8 @@ enum AchievementAPI {
     static let implementations: [String: DataAPIRun] = lists.merging(AchievementDetailsAPI.implementations) { a, _ in a }
 
     private static let lists: [String: DataAPIRun] = [
-        "missions.list": { ctx async throws(SocketAPIError) in
-            let answer = try await ctx.request(cid: 502, expect: 503)
-            let now = ctx.nowMs()
-            return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == AchievementWire.mission }
-                .compactMap { AchievementShape.missionOrBadge($0, now: now) })
-        },
-        "badges.list": { ctx async throws(SocketAPIError) in
-            let answer = try await ctx.request(cid: 502, expect: 503)
-            let now = ctx.nowMs()
-            return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == AchievementWire.badge }
-                .compactMap { AchievementShape.missionOrBadge($0, now: now) })
-        },
+        "missions.list": { ctx async throws(SocketAPIError) in try await achievements(ctx, type: AchievementWire.mission) },
+        "badges.list": { ctx async throws(SocketAPIError) in try await achievements(ctx, type: AchievementWire.badge) },
         "levels.list": { ctx async throws(SocketAPIError) in
             let answer = try await ctx.request(cid: 500, expect: 501)
             return .array(AchievementShape.levels(answer.objects("levels")).map(JSONValue.object))
@@ -46,6 +36,14 @@ enum AchievementAPI {
             return .errResult(answer)
         },
     ]
+
+    /// The achievement map's entries of one `ach_type_id` (missions or badges) as `TMissionOrBadge`s.
+    private static func achievements(_ ctx: DataAPIContext, type: Int64) async throws(SocketAPIError) -> JSONValue {
+        let answer = try await ctx.request(cid: 502, expect: 503)
+        let now = ctx.nowMs()
+        return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == type }
+            .compactMap { AchievementShape.missionOrBadge($0, now: now) })
+    }
 }
 
 /// The server's constants the achievement shapes use (the SDK's AchievementType, AchievementStatus, …).
