@@ -45,7 +45,7 @@ public struct GameOpening: Sendable, Equatable {
 }
 
 /// A Native Bridge message (002 §3), web page ↔ native client.
-public enum BridgeMessage: Sendable, Equatable {
+public enum BridgeMessage: Sendable, Equatable, JSONObjectDecodable {
     /// 1, web → native: the page is loaded; only now may the native side send to it.
     case pageReady
     /// 2, web → native: close the web view.
@@ -64,11 +64,6 @@ public enum BridgeMessage: Sendable, Equatable {
     case sendGameOpening(GameOpening)
     /// Any other `bcid`, every field kept.
     case other(bcid: Int64, json: JSONObject)
-
-    /// Decodes one bridge message from bytes.
-    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> BridgeMessage {
-        try BridgeMessage(json: try parseObject(bytes, options: options))
-    }
 
     /// Types a bridge object; errors name the `bcid` and the field.
     public init(json: JSONObject) throws(ProtocolError) {

@@ -48,11 +48,7 @@ struct Api: ParsableCommand {
             return
         }
         guard let spec = DataAPICatalog.call(named: call) else { return }
-        var op: JSONObject = ["call": .string(call), "args": .object(try Self.arguments(arguments, spec: spec))]
-        if raw { op.append(key: "raw", value: true) }
-        if let timeoutMs { op.append(key: "timeout_ms", value: .number(timeoutMs)) }
-        let wait = Double(timeoutMs ?? spec.timeoutMs) / 1000 * Double(max(1, spec.cids.count)) + 5
-        try runOp("api", op, options: options, waitSeconds: wait)
+        try runOp(.api(call, args: try Self.arguments(arguments, spec: spec), raw: raw, timeoutMs: timeoutMs), options: options)
     }
 
     /// `key=value` words as the call's `args`, each value of its argument's type.

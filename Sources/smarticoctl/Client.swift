@@ -49,14 +49,16 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
-/// Connects, sends one op, waits for its answer, prints it (human or `--json`), and throws
-/// `.refused` for `ok: false` (exit 1).
-func runOp(_ op: String, _ arguments: JSONObject = JSONObject(), options: GlobalOptions, waitSeconds: Double? = nil) throws(CtlError) {
-    let deadline = Deadline.after(seconds: max(options.timeout, waitSeconds ?? 0))
+/// Connects, sends one request (built as the client library builds it), waits for its answer
+/// (`--timeout`, or the request's own minimum wait when longer), prints it (human or `--json`),
+/// and throws `.refused` for `ok: false` (exit 1).
+func runOp(_ request: ClientRequest, options: GlobalOptions) throws(CtlError) {
+    let op = request.op
+    let deadline = Deadline.after(seconds: request.wait(timeout: options.timeout))
     let client = try options.connect(deadline: deadline)
     let answer: Answer
     do {
-        answer = try client.answer(op, arguments, deadline: deadline)
+        answer = try client.answer(op, request.arguments, deadline: deadline)
     } catch {
         throw .client(error)
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SmarticoClient
 import SmarticoSocketAPI
 import SmarticoProtocol
 
@@ -53,7 +54,7 @@ struct Status: ParsableCommand {
               smarticoctl status --socket /tmp/smarticod-dev.sock
             """)
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("status", options: options) }
+    func run() throws { try runOp(.status, options: options) }
 }
 
 struct Metrics: ParsableCommand {
@@ -70,7 +71,7 @@ struct Metrics: ParsableCommand {
               smarticoctl metrics | grep '^smarticod_session_state'
             """)
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("metrics", options: options) }
+    func run() throws { try runOp(.metrics, options: options) }
 }
 
 struct Hello: ParsableCommand {
@@ -82,7 +83,7 @@ struct Hello: ParsableCommand {
               smarticoctl hello --json
             """)
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("hello", options: options) }
+    func run() throws { try runOp(.hello, options: options) }
 }
 
 struct Forget: ParsableCommand {
@@ -103,7 +104,7 @@ struct Forget: ParsableCommand {
         if name.isEmpty { throw ValidationError("<name> must not be empty") }
     }
 
-    func run() throws { try runOp("forget", ["durable": .string(name)], options: options) }
+    func run() throws { try runOp(.forget(name), options: options) }
 }
 
 struct Identify: ParsableCommand {
@@ -128,11 +129,7 @@ struct Identify: ParsableCommand {
         if user.isEmpty { throw ValidationError("<user> must not be empty") }
     }
 
-    func run() throws {
-        var args: JSONObject = ["ext_user_id": .string(user)]
-        if let hash { args.append(key: "hash", value: .string(hash)) }
-        try runOp("identify", args, options: options)
-    }
+    func run() throws { try runOp(.identify(extUserID: user, hash: hash), options: options) }
 }
 
 struct Logout: ParsableCommand {
@@ -143,7 +140,7 @@ struct Logout: ParsableCommand {
               smarticoctl logout
             """)
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("logout", options: options) }
+    func run() throws { try runOp(.logout, options: options) }
 }
 
 struct Login: ParsableCommand {
@@ -154,7 +151,7 @@ struct Login: ParsableCommand {
               smarticoctl login
             """)
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("login", options: options) }
+    func run() throws { try runOp(.login, options: options) }
 }
 
 struct PushToken: ParsableCommand {
@@ -185,10 +182,7 @@ struct PushToken: ParsableCommand {
     }
 
     func run() throws {
-        var args: JSONObject = ["token": .string(token), "status": .number(status)]
-        if let platform { args.append(key: "platform", value: .number(platform)) }
-        if let appPackageID { args.append(key: "app_package_id", value: .string(appPackageID)) }
-        try runOp("push_token", args, options: options)
+        try runOp(.pushToken(token, status: status, platform: platform, appPackageID: appPackageID), options: options)
     }
 }
 
@@ -203,7 +197,7 @@ struct Language: ParsableCommand {
     @Argument(help: ArgumentHelp("ISO 639-1 code or a custom code such as pt-br.", valueName: "code"))
     var code: String
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("language", ["language": .string(code)], options: options) }
+    func run() throws { try runOp(.language(code), options: options) }
 }
 
 struct LogLevel: ParsableCommand {
@@ -219,7 +213,7 @@ struct LogLevel: ParsableCommand {
     @Argument(help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "level"))
     var level: String
     @OptionGroup var options: GlobalOptions
-    func run() throws { try runOp("log_level", ["level": .string(level)], options: options) }
+    func run() throws { try runOp(.logLevel(level), options: options) }
 }
 
 struct Event: ParsableCommand {
@@ -238,18 +232,12 @@ struct Event: ParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        var args: JSONObject = ["event_type": .string(type)]
-        if let payload {
-            args.append(key: "payload", value: .object(try jsonObjectArgument(payload, name: "<payload>", limit: options.maxLineBytes)))
-        }
-        try runOp("event", args, options: options)
+        let object = try payload.map { try jsonObjectArgument($0, name: "<payload>", limit: options.maxLineBytes) }
+        try runOp(.event(type, payload: object), options: options)
     }
 }
 
-/// `report` kinds.
-enum ReportKind: String, ExpressibleByArgument, CaseIterable {
-    case impression, action, failed
-}
+extension ClientRequest.ReportKind: ExpressibleByArgument {}
 
 struct Report: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -261,7 +249,7 @@ struct Report: ParsableCommand {
               smarticoctl report failed 9f0c-…-e1 --activity-type 20
             """)
     @Argument(help: ArgumentHelp("impression, action or failed.", valueName: "kind"))
-    var kind: ReportKind
+    var kind: ClientRequest.ReportKind
     @Argument(help: ArgumentHelp("The engagement's engagement_uid.", valueName: "engagement-uid"))
     var engagementUID: String
     @Option(name: .customLong("activity-type"), help: ArgumentHelp("The engagement's activityType (default 30, popup).", valueName: "n"))
@@ -271,10 +259,7 @@ struct Report: ParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        var args: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
-        if let activityType { args.append(key: "activity_type", value: .number(activityType)) }
-        if let action { args.append(key: "action", value: .string(action)) }
-        try runOp("report", args, options: options)
+        try runOp(.report(kind, engagementUID: engagementUID, activityType: activityType.map(Int64.init), action: action), options: options)
     }
 }
 
@@ -292,17 +277,10 @@ struct MinigameAck: ParsableCommand {
     var pendingMessageID: Int64?
     @OptionGroup var options: GlobalOptions
 
-    func run() throws {
-        var args: JSONObject = ["saw_template_id": .number(sawTemplateID)]
-        if let pendingMessageID { args.append(key: "pending_message_id", value: .number(pendingMessageID)) }
-        try runOp("minigame_ack", args, options: options)
-    }
+    func run() throws { try runOp(.minigameAck(sawTemplateID: sawTemplateID, pendingMessageID: pendingMessageID), options: options) }
 }
 
-/// `push-report` kinds.
-enum PushReportKind: String, ExpressibleByArgument, CaseIterable {
-    case delivered, impression, action, failed
-}
+extension ClientRequest.PushReportKind: ExpressibleByArgument {}
 
 struct PushReport: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -315,7 +293,7 @@ struct PushReport: ParsableCommand {
               smarticoctl push-report impression --engagement-uid 9f0c-…-e1 --user 12345
             """)
     @Argument(help: ArgumentHelp("delivered, impression, action or failed.", valueName: "kind"))
-    var kind: PushReportKind
+    var kind: ClientRequest.PushReportKind
     @Option(name: .customLong("engagement-uid"), help: ArgumentHelp("The push's engagement_uid.", valueName: "uid"))
     var engagementUID: String
     @Option(name: .customLong("message-id"), help: ArgumentHelp("The push's message_id.", valueName: "id"))
@@ -327,11 +305,7 @@ struct PushReport: ParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        var args: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
-        if let messageID { args.append(key: "message_id", value: .string(messageID)) }
-        if let action { args.append(key: "action", value: .string(action)) }
-        if let userExtID { args.append(key: "user_ext_id", value: .string(userExtID)) }
-        try runOp("push_report", args, options: options)
+        try runOp(.pushReport(kind, engagementUID: engagementUID, messageID: messageID, action: action, userExtID: userExtID), options: options)
     }
 }
 
@@ -351,8 +325,7 @@ struct Send: ParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
-        try runOp("send", ["message": .object(object)], options: options)
+        try runOp(.send(try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)), options: options)
     }
 }
 
@@ -383,10 +356,7 @@ struct Request: ParsableCommand {
 
     func run() throws {
         let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
-        var args: JSONObject = ["message": .object(object)]
-        if let expectCid { args.append(key: "expect_cid", value: .number(expectCid)) }
-        if let timeoutMs { args.append(key: "timeout_ms", value: .number(timeoutMs)) }
-        try runOp("request", args, options: options, waitSeconds: Double(timeoutMs ?? 30000) / 1000 + 5)
+        try runOp(.request(object, expectCid: expectCid.map(Int64.init), timeoutMs: timeoutMs), options: options)
     }
 }
 
@@ -406,7 +376,6 @@ struct Bridge: ParsableCommand {
     @OptionGroup var options: GlobalOptions
 
     func run() throws {
-        let object = try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)
-        try runOp("bridge", ["message": .object(object)], options: options)
+        try runOp(.bridge(try jsonObjectArgument(message, name: "<json>", limit: options.maxLineBytes)), options: options)
     }
 }

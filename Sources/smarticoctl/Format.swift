@@ -196,35 +196,22 @@ enum Format {
             let m = d["message"]
             var text = "uid=\(describe(m?["engagement_uid"])) activity_type=\(activity(m?["activityType"] ?? m?["activity_type"]))"
             if let id = m?["engagement_id"] { text += " engagement_id=\(describe(id))" }
-            if let popup = d["popup_url"], !popup.isNull { text += " popup_url=\(describe(popup))" }
-            return text
+            return text + member(d, "popup_url")
         case "minigame":
-            let url = d["url"].flatMap { $0.isNull ? nil : $0 }
-            var text = "saw_template_id=\(describe(d["saw_template_id"])) url=" + (url.map { describe($0, limit: 2000) } ?? "(no gamification URL known)")
-            if let p = d["problem"], !p.isNull { text += " problem=\(describe(p, limit: 300))" }
-            return text
+            let url = d["url"].flatMap { $0.isNull ? nil : describe($0, limit: 2000) } ?? "(no gamification URL known)"
+            return "saw_template_id=\(describe(d["saw_template_id"])) url=\(url)" + member(d, "problem")
         case "deeplink":
-            var text = "\(describe(d["source"])) \(describe(d["kind"])) dp=\(describe(d["dp"]))"
-            if let uid = d["engagement_uid"], !uid.isNull { text += " engagement_uid=\(describe(uid))" }
-            if let url = d["url"], !url.isNull { text += " url=\(describe(url, limit: 2000))" }
-            return text
+            return "\(describe(d["source"])) \(describe(d["kind"])) dp=\(describe(d["dp"]))" + member(d, "engagement_uid")
+                + member(d, "url", limit: 2000)
         case "message":
-            var text = "cid=\(describe(d["message"]?["cid"]))"
-            if let n = d["name"], !n.isNull { text += " name=\(describe(n))" }
-            if let p = d["problem"], !p.isNull { text += " problem=\(describe(p, limit: 300))" }
-            return text
+            return "cid=\(describe(d["message"]?["cid"]))" + member(d, "name") + member(d, "problem")
         case "session":
-            var text = "state=\(describe(d["state"]))"
-            if let r = d["reason"], !r.isNull { text += " reason=\(describe(r))" }
-            if let a = d["attempt"], !a.isNull { text += " attempt=\(describe(a))" }
+            var text = "state=\(describe(d["state"]))" + member(d, "reason") + member(d, "attempt")
             if let ms = d["retry_in_ms"]?.int64Value { text += " retry_in=\(formatDuration(ms: ms))" }
             if let m = d["message"], !m.isNull { text += " — \(describe(m, limit: 300))" }
             return text
         case "identified":
-            var text = "ext_user_id=\(describe(d["ext_user_id"]))"
-            if let n = d["public_username"], !n.isNull { text += " public_username=\(describe(n))" }
-            if let g = d["gf_url"], !g.isNull { text += " gf_url=\(describe(g))" }
-            return text
+            return "ext_user_id=\(describe(d["ext_user_id"]))" + member(d, "public_username") + member(d, "gf_url")
         case "props":
             guard let props = d.objectValue else { return describe(d) }
             defer { previousProps = props }
@@ -254,6 +241,13 @@ enum Format {
         default:
             return describe(d, limit: 200)
         }
+    }
+
+    /// ` key=value` for a member of `d` that is there and not null (the value as ``describe(_:limit:)``
+    /// shows it); "" otherwise.
+    private static func member(_ d: JSONValue, _ key: String, limit: Int = 300) -> String {
+        guard let v = d[key], !v.isNull else { return "" }
+        return " \(key)=\(describe(v, limit: limit))"
     }
 
     private static func activity(_ v: JSONValue?) -> String {

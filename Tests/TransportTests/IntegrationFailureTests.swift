@@ -151,6 +151,40 @@ struct IntegrationFailureTests {
         }
     }
 
+    /// Cancelling the task that awaits the upgrade closes the connection and fails the upgrade step
+    /// with reason `cancelled`, as an HTTP exchange does (one mapping from error to reason).
+    @Test("cancelling a connect waiting for the upgrade: cancelled at the upgrade step")
+    func upgradeCancelled() async throws {
+        try await withLoop { loop in
+            let listener = try await loop.submit { try StreamListener.tcp(host: "127.0.0.1", port: 0, on: loop) }
+            let held = Shared<[StreamConnection]>([])
+            try await loop.submit { listener.onAccept = { c in held.update { $0.append(c) } } }
+            var options = WebSocketConnectOptions()
+            options.connectTimeout = .seconds(30)
+            let url = "ws://127.0.0.1:\(listener.port!)/"
+            let connect = Task { () -> ConnectError? in
+                do throws(ConnectError) {
+                    _ = try await WebSocketClient.connect(url: url, options: options, on: loop)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))  // connected, the upgrade request written, no answer
+            let cancelled = ContinuousClock.now
+            connect.cancel()
+            let error = try #require(await connect.value, "the upgrade succeeded against a server that never answers")
+            #expect(ContinuousClock.now - cancelled < .seconds(5), "cancelling did not end the upgrade")
+            #expect(error.step == .upgrade, "\(error)")
+            #expect(error.description == "upgrade: 127.0.0.1:\(listener.port!): cancelled", "\(error)")
+            guard case .cancelled = error.reason else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+            try await loop.submit { listener.close(); for c in held.value { c.close() } }
+        }
+    }
+
     @Test("a bad URL fails the configuration step")
     func badURL() async throws {
         try await withLoop { loop in

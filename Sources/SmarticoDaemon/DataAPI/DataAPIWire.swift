@@ -94,6 +94,14 @@ extension JSONValue {
     static func of(_ v: [Int64]?) -> JSONValue { v.map { .array($0.map { .number($0) }) } ?? .null }
     static func of(_ v: JSONObject?) -> JSONValue { v.map(JSONValue.object) ?? .null }
 
+    /// The SDK's `{err_code, err_message}` of an action's answer, then the members of `extra` (a
+    /// refusal never gets here: ``DataAPIContext/request(cid:_:expect:)`` throws it as `server_error`).
+    static func errResult(_ answer: JSONObject, extra: JSONObject = [:]) -> JSONValue {
+        var o: JSONObject = ["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))]
+        for (k, v) in extra { o[k] = v }
+        return .object(o)
+    }
+
     /// A URL field of an answer (an avatar, an icon, a CDN image): null for nil, and null for a
     /// URL that is not http or https with a host (``WebURL``: no `javascript:` or `file:` reaches an
     /// app as a URL). A value without a scheme (an avatar id, a relative path, as the SDK passes

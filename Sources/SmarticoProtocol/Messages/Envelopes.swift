@@ -108,7 +108,7 @@ public enum ServerMessage: Sendable, Equatable {
 }
 
 /// Any message a client sends, typed by `cid`: the simulator's decoding entry point.
-public enum ClientMessage: Sendable, Equatable {
+public enum ClientMessage: Sendable, Equatable, JSONObjectDecodable {
     case ping(Ping)
     case pong(Pong)
     case initSession(InitSessionRequest)
@@ -121,11 +121,6 @@ public enum ClientMessage: Sendable, Equatable {
     case registerPushToken(RegisterPushTokenRequest)
     /// Any other class id (gamification requests, bridge SEND_TO_SOCKET payloads, ...).
     case other(cid: ClassID, json: JSONObject)
-
-    /// Decodes the bytes of one client message.
-    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientMessage {
-        try ClientMessage(json: try parseObject(bytes, options: options))
-    }
 
     /// Decodes the bytes of one client message from a buffer.
     public static func decode(_ bytes: UnsafeRawBufferPointer, options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> ClientMessage {

@@ -1,3 +1,16 @@
+/// A value typed from one JSON object: a message, a client message of any cid, a bridge message.
+public protocol JSONObjectDecodable {
+    /// Types a parsed object; errors name the field that is wrong.
+    init(json: JSONObject) throws(ProtocolError)
+}
+
+extension JSONObjectDecodable {
+    /// Decodes one value from the bytes of a JSON object (parsed within `options`' limits).
+    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> Self {
+        try Self(json: try parseObject(bytes, options: options))
+    }
+}
+
 /// A typed cid-tagged WebSocket message.
 ///
 /// Every message type stores its complete JSON object (`json`): the typed properties read
@@ -5,7 +18,7 @@
 /// decode → encode round trip unchanged (a 110 decoded from bytes keeps the bytes instead and
 /// parses `json` from them when it is read). `init(json:)` checks the class id and the type of
 /// every field the type knows, and names the first one that is wrong.
-public protocol SmarticoMessage: Sendable, Equatable, Codable {
+public protocol SmarticoMessage: Sendable, Equatable, Codable, JSONObjectDecodable {
     /// The class ids this type represents (several only for `ResponseMessage`).
     static var classIDs: [ClassID] { get }
     /// The whole message, every field as it arrived or was built, in order.
@@ -25,11 +38,6 @@ extension SmarticoMessage {
     /// Compact JSON bytes of the message exactly as it stands (no `ts`/`uuid` added:
     /// use `ClientMessageEncoder` for messages to send).
     public func serialized() -> [UInt8] { json.serialized() }
-
-    /// Decodes one message of this type from bytes.
-    public static func decode(_ bytes: [UInt8], options: JSONParseOptions = JSONParseOptions()) throws(ProtocolError) -> Self {
-        try Self(json: try parseObject(bytes, options: options))
-    }
 
     /// `Decodable` over any decoder: the value is read as a `JSONValue` and checked by `init(json:)`.
     public init(from decoder: any Decoder) throws {

@@ -99,6 +99,21 @@ public struct ConnectError: Error, Sendable, CustomStringConvertible {
         case timeout(Duration)
         /// The task waiting for it was cancelled (its owner is shutting down); the connection was closed.
         case cancelled
+
+        /// The reason for what a step or an exchange threw: the deadline (`timeout` is the limit
+        /// that ran out), a cancelled wait, or the socket, TLS, proxy, upgrade or HTTP failure.
+        init(_ error: any Error, timeout: Duration) {
+            switch error {
+            case is DialTimeout: self = .timeout(timeout)
+            case is CancellationError: self = .cancelled
+            case let e as SocketError:
+                if case .tls(let t) = e { self = .tls(t) } else { self = .socket(e) }
+            case let e as HTTPProxyError: self = .proxy(e)
+            case let e as WebSocketHandshakeError: self = .upgrade(e)
+            case let e as HTTPClientError: self = .http(e)
+            default: self = .configuration("\(error)")
+            }
+        }
     }
 
     /// The step that failed.

@@ -43,12 +43,8 @@ enum Dialer {
         let addresses: [SocketAddress]
         do {
             addresses = try await resolve(host: hop.host, port: hop.port, deadline: deadline, loop: loop)
-        } catch is DialTimeout {
-            throw fail(.dns, hopName, .timeout(target.timeout))
-        } catch let e as SocketError {
-            throw fail(.dns, hopName, .socket(e))
         } catch {
-            throw fail(.dns, hopName, .configuration("\(error)"))
+            throw fail(.dns, hopName, .init(error, timeout: target.timeout))
         }
         trace.addresses = addresses
         trace.finish(.dns, "\(hop.host) → " + addresses.map(\.host).joined(separator: ", "))
@@ -73,14 +69,8 @@ enum Dialer {
             let exchange = ConnectExchange(HTTPConnectHandshake(proxy: proxy, targetHost: target.host, targetPort: target.port, userAgent: target.userAgent))
             do {
                 _ = try await run(exchange, on: stream, deadline: deadline)
-            } catch is DialTimeout {
-                throw fail(.proxy, hopName, .timeout(target.timeout))
-            } catch let e as HTTPProxyError {
-                throw fail(.proxy, hopName, .proxy(e))
-            } catch let e as SocketError {
-                throw fail(.proxy, hopName, .socket(e))
             } catch {
-                throw fail(.proxy, hopName, .configuration("\(error)"))
+                throw fail(.proxy, hopName, .init(error, timeout: target.timeout))
             }
             trace.finish(.proxy, "\(proxy) opened a tunnel to \(targetName)")
         }
@@ -88,18 +78,28 @@ enum Dialer {
         if let context = target.tls {
             do {
                 trace.tls = try await startTLS(stream, context: context, serverName: target.host, deadline: deadline)
-            } catch is DialTimeout {
-                throw fail(.tls, targetName, .timeout(target.timeout))
-            } catch let e as SocketError {
-                if case .tls(let t) = e { throw fail(.tls, targetName, .tls(t)) }
-                throw fail(.tls, targetName, .socket(e))
             } catch {
-                throw fail(.tls, targetName, .configuration("\(error)"))
+                throw fail(.tls, targetName, .init(error, timeout: target.timeout))
             }
             let info = trace.tls
             trace.finish(.tls, "\(info?.version ?? "?") \(info?.cipher ?? "?"), peer \(info?.peerSubject ?? "?"), notAfter \(info?.peerNotAfter ?? "?")")
         }
         return stream
+    }
+
+    /// The client TLS context of a `secure` target: `given`, else loaded from `configuration` on the
+    /// loop's blocking pool (a failure fails the `configuration` step); nil for a plain target.
+    static func tlsContext(
+        secure: Bool, given: TLSContext?, configuration: TLSClientConfiguration, peer: String, trace: ConnectTrace,
+        on loop: EventLoop
+    ) async throws(ConnectError) -> TLSContext? {
+        guard secure else { return nil }
+        if let given { return given }
+        do {
+            return try await TLSContext.load(client: configuration, pool: loop.blockingPool)
+        } catch {
+            throw ConnectError(step: .configuration, peer: peer, reason: .tls(error), trace: trace)
+        }
     }
 
     /// Resolves on the blocking pool, racing the deadline.

@@ -59,18 +59,8 @@ public enum WebSocketClient {
         var trace = ConnectTrace(target: HTTPProxy.authority(host: url.host, port: url.port))
         let deadline = LoopInstant.now + options.connectTimeout
         let targetName = HTTPProxy.authority(host: url.host, port: url.port)
-        var context: TLSContext? = nil
-        if url.secure {
-            if let given = options.tlsContext {
-                context = given
-            } else {
-                do {
-                    context = try await TLSContext.load(client: options.tls, pool: loop.blockingPool)
-                } catch {
-                    throw ConnectError(step: .configuration, peer: targetName, reason: .tls(error), trace: trace)
-                }
-            }
-        }
+        let context = try await Dialer.tlsContext(
+            secure: url.secure, given: options.tlsContext, configuration: options.tls, peer: targetName, trace: trace, on: loop)
         let target = Dialer.Target(
             host: url.host, port: url.port, tls: context, proxy: options.proxy, tcp: options.tcp,
             timeout: options.connectTimeout, userAgent: options.headers["User-Agent"])
@@ -83,15 +73,7 @@ public enum WebSocketClient {
         do {
             result = try await Dialer.run(exchange, on: stream, deadline: deadline)
         } catch {
-            let reason: ConnectError.Reason
-            switch error {
-            case is DialTimeout: reason = .timeout(options.connectTimeout)
-            case let e as WebSocketHandshakeError: reason = .upgrade(e)
-            case let e as SocketError:
-                if case .tls(let t) = e { reason = .tls(t) } else { reason = .socket(e) }
-            default: reason = .configuration("\(error)")
-            }
-            throw ConnectError(step: .upgrade, peer: targetName, reason: reason, trace: trace)
+            throw ConnectError(step: .upgrade, peer: targetName, reason: .init(error, timeout: options.connectTimeout), trace: trace)
         }
         trace.upgradeStatus = result.response.statusLine
         trace.extensions = result.deflate?.responseHeaderValue

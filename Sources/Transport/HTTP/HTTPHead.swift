@@ -80,6 +80,16 @@ public struct HTTPHeaders: Hashable, Sendable, Sequence, ExpressibleByDictionary
             out.append(contentsOf: "\r\n".utf8)
         }
     }
+
+    /// A whole head: `startLine`, these fields, the blank line.
+    func serializedHead(startLine: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: "\(startLine)\r\n".utf8)
+        write(into: &out)
+        out.append(contentsOf: "\r\n".utf8)
+        return out
+    }
 }
 
 /// A request head: `GET /path?query HTTP/1.1` and header fields.
@@ -110,14 +120,7 @@ public struct HTTPRequestHead: Hashable, Sendable {
     }
 
     /// Serializes the head (request line, headers, blank line).
-    public func serialized() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        out.append(contentsOf: "\(method) \(target) \(version)\r\n".utf8)
-        headers.write(into: &out)
-        out.append(contentsOf: "\r\n".utf8)
-        return out
-    }
+    public func serialized() -> [UInt8] { headers.serializedHead(startLine: "\(method) \(target) \(version)") }
 }
 
 /// A response head: `HTTP/1.1 101 Switching Protocols` and header fields.
@@ -138,14 +141,7 @@ public struct HTTPResponseHead: Hashable, Sendable {
     public var statusLine: String { "\(version) \(status) \(reason)" }
 
     /// Serializes the head (status line, headers, blank line).
-    public func serialized() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        out.append(contentsOf: "\(statusLine)\r\n".utf8)
-        headers.write(into: &out)
-        out.append(contentsOf: "\r\n".utf8)
-        return out
-    }
+    public func serialized() -> [UInt8] { headers.serializedHead(startLine: statusLine) }
 }
 
 public struct HTTPVersion: Hashable, Sendable, CustomStringConvertible {

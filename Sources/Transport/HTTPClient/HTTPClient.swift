@@ -165,17 +165,9 @@ public enum HTTPClient {
                     _ = try? await loop.submit { stream.close() }
                     continue
                 }
-                let reason: ConnectError.Reason
-                switch error {
-                case is CancellationError: reason = .cancelled
-                case is DialTimeout: reason = .timeout(options.responseTimeout.map { min($0, options.timeout) } ?? options.timeout)
-                case let e as HTTPClientError: reason = .http(e)
-                case let e as SocketError:
-                    if case .tls(let t) = e { reason = .tls(t) } else { reason = .socket(e) }
-                default: reason = .configuration("\(error)")
-                }
+                let limit = options.responseTimeout.map { min($0, options.timeout) } ?? options.timeout
                 _ = try? await loop.submit { stream.close() }
-                throw ConnectError(step: .http, peer: peer, reason: reason, trace: trace)
+                throw ConnectError(step: .http, peer: peer, reason: .init(error, timeout: limit), trace: trace)
             }
             let (responseHead, body) = (response.head, response.body)
             if let connections, response.reusable {
@@ -202,18 +194,8 @@ public enum HTTPClient {
         deadline: LoopInstant, on loop: EventLoop
     ) async throws(ConnectError) -> StreamConnection {
         let peer = HTTPProxy.authority(host: url.host, port: url.port)
-        var context: TLSContext? = nil
-        if url.secure {
-            if let given = options.tlsContext {
-                context = given
-            } else {
-                do {
-                    context = try await TLSContext.load(client: options.tls, pool: loop.blockingPool)
-                } catch {
-                    throw ConnectError(step: .configuration, peer: peer, reason: .tls(error), trace: trace)
-                }
-            }
-        }
+        let context = try await Dialer.tlsContext(
+            secure: url.secure, given: options.tlsContext, configuration: options.tls, peer: peer, trace: trace, on: loop)
         let connectTimeout = options.connectTimeout.map { min($0, options.timeout) } ?? options.timeout
         let target = Dialer.Target(
             host: url.host, port: url.port, tls: context, proxy: options.proxy, tcp: options.tcp, timeout: connectTimeout,

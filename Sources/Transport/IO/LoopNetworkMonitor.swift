@@ -12,7 +12,7 @@ import Glibc
 /// drained on every readiness, so the loop never spins on it.
 public final class LoopNetworkMonitor: EventLoopHandler {
     public let loop: EventLoop
-    private var fd: Int32
+    private var descriptor = LoopReadDescriptor()
     private let handler: () -> Void
     private let debounce: Duration
     private var timer: LoopTimer?
@@ -52,18 +52,11 @@ public final class LoopNetworkMonitor: EventLoopHandler {
             throw .system(operation: "bind(NETLINK_ROUTE)", errno: code)
         }
         self.loop = loop
-        self.fd = fd
         self.handler = handler
         self.debounce = debounce
-        do {
-            try loop.register(fd: fd, interest: .read, handler: self)
-        } catch {
-            Glibc.close(fd)
-            self.fd = -1
-            throw error
-        }
+        try descriptor.watch(fd, on: loop, handler: self)
         timer = LoopTimer(loop: loop) { [weak self] in
-            guard let self, self.fd >= 0 else { return }
+            guard let self, self.descriptor.isOpen else { return }
             self.armed = false
             self.handler()
         }
@@ -74,17 +67,14 @@ public final class LoopNetworkMonitor: EventLoopHandler {
         loop.preconditionInEventLoop()
         timer?.invalidate()
         timer = nil
-        guard fd >= 0 else { return }
-        loop.unregister(fd: fd)
-        Glibc.close(fd)
-        fd = -1
+        descriptor.cancel(on: loop)
     }
 
     public func handleEvents(_ events: IOEvents) {
         var buffer = [UInt8](repeating: 0, count: 16 << 10)
         var changed = false
-        while fd >= 0 {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        while descriptor.isOpen {
+            let n = buffer.withUnsafeMutableBytes { recv(descriptor.fd, $0.baseAddress, $0.count, 0) }
             if n > 0 {
                 messages += 1
                 changed = true
@@ -103,9 +93,5 @@ public final class LoopNetworkMonitor: EventLoopHandler {
         timer.schedule(after: debounce)
     }
 
-    public func eventLoopDidShutDown() {
-        guard fd >= 0 else { return }
-        Glibc.close(fd)
-        fd = -1
-    }
+    public func eventLoopDidShutDown() { descriptor.close() }
 }

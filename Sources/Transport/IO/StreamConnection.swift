@@ -193,10 +193,7 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     public func shutdownOutput() {
         loop.preconditionInEventLoop()
         guard isOpen, !shutdownOutputRequested else { return }
-        if let tls, tls.isHandshakeComplete {
-            tls.close()
-            flushTLSOutput()
-        }
+        queueTLSCloseNotify()
         shutdownOutputRequested = true
         if queue.isEmpty { shutdownWriteSide() }
     }
@@ -206,16 +203,20 @@ public final class StreamConnection: EventLoopHandler, CustomStringConvertible,
     public func closeAfterFlush() {
         loop.preconditionInEventLoop()
         guard isOpen, !closeAfterFlushRequested else { return }
-        if let tls, tls.isHandshakeComplete {
-            tls.close()
-            flushTLSOutput()
-        }
+        queueTLSCloseNotify()
         closeAfterFlushRequested = true
         if queue.isEmpty && !writeFailed {
             closeNow(.closedLocally)
         } else {
             updateInterest()
         }
+    }
+
+    /// With TLS past its handshake: queues the close_notify alert ahead of the end of output.
+    private func queueTLSCloseNotify() {
+        guard let tls, tls.isHandshakeComplete else { return }
+        tls.close()
+        flushTLSOutput()
     }
 
     /// Closes now; queued bytes are dropped (with TLS, a close_notify is attempted without waiting).

@@ -78,14 +78,13 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
                 guard bind(fd, sa, length) == 0 else { throw .system(operation: "bind", target: target, errno: errno) }
             }
             guard listen(fd, backlog) == 0 else { throw .system(operation: "listen on", target: target, errno: errno) }
-            let bound = ioSocketName(fd: fd, peer: false) ?? address
-            let listener = StreamListener(fd: fd, loop: loop, localAddress: bound, tls: tls, tcpOptions: tcpOptions, unlinkPathOnClose: nil)
-            try listener.registerNow()
-            return listener
         } catch {
             Glibc.close(fd)
             throw error
         }
+        let bound = ioSocketName(fd: fd, peer: false) ?? address
+        return try StreamListener(fd: fd, loop: loop, localAddress: bound, tls: tls, tcpOptions: tcpOptions, unlinkPathOnClose: nil)
+            .watching()
     }
 
     /// Listens on a Unix stream socket at `path`. A stale socket file (nobody accepting) is replaced; a
@@ -112,16 +111,12 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
                 unlink(path)
                 throw .system(operation: "listen on", target: path, errno: e)
             }
-            let listener = StreamListener(fd: fd, loop: loop, localAddress: address, tls: nil, tcpOptions: nil, unlinkPathOnClose: path)
-            do throws(SocketError) { try listener.registerNow() } catch {
-                unlink(path)
-                throw error
-            }
-            return listener
         } catch {
             Glibc.close(fd)
             throw error
         }
+        return try StreamListener(fd: fd, loop: loop, localAddress: address, tls: nil, tcpOptions: nil, unlinkPathOnClose: path)
+            .watching()
     }
 
     /// Adopts a descriptor that is already a listening stream socket (systemd passes fd 3 with
@@ -132,6 +127,7 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
     ) throws(SocketError) -> StreamListener {
         loop.preconditionInEventLoop()
         let target = "fd \(fd)"
+        let address: SocketAddress
         do throws(SocketError) {
             var accepting: Int32 = 0
             var type: Int32 = 0
@@ -150,19 +146,18 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
             guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else {
                 throw .system(operation: "fcntl", target: target, errno: errno)
             }
-            guard let address = ioSocketName(fd: fd, peer: false) else {
+            guard let named = ioSocketName(fd: fd, peer: false) else {
                 throw .system(operation: "getsockname", target: target, errno: errno)
             }
-            let isTCP = address.family != AF_UNIX
-            let listener = StreamListener(
-                fd: fd, loop: loop, localAddress: address, tls: tls, tcpOptions: isTCP ? tcpOptions : nil,
-                unlinkPathOnClose: nil)
-            try listener.registerNow()
-            return listener
+            address = named
         } catch {
             Glibc.close(fd)
             throw error
         }
+        let isTCP = address.family != AF_UNIX
+        return try StreamListener(
+            fd: fd, loop: loop, localAddress: address, tls: tls, tcpOptions: isTCP ? tcpOptions : nil, unlinkPathOnClose: nil
+        ).watching()
     }
 
     /// The descriptors systemd passed by socket activation (`sd_listen_fds` semantics): `[3, 4, …]` when
@@ -199,13 +194,17 @@ public final class StreamListener: EventLoopHandler, CustomStringConvertible,
         }
     }
 
-    private func registerNow() throws(SocketError) {
+    /// Starts watching for connections; when the loop refuses, closes the socket (and removes the
+    /// socket file it made) and throws.
+    private func watching() throws(SocketError) -> StreamListener {
         do throws(EventLoopError) {
             try loop.register(fd: fd, interest: .read, handler: self)
-            registered = true
         } catch {
+            close()
             throw .eventLoop(error)
         }
+        registered = true
+        return self
     }
 
     /// Stops listening and closes the socket (removing a Unix socket file it created). Connections

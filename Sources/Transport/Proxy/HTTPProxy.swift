@@ -328,11 +328,7 @@ public struct HTTPConnectHandshake: Sendable {
     /// How much of a refusal's body is kept for the error.
     public var maxErrorBodySize = 512
 
-    private var parser = HTTPHeadParser()
-    private var refusal: HTTPResponseHead?
-    private var decoder: HTTPBodyDecoder?
-    private var body: [UInt8] = []
-    private var received = 0
+    private var answer = HTTPExpectedResponse(expecting: 200..<300)
 
     public init(proxy: HTTPProxy, targetHost: String, targetPort: Int, userAgent: String? = nil) {
         self.proxy = proxy
@@ -346,46 +342,28 @@ public struct HTTPConnectHandshake: Sendable {
 
     /// Feeds the proxy's bytes; true once a 2xx answer is complete (the tunnel is open).
     public mutating func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTPProxyError) -> Bool {
-        received += bytes.count
-        if refusal != nil {
-            try collect(bytes)
-            return false
-        }
-        let head: HTTPResponseHead
+        let outcome: HTTPExpectedResponse.Outcome?
         do {
-            guard let h = try parser.parseResponse(bytes) else { return false }
-            head = h
+            outcome = try answer.receive(bytes, maxBodySize: maxErrorBodySize)
         } catch {
             throw .malformedResponse(proxy: proxy.authority, error)
         }
-        if (200..<300).contains(head.status) {
-            if !parser.remainder.isEmpty { throw .unexpectedData(proxy: proxy.authority, count: parser.remainder.count) }
+        switch outcome {
+        case nil:
+            return false
+        case .accepted?:
+            if !answer.remainder.isEmpty { throw .unexpectedData(proxy: proxy.authority, count: answer.remainder.count) }
             return true
+        case .refused(let head, let body)?:
+            throw .refused(proxy: proxy.authority, target: target, statusLine: head.statusLine, bodyPrefix: body)
         }
-        refusal = head
-        let framing = (try? HTTPBodyFraming.forResponse(head, requestMethod: "GET")) ?? .closeDelimited
-        decoder = HTTPBodyDecoder(framing: framing, maxBodySize: Int.max)
-        let rest = parser.remainder
-        try withTypedBytes(rest) { (raw) throws(HTTPProxyError) in try collect(raw) }
-        return false
     }
 
     /// The proxy closed the connection: throws the most informative error.
     public func transportClosed() throws(HTTPProxyError) {
-        if let refusal {
-            throw .refused(proxy: proxy.authority, target: target, statusLine: refusal.statusLine, bodyPrefix: body)
+        if let refusal = answer.refusal {
+            throw .refused(proxy: proxy.authority, target: target, statusLine: refusal.statusLine, bodyPrefix: answer.body)
         }
-        throw .closed(proxy: proxy.authority, bytesReceived: received)
-    }
-
-    private mutating func collect(_ bytes: UnsafeRawBufferPointer) throws(HTTPProxyError) {
-        guard let head = refusal, var d = decoder else { return }
-        var bad = false
-        do { try d.decode(bytes, into: &body) } catch { bad = true }
-        decoder = d
-        if bad || d.isComplete || body.count >= maxErrorBodySize {
-            if body.count > maxErrorBodySize { body.removeLast(body.count - maxErrorBodySize) }
-            throw .refused(proxy: proxy.authority, target: target, statusLine: head.statusLine, bodyPrefix: body)
-        }
+        throw .closed(proxy: proxy.authority, bytesReceived: answer.received)
     }
 }

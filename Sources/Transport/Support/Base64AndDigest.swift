@@ -34,19 +34,23 @@ public enum Base64 {
 public enum Digest {
     /// SHA-256 of `bytes` (32 bytes).
     public static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
-        OpenSSLLibrary.initialize()
-        let input = Array(bytes)
-        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
-        SHA256(input, input.count, &digest)
-        return digest
+        oneShot(bytes, length: SHA256_DIGEST_LENGTH, SHA256)
     }
 
     /// SHA-1 of `bytes` (20 bytes): only for `Sec-WebSocket-Accept` (RFC 6455 §4.2.2).
     public static func sha1(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        oneShot(bytes, length: SHA_DIGEST_LENGTH, SHA1)
+    }
+
+    /// `bytes` through one of libcrypto's one-shot digest functions, whose output is `length` bytes.
+    private static func oneShot(
+        _ bytes: some Collection<UInt8>, length: Int32,
+        _ function: (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<UInt8>?) -> UnsafeMutablePointer<UInt8>?
+    ) -> [UInt8] {
         OpenSSLLibrary.initialize()
         let input = Array(bytes)
-        var digest = [UInt8](repeating: 0, count: Int(SHA_DIGEST_LENGTH))
-        SHA1(input, input.count, &digest)
+        var digest = [UInt8](repeating: 0, count: Int(length))
+        _ = function(input, input.count, &digest)
         return digest
     }
 }

@@ -148,11 +148,7 @@ public struct WebSocketClientHandshake: Sendable {
     /// The request bytes to write.
     public var request: [UInt8] { requestHead.serialized() }
 
-    private var parser: HTTPHeadParser
-    private var errorHead: HTTPResponseHead?
-    private var errorBody: HTTPBodyDecoder?
-    private var body: [UInt8] = []
-    private var received = 0
+    private var answer: HTTPExpectedResponse
 
     public init(options: WebSocketClientOptions, random: some RandomNumberGenerator = WebSocketRandomSource()) {
         var random = random
@@ -172,31 +168,22 @@ public struct WebSocketClientHandshake: Sendable {
         }
         for f in options.headers { headers.add(name: f.name, value: f.value) }
         requestHead = HTTPRequestHead(method: "GET", target: options.target.isEmpty ? "/" : options.target, headers: headers)
-        parser = HTTPHeadParser(limits: options.limits)
+        answer = HTTPExpectedResponse(expecting: 101..<102, limits: options.limits)
     }
 
     /// Feeds response bytes. Returns the result once the 101 response is complete and valid.
     public mutating func receive(_ bytes: UnsafeRawBufferPointer) throws(WebSocketHandshakeError) -> WebSocketClientHandshakeResult? {
-        received += bytes.count
-        if errorHead != nil {
-            try collectErrorBody(bytes)
-            return nil
-        }
-        let head: HTTPResponseHead
+        let outcome: HTTPExpectedResponse.Outcome?
         do {
-            guard let h = try parser.parseResponse(bytes) else { return nil }
-            head = h
+            outcome = try answer.receive(bytes, maxBodySize: options.maxErrorBodySize)
         } catch {
             throw .http(error)
         }
-        guard head.status == 101 else {
-            errorHead = head
-            let framing = (try? HTTPBodyFraming.forResponse(head)) ?? .closeDelimited
-            errorBody = HTTPBodyDecoder(framing: framing, maxBodySize: Int.max)
-            try withTypedBytes(parser.remainder) { (raw) throws(WebSocketHandshakeError) in try collectErrorBody(raw) }
-            return nil
+        switch outcome {
+        case nil: return nil
+        case .accepted(let head)?: return try validate(head)
+        case .refused(let head, let body)?: throw .unexpectedStatus(statusLine: head.statusLine, headers: head.headers, bodyPrefix: body)
         }
-        return try validate(head)
     }
 
     public mutating func receive(_ bytes: [UInt8]) throws(WebSocketHandshakeError) -> WebSocketClientHandshakeResult? {
@@ -205,21 +192,10 @@ public struct WebSocketClientHandshake: Sendable {
 
     /// The connection closed during the handshake: throws the most informative error.
     public mutating func transportClosed() throws(WebSocketHandshakeError) {
-        if let head = errorHead {
-            throw .unexpectedStatus(statusLine: head.statusLine, headers: head.headers, bodyPrefix: body)
+        if let head = answer.refusal {
+            throw .unexpectedStatus(statusLine: head.statusLine, headers: head.headers, bodyPrefix: answer.body)
         }
-        throw .connectionClosed(bytesReceived: received)
-    }
-
-    private mutating func collectErrorBody(_ bytes: UnsafeRawBufferPointer) throws(WebSocketHandshakeError) {
-        guard let head = errorHead, var decoder = errorBody else { return }
-        var bad = false
-        do { try decoder.decode(bytes, into: &body) } catch { bad = true }
-        errorBody = decoder
-        if bad || decoder.isComplete || body.count >= options.maxErrorBodySize {
-            if body.count > options.maxErrorBodySize { body.removeLast(body.count - options.maxErrorBodySize) }
-            throw .unexpectedStatus(statusLine: head.statusLine, headers: head.headers, bodyPrefix: body)
-        }
+        throw .connectionClosed(bytesReceived: answer.received)
     }
 
     private func validate(_ head: HTTPResponseHead) throws(WebSocketHandshakeError) -> WebSocketClientHandshakeResult {
@@ -251,7 +227,7 @@ public struct WebSocketClientHandshake: Sendable {
                 throw .extensionNotOffered(first.name)
             }
         }
-        return WebSocketClientHandshakeResult(response: head, subprotocol: subprotocol, deflate: deflate, remainder: parser.remainder)
+        return WebSocketClientHandshakeResult(response: head, subprotocol: subprotocol, deflate: deflate, remainder: answer.remainder)
     }
 }
 

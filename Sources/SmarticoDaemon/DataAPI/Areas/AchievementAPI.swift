@@ -13,18 +13,8 @@ enum AchievementAPI {
     static let implementations: [String: DataAPIRun] = lists.merging(AchievementDetailsAPI.implementations) { a, _ in a }
 
     private static let lists: [String: DataAPIRun] = [
-        "missions.list": { ctx async throws(SocketAPIError) in
-            let answer = try await ctx.request(cid: 502, expect: 503)
-            let now = ctx.nowMs()
-            return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == AchievementWire.mission }
-                .compactMap { AchievementShape.missionOrBadge($0, now: now) })
-        },
-        "badges.list": { ctx async throws(SocketAPIError) in
-            let answer = try await ctx.request(cid: 502, expect: 503)
-            let now = ctx.nowMs()
-            return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == AchievementWire.badge }
-                .compactMap { AchievementShape.missionOrBadge($0, now: now) })
-        },
+        "missions.list": { ctx async throws(SocketAPIError) in try await achievements(ctx, type: AchievementWire.mission) },
+        "badges.list": { ctx async throws(SocketAPIError) in try await achievements(ctx, type: AchievementWire.badge) },
         "levels.list": { ctx async throws(SocketAPIError) in
             let answer = try await ctx.request(cid: 500, expect: 501)
             return .array(AchievementShape.levels(answer.objects("levels")).map(JSONValue.object))
@@ -37,15 +27,23 @@ enum AchievementAPI {
         "missions.opt_in": { ctx async throws(SocketAPIError) in
             let id = try AchievementShape.nonZero(ctx, "mission_id")
             let answer = try await ctx.request(cid: 525, ["achievementId": .number(id)], expect: 526)
-            return AchievementShape.errResult(answer)
+            return .errResult(answer)
         },
         "missions.claim_reward": { ctx async throws(SocketAPIError) in
             let id = try AchievementShape.nonZero(ctx, "mission_id")
             let completed = ctx.args.int("ach_completed_id") ?? 0
             let answer = try await ctx.request(cid: 539, ["ach_id": .number(id), "ach_completed_id": .number(completed)], expect: 540)
-            return AchievementShape.errResult(answer)
+            return .errResult(answer)
         },
     ]
+
+    /// The achievement map's entries of one `ach_type_id` (missions or badges) as `TMissionOrBadge`s.
+    private static func achievements(_ ctx: DataAPIContext, type: Int64) async throws(SocketAPIError) -> JSONValue {
+        let answer = try await ctx.request(cid: 502, expect: 503)
+        let now = ctx.nowMs()
+        return .array(answer.objects("achievements").filter { $0.int("ach_type_id") == type }
+            .compactMap { AchievementShape.missionOrBadge($0, now: now) })
+    }
 }
 
 /// The server's constants the achievement shapes use (the SDK's AchievementType, AchievementStatus, …).
@@ -97,11 +95,6 @@ enum AchievementShape {
         let v = ctx.args.int(name) ?? 0
         if v == 0 { throw SocketAPIError(.badRequest, "field \"args.\(name)\" of call \"\(ctx.spec.name)\" must not be 0") }
         return v
-    }
-
-    /// `{err_code, err_message}` of an action's answer (a refusal never gets here: it is a `server_error`).
-    static func errResult(_ answer: JSONObject) -> JSONValue {
-        ["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))]
     }
 
     // MARK: - Missions and badges

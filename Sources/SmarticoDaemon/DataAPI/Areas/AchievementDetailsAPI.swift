@@ -28,10 +28,10 @@ enum AchievementDetailsAPI {
             return raffleDraw(draw)
         },
         "inbox.mark_all_read": { ctx async throws(SocketAPIError) in
-            AchievementShape.errResult(try await ctx.request(cid: 529, ["all_read": true], expect: 530))
+            .errResult(try await ctx.request(cid: 529, ["all_read": true], expect: 530))
         },
         "inbox.delete_all": { ctx async throws(SocketAPIError) in
-            AchievementShape.errResult(try await ctx.request(cid: 535, ["all_deleted": true], expect: 536))
+            .errResult(try await ctx.request(cid: 535, ["all_deleted": true], expect: 536))
         },
         "engagement.impression": { ctx async throws(SocketAPIError) in
             try await ctx.send(cid: 103, ["engagement_uid": .string(ctx.args.string("engagement_uid") ?? ""),

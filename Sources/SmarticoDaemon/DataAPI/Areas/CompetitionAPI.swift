@@ -45,7 +45,7 @@ enum CompetitionAPI {
         let id = ctx.args.int("tournament_instance_id") ?? 0
         guard id != 0 else { throw SocketAPIError(.badRequest, "field \"args.tournament_instance_id\" must not be 0 (missing tournament instance id)") }
         let answer = try await ctx.request(cid: 521, ["tournamentInstanceId": .number(id)], expect: 522)
-        return .object(["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))])
+        return .errResult(answer)
     }
 
     // MARK: - Leaderboards
@@ -90,20 +90,8 @@ enum CompetitionAPI {
 
     static func clansList(_ ctx: DataAPIContext) async throws(SocketAPIError) -> JSONValue {
         let r = try await ctx.request(cid: 570, expect: 571)
-        let clans: [JSONValue] = r.objects("clans").map { c in
-            .object([
-                "clan_id": .of(c.int("clan_id")),
-                "public_meta": CompetitionShapes.clanMeta(c.object("public_meta")),
-                "member_count": .of(c.int("member_count")),
-                "capacity_limit": .of(c.double("capacity_limit")),
-                "entry_fee_currency_type_id": .of(c.int("entry_fee_currency_type_id")),
-                "entry_fee_amount": .of(c.double("entry_fee_amount")),
-                "rating_position": .of(c.int("rating_position")),
-                "rating_score": .of(c.double("rating_score")),
-            ])
-        }
         return .object([
-            "clans": .array(clans),
+            "clans": .array(r.objects("clans").map { .object(CompetitionShapes.clan($0)) }),
             "user_clan_id": .of(r.int("user_clan_id")),
             "cooldown_until": .of(r.string("cooldown_until")),
             "join_date": .of(r.int("join_date")),
@@ -128,18 +116,10 @@ enum CompetitionAPI {
                 "clean_ext_user_id": .of(m.string("clean_ext_user_id")),
             ])
         }
-        return .object([
-            "clan_id": .of(c?.int("clan_id")),
-            "public_meta": CompetitionShapes.clanMeta(c?.object("public_meta")),
-            "member_count": .of(c?.int("member_count")),
-            "capacity_limit": .of(c?.double("capacity_limit")),
-            "entry_fee_currency_type_id": .of(c?.int("entry_fee_currency_type_id")),
-            "entry_fee_amount": .of(c?.double("entry_fee_amount")),
-            "rating_position": .of(c?.int("rating_position")),
-            "rating_score": .of(c?.double("rating_score")),
-            "cooldown_until": .of(c?.string("cooldown_until")),
-            "members": .array(members),
-        ])
+        var info = CompetitionShapes.clan(c)
+        info.append(key: "cooldown_until", value: .of(c?.string("cooldown_until")))
+        info.append(key: "members", value: .array(members))
+        return .object(info)
     }
 
     static func clanJoin(_ ctx: DataAPIContext) async throws(SocketAPIError) -> JSONValue {

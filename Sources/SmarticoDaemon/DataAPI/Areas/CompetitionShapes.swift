@@ -149,30 +149,23 @@ enum CompetitionShapes {
     }
 
     /// `TournamentPlayer` → `TTournamentMe`.
-    static func me(_ p: JSONObject) -> JSONObject {
-        [
-            "public_username": .of(p.string("userAltName")),
-            "avatar_url": .url(p.string("avatar_url")),
-            "position": .of(p.int("position")),
-            "scores": .of(p.double("scores")),
-            "user_ext_id": .of(p.string("cleanExtUserId")),
-            "crm_brand_id": .of(p.int("crmBrandId")),
-            "user_id": .of(p.int("userId")),
-        ]
-    }
+    static func me(_ p: JSONObject) -> JSONObject { tournamentPlayer(p, withIsMe: false) }
 
-    /// `TournamentPlayer` → `TTournamentPlayer`.
-    static func player(_ p: JSONObject) -> JSONObject {
-        [
+    /// `TournamentPlayer` → `TTournamentPlayer`: `TTournamentMe` with `is_me` after `scores`.
+    static func player(_ p: JSONObject) -> JSONObject { tournamentPlayer(p, withIsMe: true) }
+
+    private static func tournamentPlayer(_ p: JSONObject, withIsMe: Bool) -> JSONObject {
+        var o: JSONObject = [
             "public_username": .of(p.string("userAltName")),
             "avatar_url": .url(p.string("avatar_url")),
             "position": .of(p.int("position")),
             "scores": .of(p.double("scores")),
-            "is_me": .of(p.bool("isMe")),
-            "user_ext_id": .of(p.string("cleanExtUserId")),
-            "crm_brand_id": .of(p.int("crmBrandId")),
-            "user_id": .of(p.int("userId")),
         ]
+        if withIsMe { o.append(key: "is_me", value: .of(p.bool("isMe"))) }
+        o.append(key: "user_ext_id", value: .of(p.string("cleanExtUserId")))
+        o.append(key: "crm_brand_id", value: .of(p.int("crmBrandId")))
+        o.append(key: "user_id", value: .of(p.int("userId")))
+        return o
     }
 
     /// The 520 answer as `TTournamentDetailed`: the lobby half as a list row, then the details.
@@ -252,6 +245,21 @@ enum CompetitionShapes {
     }
 
     // MARK: - Clans
+
+    /// The fields `TClans`' rows and `TClanInfo` share, from a wire clan (`clanInfo` or a `clans`
+    /// row): every one `null` when the clan is absent.
+    static func clan(_ c: JSONObject?) -> JSONObject {
+        [
+            "clan_id": .of(c?.int("clan_id")),
+            "public_meta": clanMeta(c?.object("public_meta")),
+            "member_count": .of(c?.int("member_count")),
+            "capacity_limit": .of(c?.double("capacity_limit")),
+            "entry_fee_currency_type_id": .of(c?.int("entry_fee_currency_type_id")),
+            "entry_fee_amount": .of(c?.double("entry_fee_amount")),
+            "rating_position": .of(c?.int("rating_position")),
+            "rating_score": .of(c?.double("rating_score")),
+        ]
+    }
 
     /// `ClanPublicMeta` as an object of the fields present (name, description, image_url); null when absent.
     static func clanMeta(_ meta: JSONObject?) -> JSONValue {

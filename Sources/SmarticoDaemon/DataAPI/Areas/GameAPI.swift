@@ -43,7 +43,7 @@ enum GameAPI {
                 "draw_id": .number(ctx.args.int("draw_id") ?? 0),
                 "raffle_run_id": .number(ctx.args.int("raffle_run_id") ?? 0),
             ])
-            return .object(["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))])
+            return .errResult(answer)
         },
         "raffles.claim_prize": { ctx throws(SocketAPIError) in
             let wonID = ctx.args.int("won_id") ?? 0
@@ -108,12 +108,7 @@ enum GameAPI {
                 if error.code != .serverError { throw error }
             }
         }
-        return .object([
-            "err_code": .of(answer.int("errCode")),
-            "err_message": .of(answer.string("errMsg")),
-            "prize_id": .of(answer.int("saw_prize_id")),
-            "request_id": .string(requestID),
-        ])
+        return .errResult(answer, extra: ["prize_id": .of(answer.int("saw_prize_id")), "request_id": .string(requestID)])
     }
 
     /// 712 with a request_id per round; the attempt event ("OK" when any round succeeded, else

@@ -83,7 +83,7 @@ enum GameShapes {
             "game_layout": isLootbox ? .of(ui?.int("game_layout").flatMap { layoutNames[$0] }) : .null,
             "show_prize_history": .of(r.bool("show_prize_history")),
             "max_number_of_attempts": .of(r.int("maxSpinsCount").map(Double.init)),
-            "max_spins_period_ms": .of(r.double("maxSpinsPediodMs").map(truncate)),
+            "max_spins_period_ms": .of(r.double("maxSpinsPediodMs").map(JSONObject.truncate)),
             "expose_user_spin_id": .null,
         ]
         return .object(o)
@@ -129,14 +129,6 @@ enum GameShapes {
             "max_give_period_type_id": .of(p.int("max_give_period_type_id")),
         ]
         return .object(o)
-    }
-
-    /// Toward zero, saturating (the SDK's `Lenient.truncate`).
-    static func truncate(_ d: Double) -> Int64 {
-        if d.isNaN { return 0 }
-        if d >= 9.2233720368547758e18 { return .max }
-        if d <= -9.2233720368547758e18 { return .min }
-        return Int64(d.rounded(.towardZero))
     }
 
     /// The numbers of an array member (others skipped); `null` when absent.

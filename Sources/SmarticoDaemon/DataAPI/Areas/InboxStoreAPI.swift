@@ -147,14 +147,7 @@ enum InboxStoreAPI {
     /// A mark/delete request; its answer as `InboxMarkMessageAction`.
     static func markAction(_ ctx: DataAPIContext, cid: Int, _ payload: JSONObject) async throws(SocketAPIError) -> JSONValue {
         let answer = try await ctx.request(cid: cid, payload, expect: cid + 1)
-        return errResult(answer)
-    }
-
-    /// `{err_code, err_message}` of an answer (a refusal is thrown as server_error before this).
-    static func errResult(_ answer: JSONObject, extra: JSONObject = [:]) -> JSONValue {
-        var o: JSONObject = ["err_code": .of(answer.int("errCode")), "err_message": .of(answer.string("errMsg"))]
-        for (k, v) in extra { o[k] = v }
-        return .object(o)
+        return .errResult(answer)
     }
 
     // MARK: - Store
@@ -229,7 +222,7 @@ enum InboxStoreAPI {
     static let storeBuy: DataAPIRun = { ctx async throws(SocketAPIError) in
         guard let id = ctx.args.int("item_id"), id != 0 else { throw .badRequest("field \"args.item_id\" must not be 0 (Missing item id)") }
         let answer = try await ctx.request(cid: 511, ["itemId": .number(id)], expect: 512)
-        return errResult(answer)
+        return .errResult(answer)
     }
 
     /// `ACH_SHOP_ITEM_HISTORY_REQUEST` with the SDK's `limit`/`offset` (20/0): the purchases as
@@ -273,7 +266,7 @@ enum InboxStoreAPI {
     static let bonusesClaim: DataAPIRun = { ctx async throws(SocketAPIError) in
         guard let id = ctx.args.int("bonus_id") else { throw .badRequest("field \"args.bonus_id\" is required") }
         let answer = try await ctx.request(cid: 602, ["bonusId": .number(id)], expect: 603)
-        return errResult(answer, extra: ["success": .of(answer.bool("success"))])
+        return .errResult(answer, extra: ["success": .of(answer.bool("success"))])
     }
 
     // MARK: - Avatars
