@@ -95,6 +95,11 @@ struct ConfigRule {
         if let message { problems.append(ConfigProblem(key: key + part, message: message)) }
     }
 
+    /// "must be `what`, got `value`" unless `ok`.
+    mutating func must(_ ok: Bool, be what: String, got value: String, at part: String = "") {
+        if !ok { self("must be \(what), got \(quoted(value))", at: part) }
+    }
+
     static func nonEmpty(_ text: String, orNull: Bool = false) -> String? {
         text.isEmpty ? "must be a non-empty string" + (orNull ? " or null" : "") : nil
     }
@@ -104,7 +109,7 @@ struct ConfigRule {
         return path.contains("\0") ? "must not contain NUL" : nil
     }
 
-    /// For `…_max_ms`: a bound that another key sets.
+    /// A bound that another key sets.
     static func atLeast(_ other: String, _ min: Int, _ value: Int) -> String? {
         value < min ? "must be ≥ \(other) (\(min)), got \(value)" : nil
     }
@@ -115,24 +120,24 @@ extension DaemonConfig {
     static var keys: [ConfigKey] {
         let ids = "(integers 0…\(UInt32.max))", rates = 1...1_000_000
         let absolutePath = "an absolute path", nonEmpty = "a non-empty string"
-        let labelKey = "a 36-character label key, optionally followed by an environment suffix such as \"-2\""
-        let handshakeHeaders: Set = ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
-                                     "sec-websocket-extensions", "sec-websocket-accept", "sec-websocket-protocol",
-                                     "content-length", "transfer-encoding"]
+        let handshakeHeaders: Set = ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+                                     "sec-websocket-accept", "sec-websocket-protocol", "content-length", "transfer-encoding"]
+        func isToken(_ s: Unicode.Scalar) -> Bool {  // RFC 9110's tchar
+            s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(s))
+        }
+        func isDigit(_ c: Character) -> Bool { c.isASCII && c.isNumber }
+        func isAlphanumeric(_ c: Character) -> Bool { c.isASCII && (c.isLetter || c.isNumber) }
         return [
             .optional("server.url", \.server.url, "a ws:// or wss:// URL", "WebSocket URL with its query; null: derived from the label key") {
                 $1(WebSocketEndpoint.parse($0).problem)
             },
-            .value("server.label_key", \.server.labelKey, labelKey, presence: .required, secret: true,
-                   "the label key with its environment suffix (-2)"),
+            .value("server.label_key", \.server.labelKey, "a 36-character label key, optionally followed by an environment suffix such as \"-2\"",
+                   presence: .required, secret: true, "the label key with its environment suffix (-2)"),
             .optional("server.brand_key", \.server.brandKey, "a string", "sent in INIT_SESSION") { $1(ConfigRule.nonEmpty($0, orNull: true)) },
             .value("server.headers", \.server.headers, "an object of header names to string values", "extra handshake headers") { headers, found in
                 for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                     let part = "." + keyComponent(name)
-                    let token = name.unicodeScalars.allSatisfy {  // RFC 9110's tchar
-                        $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "!#$%&'*+-.^_`|~".unicodeScalars.contains($0))
-                    }
-                    if name.isEmpty || !token {
+                    if name.isEmpty || !name.unicodeScalars.allSatisfy(isToken) {
                         found("is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only)", at: part)
                     } else if handshakeHeaders.contains(name.lowercased()) {
                         found("is set by the WebSocket handshake itself and cannot be overridden", at: part)
@@ -148,45 +153,38 @@ extension DaemonConfig {
             .value("server.tls.pinned_spki_sha256", \.server.tls.pinnedSPKISHA256, "an array of base64 SHA-256 digests",
                    "base64 SHA-256 of SubjectPublicKeyInfo; when not empty the chain must contain one") { pins, found in
                 for (i, pin) in pins.enumerated() {
-                    if let bytes = Base64.decode(pin) {
-                        if bytes.count != 32 { found("must decode to 32 bytes (a SHA-256 digest), got \(bytes.count) bytes", at: "[\(i)]") }
-                    } else {
-                        found("must be the base64 of a SHA-256 digest (44 characters ending in \"=\"), got \(quoted(pin))", at: "[\(i)]")
-                    }
+                    let bytes = Base64.decode(pin)
+                    found.must(bytes != nil, be: "the base64 of a SHA-256 digest (44 characters ending in \"=\")", got: pin, at: "[\(i)]")
+                    if let n = bytes?.count, n != 32 { found("must decode to 32 bytes (a SHA-256 digest), got \(n) bytes", at: "[\(i)]") }
                 }
             },
             proxy,
             .value("server.compression", \.server.compression, "true or false", "offer permessage-deflate"),
-            .optional("client.tracker_version", \.client.trackerVersion, "a version X.Y.Z", "X.Y.Z; null: the daemon's version") { version, found in
-                let parts = version.split(separator: ".", omittingEmptySubsequences: false)
-                if parts.count != 3 || !parts.allSatisfy({ (1...9).contains($0.count) && $0.allSatisfy { ("0"..."9").contains($0) } }) {
-                    found("must be a version X.Y.Z (three numbers separated by dots), got \(quoted(version))")
-                }
+            .optional("client.tracker_version", \.client.trackerVersion, "a version X.Y.Z", "X.Y.Z; null: the daemon's version") {
+                let parts = $0.split(separator: ".", omittingEmptySubsequences: false)
+                $1.must(parts.count == 3 && parts.allSatisfy { (1...9).contains($0.count) && $0.allSatisfy(isDigit) },
+                        be: "a version X.Y.Z (three numbers separated by dots)", got: $0)
             },
-            .optional("client.domain", \.client.domain, nonEmpty, "the application id: the URL's domain, and page") { domain, found in
-                if domain.isEmpty || domain.contains(where: { $0.isWhitespace || "/?#&".contains($0) }) {
-                    found("must be a non-empty application id without spaces, '/', '?', '#' or '&', got \(quoted(domain))")
-                }
+            .optional("client.domain", \.client.domain, nonEmpty, "the application id: the URL's domain, and page") {
+                $1.must(!$0.isEmpty && !$0.contains { $0.isWhitespace || "/?#&".contains($0) },
+                        be: "a non-empty application id without spaces, '/', '?', '#' or '&'", got: $0)
             },
             .optional("client.device_id", \.client.deviceID, nonEmpty, "null: generated once and kept in state_dir") { $1(ConfigRule.nonEmpty($0)) },
             .value("client.device_type", \.client.deviceType, nonEmpty, "ua.device_type") { $1(ConfigRule.nonEmpty($0)) },
             .value("client.os", \.client.os, nonEmpty, "ua.os") { $1(ConfigRule.nonEmpty($0)) },
             .optional("client.agent", \.client.agent, "a string", "ua.agent"),
             .optional("client.host", \.client.host, "a string", "ua.host"),
-            .optional("client.page", \.client.page, "a string", "page of INIT and IDENTIFY") { page, found in
-                if !page.isEmpty, AbsoluteURL.parse(page) == nil {
-                    found("must be an absolute URL such as \"https://example.com/\", got \(quoted(page))")
-                }
+            .optional("client.page", \.client.page, "a string", "page of INIT and IDENTIFY") {
+                $1.must($0.isEmpty || AbsoluteURL.parse($0) != nil, be: "an absolute URL such as \"https://example.com/\"", got: $0)
             },
             .optional("client.fp", \.client.fp, "an integer \(Int32.min)…\(Int32.max)", "ua.fp; null: derived from the machine id"),
             .optional("client.language", \.client.language, "a language code such as \"en\" or \"pt-br\"",
-                      "sent with CORE_LANGUAGE_CHANGE once the session is ready") { language, found in
+                      "sent with CORE_LANGUAGE_CHANGE once the session is ready") {
                 // `en`, `pt-br`, `zh_Hans`: 2–3 letters, then `-`/`_` subtags of 1–8 letters or digits.
-                let parts = language.split(omittingEmptySubsequences: false) { $0 == "-" || $0 == "_" }
-                if !(2...3).contains(parts[0].count) || !parts[0].allSatisfy({ $0.isASCII && $0.isLetter })
-                    || !parts.dropFirst().allSatisfy({ (1...8).contains($0.count) && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) } }) {
-                    found("must be an ISO 639-1 code such as \"en\" or a custom code such as \"pt-br\", got \(quoted(language))")
-                }
+                let parts = $0.split(omittingEmptySubsequences: false) { $0 == "-" || $0 == "_" }
+                let ok = (2...3).contains(parts[0].count) && parts[0].allSatisfy { $0.isASCII && $0.isLetter }
+                    && parts.dropFirst().allSatisfy { (1...8).contains($0.count) && $0.allSatisfy(isAlphanumeric) }
+                $1.must(ok, be: "an ISO 639-1 code such as \"en\" or a custom code such as \"pt-br\"", got: $0)
             },
             .optional("user.ext_user_id", \.user.extUserID, nonEmpty, "a user to identify at start") { $1(ExtUserID.problem($0)) },
             .optional("user.hash", \.user.hash, nonEmpty, secret: true, "its hash; requires user.ext_user_id") { hash, found in
@@ -201,12 +199,9 @@ extension DaemonConfig {
             },
             .value("user.hash_command_env", \.user.hashCommandEnv, "an array of environment variable names",
                    "the daemon's environment variables hash_command also gets") { names, found in
-                func isName(_ name: String) -> Bool {  // `[A-Za-z_][A-Za-z0-9_]*`
-                    guard let first = name.first, first == "_" || (first.isASCII && first.isLetter) else { return false }
-                    return name.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
-                }
-                for (i, name) in names.enumerated() where !isName(name) {
-                    found("must be an environment variable name (a letter or _, then letters, digits or _), got \(quoted(name))", at: "[\(i)]")
+                for (i, name) in names.enumerated() {  // `[A-Za-z_][A-Za-z0-9_]*`
+                    let ok = name.first.map { !isDigit($0) } == true && name.allSatisfy { $0 == "_" || isAlphanumeric($0) }
+                    found.must(ok, be: "an environment variable name (a letter or _, then letters, digits or _)", got: name, at: "[\(i)]")
                 }
             },
             .optional("user.push.token", \.user.push.token, nonEmpty, secret: true, "the push token") {
@@ -226,27 +221,24 @@ extension DaemonConfig {
             .int("session.login_after_inactivity_min", \.session.loginAfterInactivityMin, atLeast: 1, "a new logical session after this"),
             .value("session.login_policy", \.session.loginPolicy, "\"logical_session\" or \"every_identify\"", "when LOGIN (cid 7) is sent"),
             .int("session.reconnect.initial_ms", \.session.reconnect.initialMs, atLeast: 1, "first backoff"),
-            .int("session.reconnect.max_ms", \.session.reconnect.maxMs, atLeast: 1, "largest backoff, ≥ initial_ms") { max, found in
-                let initial = found.config.session.reconnect.initialMs
-                if initial >= 1 { found(ConfigRule.atLeast("session.reconnect.initial_ms", initial, max)) }
+            .int("session.reconnect.max_ms", \.session.reconnect.maxMs, atLeast: 1, "largest backoff, ≥ initial_ms") {
+                let initial = $1.config.session.reconnect.initialMs  // below 1, initial_ms has its own problem
+                if initial >= 1 { $1(ConfigRule.atLeast("session.reconnect.initial_ms", initial, $0)) }
             },
-            .value("session.reconnect.multiplier", \.session.reconnect.multiplier, "a number ≥ 1", "growth per attempt") { m, found in
-                if !(m.isFinite && m >= 1) { found("must be a number ≥ 1, got \(m)") }
+            .value("session.reconnect.multiplier", \.session.reconnect.multiplier, "a number ≥ 1", "growth per attempt") {
+                $1($0.isFinite && $0 >= 1 ? nil : "must be a number ≥ 1, got \($0)")  // NaN is refused too
             },
             .value("socket.path", \.socket.path, absolutePath, "where the daemon listens") { path, found in
                 let maxBytes = 107  // `sizeof(sockaddr_un.sun_path) - 1` on Linux
                 found(ConfigRule.absolutePath(path) ?? (path.utf8.count > maxBytes
                     ? "is \(path.utf8.count) bytes long; a Unix socket path may have at most \(maxBytes)" : nil))
             },
-            .value("socket.mode", \.socket.mode, "an octal permission string such as \"0660\"", "permissions of the socket file") { mode, found in
-                if found.config.socket.modeBits == nil {
-                    found("must be an octal permission string such as \"0660\" (3 or 4 digits 0-7, at most 0777), got \(quoted(mode))")
-                }
+            .value("socket.mode", \.socket.mode, "an octal permission string such as \"0660\"", "permissions of the socket file") {
+                let form = "an octal permission string such as \"0660\" (3 or 4 digits 0-7, at most 0777)"
+                $1.must($1.config.socket.modeBits != nil, be: form, got: $0)
             },
-            .optional("socket.group", \.socket.group, "a group name", "group of the socket file") { group, found in
-                if group.isEmpty || group.contains(where: { $0.isWhitespace || $0 == ":" }) {
-                    found("must be a group name or numeric id, got \(quoted(group))")
-                }
+            .optional("socket.group", \.socket.group, "a group name", "group of the socket file") {
+                $1.must(!$0.isEmpty && !$0.contains { $0.isWhitespace || $0 == ":" }, be: "a group name or numeric id", got: $0)
             },
             .optional("socket.control_uids", \.socket.controlUIDs, "an array of user ids \(ids)", "uids with the control role"),
             .optional("socket.control_gids", \.socket.controlGIDs, "an array of group ids \(ids)", "groups with the control role"),
@@ -279,9 +271,9 @@ extension DaemonConfig {
             .int("http.connect_timeout_s", \.http.connectTimeoutS, atLeast: 1, "DNS + TCP + proxy + TLS"),
             .int("http.response_timeout_s", \.http.responseTimeoutS, atLeast: 1, "from the request written to the whole response"),
             .int("http.retry_initial_ms", \.http.retryInitialMs, atLeast: 1, "the wait after the first failure, doubling"),
-            .int("http.retry_max_ms", \.http.retryMaxMs, atLeast: 1, "the longest wait, ≥ retry_initial_ms") { max, found in
-                let initial = found.config.http.retryInitialMs
-                if initial >= 1 { found(ConfigRule.atLeast("http.retry_initial_ms", initial, max)) }
+            .int("http.retry_max_ms", \.http.retryMaxMs, atLeast: 1, "the longest wait, ≥ retry_initial_ms") {
+                let initial = $1.config.http.retryInitialMs
+                if initial >= 1 { $1(ConfigRule.atLeast("http.retry_initial_ms", initial, $0)) }
             },
             .int("http.max_queue", \.http.maxQueue, atLeast: 1, "calls waiting at most"),
             .value("log.level", \.log.level, LogLevel.expectation, "trace…critical"),
@@ -353,14 +345,10 @@ extension DaemonConfig {
                 } else if let json, let message = key.read(&config, json) {
                     problems.append(ConfigProblem(key: key.path, message: message))
                 }
-            } else if let json {
-                guard case .object(let inner) = json else {
-                    problems.append(ConfigProblem(key: prefix + name, message: "must be an object, got \(described(json, secret: false))"))
-                    continue
-                }
+            } else if case .object(let inner) = json ?? .object([:]) {
                 decode(inner, at: prefix + name, keys: keys, into: &config, problems: &problems)
-            } else {
-                decode(JSONObject(), at: prefix + name, keys: keys, into: &config, problems: &problems)
+            } else if let json {
+                problems.append(ConfigProblem(key: prefix + name, message: "must be an object, got \(described(json, secret: false))"))
             }
         }
     }

@@ -45,7 +45,8 @@ extension DaemonConfig {
                 if fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { reason = "is a directory" }
                 close(fd)
             }
-            add("server.tls.ca_file", reason.map { "cannot read \(caFile): \($0); point it at a readable PEM bundle or set it to null for the system store" })
+            let fix = "point it at a readable PEM bundle or set it to null for the system store"
+            add("server.tls.ca_file", reason.map { "cannot read \(caFile): \($0); \(fix)" })
         }
         if socketDirectory {
             add("socket.path", Self.directoryProblem(Self.directoryOf(socket.path), what: "the socket's directory",
