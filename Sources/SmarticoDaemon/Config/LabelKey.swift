@@ -8,27 +8,22 @@ public struct LabelKey: Sendable, Hashable, CustomStringConvertible {
     public let key: Secret
     public let environment: Int?
 
-    public static let keyLength = 36
-
     /// The 36 characters must be ASCII letters, digits or `-`; a suffix is `-` and a number
     /// 1…999 without leading zeros.
     public init(parsing full: Secret) throws(LabelKeyError) {
-        let scalars = Array(full.exposedValue.unicodeScalars)
-        guard scalars.count >= LabelKey.keyLength else { throw .tooShort(length: scalars.count) }
-        guard scalars[..<LabelKey.keyLength].allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-") })
+        let scalars = Array(full.exposedValue.unicodeScalars), length = 36
+        guard scalars.count >= length else { throw .tooShort(length: scalars.count) }
+        guard scalars[..<length].allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-") })
         else { throw .invalidCharacters }
-        let suffix = scalars[LabelKey.keyLength...], digits = suffix.dropFirst()
+        let suffix = scalars[length...], digits = suffix.dropFirst()
         if !suffix.isEmpty {
             guard suffix.first == "-", (1...3).contains(digits.count), digits.first != "0",
                   digits.allSatisfy({ ("0"..."9").contains($0) }) else { throw .badSuffix(length: scalars.count) }
         }
         self.full = full
-        self.key = Secret(String(String.UnicodeScalarView(scalars[..<LabelKey.keyLength])))
+        self.key = Secret(String(String.UnicodeScalarView(scalars[..<length])))
         self.environment = suffix.isEmpty ? nil : Int(String(String.UnicodeScalarView(digits)))
     }
-
-    /// The Smartico hosts for this key's environment.
-    public var hosts: SmarticoEnvironment { SmarticoEnvironment(environment: environment) }
 
     /// `6816…(masked) (environment 2)`
     public var description: String {

@@ -50,7 +50,7 @@ extension ResolvedConfig {
             config: config, labelKey: labelKey,
             server: server, serverURLIsDerived: config.server.url == nil,
             publicAPI: publicAPI, publicAPIURLIsDerived: config.http.publicURL == nil,
-            imageDomain: labelKey.hosts.imageHost,
+            imageDomain: SmarticoEnvironment(environment: labelKey.environment).imageHost,
             serverProxy: serverProxy?.0, serverProxySource: serverProxy?.1,
             publicAPIProxy: publicProxy?.0, publicAPIProxySource: publicProxy?.1,
             logLevel: level ?? config.log.level, logLevelSource: level == nil ? "log.level" : ResolvedConfig.logLevelVariable)
