@@ -13,7 +13,7 @@ struct ConfigKey {
     let type: String
     /// What a value must be, for messages: "an integer ≥ 1".
     let expect: String
-    var presence: Presence
+    let presence: Presence
     let doc: String
     /// Reads the key's JSON value into the configuration; a message when it does not fit.
     let read: (inout DaemonConfig, JSONValue) -> String?
