@@ -120,8 +120,9 @@ extension DaemonConfig {
     static var keys: [ConfigKey] {
         let ids = "(integers 0…\(UInt32.max))", rates = 1...1_000_000
         let absolutePath = "an absolute path", nonEmpty = "a non-empty string"
-        let handshakeHeaders: Set = ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
-                                     "sec-websocket-accept", "sec-websocket-protocol", "content-length", "transfer-encoding"]
+        let handshakeHeaders: Set = ["host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
+                                     "sec-websocket-extensions", "sec-websocket-accept", "sec-websocket-protocol",
+                                     "content-length", "transfer-encoding"]
         func isToken(_ s: Unicode.Scalar) -> Bool {  // RFC 9110's tchar
             s.isASCII && (s.properties.isAlphabetic || ("0"..."9").contains(s) || "!#$%&'*+-.^_`|~".unicodeScalars.contains(s))
         }
@@ -131,10 +132,14 @@ extension DaemonConfig {
             .optional("server.url", \.server.url, "a ws:// or wss:// URL", "WebSocket URL with its query; null: derived from the label key") {
                 $1(WebSocketEndpoint.parse($0).problem)
             },
-            .value("server.label_key", \.server.labelKey, "a 36-character label key, optionally followed by an environment suffix such as \"-2\"",
+            .value("server.label_key", \.server.labelKey,
+                   "a 36-character label key, optionally followed by an environment suffix such as \"-2\"",
                    presence: .required, secret: true, "the label key with its environment suffix (-2)"),
-            .optional("server.brand_key", \.server.brandKey, "a string", "sent in INIT_SESSION") { $1(ConfigRule.nonEmpty($0, orNull: true)) },
-            .value("server.headers", \.server.headers, "an object of header names to string values", "extra handshake headers") { headers, found in
+            .optional("server.brand_key", \.server.brandKey, "a string", "sent in INIT_SESSION") {
+                $1(ConfigRule.nonEmpty($0, orNull: true))
+            },
+            .value("server.headers", \.server.headers, "an object of header names to string values",
+                   "extra handshake headers") { headers, found in
                 for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                     let part = "." + keyComponent(name)
                     if name.isEmpty || !name.unicodeScalars.allSatisfy(isToken) {
@@ -169,7 +174,9 @@ extension DaemonConfig {
                 $1.must(!$0.isEmpty && !$0.contains { $0.isWhitespace || "/?#&".contains($0) },
                         be: "a non-empty application id without spaces, '/', '?', '#' or '&'", got: $0)
             },
-            .optional("client.device_id", \.client.deviceID, nonEmpty, "null: generated once and kept in state_dir") { $1(ConfigRule.nonEmpty($0)) },
+            .optional("client.device_id", \.client.deviceID, nonEmpty, "null: generated once and kept in state_dir") {
+                $1(ConfigRule.nonEmpty($0))
+            },
             .value("client.device_type", \.client.deviceType, nonEmpty, "ua.device_type") { $1(ConfigRule.nonEmpty($0)) },
             .value("client.os", \.client.os, nonEmpty, "ua.os") { $1(ConfigRule.nonEmpty($0)) },
             .optional("client.agent", \.client.agent, "a string", "ua.agent"),
@@ -278,9 +285,9 @@ extension DaemonConfig {
             .int("http.max_queue", \.http.maxQueue, atLeast: 1, "calls waiting at most"),
             .value("log.level", \.log.level, LogLevel.expectation, "trace…critical"),
             .optional("metrics.textfile", \.metrics.textfile, absolutePath, "the Prometheus text file; null: none") { textfile, found in
-                found(ConfigRule.absolutePath(textfile) ?? (textfile.hasSuffix("/")
-                    ? "must name a file, not a directory, got \(quoted(textfile)); e.g. \"/var/lib/node_exporter/textfile_collector/smarticod.prom\""
-                    : nil))
+                let example = "\"/var/lib/node_exporter/textfile_collector/smarticod.prom\""
+                found(ConfigRule.absolutePath(textfile)
+                    ?? (textfile.hasSuffix("/") ? "must name a file, not a directory, got \(quoted(textfile)); e.g. \(example)" : nil))
             },
             .int("metrics.interval_s", \.metrics.intervalS, 1...3600, note: " (seconds between rewrites of metrics.textfile)",
                  "seconds between rewrites"),

@@ -102,8 +102,8 @@ extension DaemonConfig {
                 if info.st_mode & S_IFMT != S_IFDIR { return "\(what) \(directory) cannot be created: \(candidate) is not a directory" }
                 guard access(candidate, W_OK | X_OK) != 0 else { return nil }
                 let reason = String(cString: strerror(errno))
-                return (candidate == directory ? "\(what) \(directory) is not writable" : "\(what) \(directory) cannot be created in \(candidate)")
-                    + ": \(reason); \(fix)"
+                let problem = candidate == directory ? "is not writable" : "cannot be created in \(candidate)"
+                return "\(what) \(directory) \(problem): \(reason); \(fix)"
             }
             let error = errno
             // ENOTDIR: an ancestor is not a directory; walking up finds it and says so.

@@ -111,7 +111,9 @@ extension ResolvedConfig {
             lines.append("public API proxy: " + (publicAPIProxy.map { "\($0) (\(publicAPIProxySource ?? ""))" } ?? "none"))
         }
         lines.append("log level: \(logLevel.rawValue) (\(logLevelSource))")
-        if let textfile = config.metrics.textfile { lines.append("metrics textfile: \(textfile), rewritten every \(config.metrics.intervalS) s") }
+        if let textfile = config.metrics.textfile {
+            lines.append("metrics textfile: \(textfile), rewritten every \(config.metrics.intervalS) s")
+        }
         return lines
     }
 }
