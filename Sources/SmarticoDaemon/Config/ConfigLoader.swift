@@ -7,67 +7,51 @@ import Darwin
 #endif
 import SmarticoProtocol
 
-/// Reads a configuration file and reports every problem at once.
+/// Reads a configuration file and reports every problem at once: the file (missing, unreadable),
+/// its JSON (one syntax error with its line and column), every key (unknown keys at any level,
+/// wrong types, repeated keys, the missing label key), ``DaemonConfig/validate()``, then the
+/// environment (``ResolvedConfig/environmentProblems(_:environment:)``). A key that could not be
+/// decoded is not validated too, so each mistake is reported once.
 ///
-/// Order of the work: read the file (a missing or unreadable file is one problem naming it),
-/// parse JSON (a syntax error is one problem with its line and column), decode every key
-/// (unknown keys at any level, wrong types, repeated keys, the missing label key: all
-/// collected), then ``DaemonConfig/validate()``, then the process environment
-/// (proxy variables, `SMARTICOD_LOG_LEVEL`). A problem found while decoding a key hides
-/// the validation problems of the same key, so each mistake is reported once.
-///
-/// These functions do blocking file I/O: call them at start-up or from the thread that
-/// handles SIGHUP, not from Swift concurrency's cooperative pool.
+/// Reading the file blocks: call these at start-up or from the thread that handles SIGHUP, not
+/// from Swift concurrency's cooperative pool.
 public enum ConfigLoader {
     /// The default configuration path (systemd's `ConfigurationDirectory=smarticod`).
     public static let defaultPath = "/etc/smarticod/config.json"
 
-    /// Reads, decodes and validates the file at `path`.
     public static func load(path: String) throws(ConfigError) -> DaemonConfig {
-        let bytes = try readFile(path: path)
-        return try decode(bytes, source: path)
+        try decode(readFile(path: path), source: path)
     }
 
-    /// Reads, decodes and validates the file at `path`, then derives the runtime values with
-    /// `environment` (normally `ProcessInfo.processInfo.environment`). Every problem of the
-    /// file and of the environment is in the one error.
+    /// ``load(path:)`` with the runtime values derived from `environment` too.
     public static func loadResolved(path: String, environment: [String: String]) throws(ConfigError) -> ResolvedConfig {
-        let bytes = try readFile(path: path)
-        return try resolve(bytes, source: path, environment: environment)
+        try resolve(readFile(path: path), source: path, environment: environment)
     }
 
     /// Decodes and validates a configuration held in memory. `source` names it in messages.
     public static func decode(_ bytes: [UInt8], source: String = "<memory>") throws(ConfigError) -> DaemonConfig {
-        let (config, problems) = decodeCollecting(bytes)
-        guard let config else { throw ConfigError(source: source, problems: problems) }
-        let all = merge(decoding: problems, validation: config.validate())
-        if !all.isEmpty { throw ConfigError(source: source, problems: all) }
+        let (config, problems) = decodeAndValidate(bytes)
+        guard let config, problems.isEmpty else { throw ConfigError(source: source, problems: problems) }
         return config
     }
 
-    /// ``decode(_:source:)`` followed by ``ResolvedConfig/init(_:environment:source:)``, with
-    /// the problems of both in one error.
+    /// ``decode(_:source:)`` and ``ResolvedConfig/init(_:environment:source:)``, the problems of both in one error.
     public static func resolve(_ bytes: [UInt8], source: String = "<memory>", environment: [String: String]) throws(ConfigError) -> ResolvedConfig {
-        let (config, problems) = decodeCollecting(bytes)
+        let (config, problems) = decodeAndValidate(bytes)
         guard let config else { throw ConfigError(source: source, problems: problems) }
-        var all = merge(decoding: problems, validation: config.validate())
-        if all.isEmpty {
-            return try ResolvedConfig(config, environment: environment, source: source)
+        guard problems.isEmpty else {
+            throw ConfigError(source: source, problems: problems + ResolvedConfig.environmentProblems(config, environment: environment))
         }
-        all += ResolvedConfig.environmentProblems(config, environment: environment)
-        throw ConfigError(source: source, problems: all)
+        return try ResolvedConfig(config, environment: environment, source: source)
     }
-
-    // MARK: steps
 
     /// Files larger than this are refused before parsing: a configuration is a few KiB.
     static let maximumBytes = 4 << 20
-    /// Nesting deeper than this is refused.
     static let maximumDepth = 64
 
-    /// The configuration (nil when the bytes are not a JSON object at all) and the problems
-    /// found while decoding.
-    static func decodeCollecting(_ bytes: [UInt8]) -> (DaemonConfig?, [ConfigProblem]) {
+    /// The configuration (nil when the bytes are not a JSON object) and its problems, decoding
+    /// problems first and the validation problems of the keys that decoded, in schema order.
+    static func decodeAndValidate(_ bytes: [UInt8]) -> (DaemonConfig?, [ConfigProblem]) {
         guard bytes.count <= maximumBytes else {
             return (nil, [ConfigProblem(key: "", message: "the file is \(bytes.count) bytes long; a configuration may have at most \(maximumBytes)")])
         }
@@ -87,7 +71,11 @@ public enum ConfigLoader {
         }
         var config = DaemonConfig(labelKey: "")
         DaemonConfig.decode(object, at: "", keys: DaemonConfig.keys, into: &config, problems: &problems)
-        return (config, problems)
+        let decoded = Set(problems.map(\.key))
+        let validation = config.validate().filter { problem in
+            !decoded.contains { problem.key == $0 || problem.key.hasPrefix($0 + ".") || problem.key.hasPrefix($0 + "[") }
+        }
+        return (config, inSchemaOrder(problems + validation))
     }
 
     /// The dotted paths of keys given more than once in one object, at any depth.
@@ -95,15 +83,12 @@ public enum ConfigLoader {
         switch value {
         case .array(let items):
             return items.enumerated().flatMap { duplicateKeys($1, path: path + "[\($0)]") }
-        case .object(let o):
+        case .object(let members):
             var seen: Set<String> = []
-            var out: [String] = []
-            for (key, member) in o {
+            return members.flatMap { key, member in
                 let child = path.isEmpty ? keyComponent(key) : path + "." + keyComponent(key)
-                out += duplicateKeys(member, path: child)
-                if !seen.insert(key).inserted { out.append(child) }
+                return duplicateKeys(member, path: child) + (seen.insert(key).inserted ? [] : [child])
             }
-            return out
         default:
             return []
         }
@@ -113,16 +98,17 @@ public enum ConfigLoader {
     static func syntaxReason(_ error: JSONParseError, in text: [UInt8]) -> String {
         func show(_ b: UInt8) -> String {
             switch b {
-            case 0x0A: return "'\\n'"
-            case 0x0D: return "'\\r'"
-            case 0x09: return "'\\t'"
-            case 0x20...0x7E: return "'\(Character(Unicode.Scalar(b)))'"
-            default: return "byte 0x" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
+            case 0x0A: "'\\n'"
+            case 0x0D: "'\\r'"
+            case 0x09: "'\\t'"
+            case 0x20...0x7E: "'\(Character(Unicode.Scalar(b)))'"
+            default: "byte 0x" + (b < 16 ? "0" : "") + String(b, radix: 16, uppercase: true)
             }
         }
-        let before = text[..<min(error.offset, text.count)].last { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+        let blanks: [UInt8] = [0x20, 0x09, 0x0A, 0x0D]
+        let before = text[..<min(error.offset, text.count)].last { !blanks.contains($0) }
         switch error.kind {
-        case .unexpectedEnd where text.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }):
+        case .unexpectedEnd where text.allSatisfy(blanks.contains):
             return "the file is empty; expected a JSON object"
         case .unexpectedEnd(let expected):
             return "unexpected end of file; expected \(expected)"
@@ -141,11 +127,9 @@ public enum ConfigLoader {
         case .unexpectedByte(let b, let expected):
             return "expected \(expected), found \(show(b))"
         case .invalidNumber(let reason) where reason.hasPrefix("leading zeros"):
-            var start = error.offset - 1
-            if start > 0, text[start - 1] == UInt8(ascii: "-") { start -= 1 }
+            let start = error.offset - (error.offset > 1 && text[error.offset - 2] == UInt8(ascii: "-") ? 2 : 1)
             let end = text[error.offset...].firstIndex { !"0123456789.eE+-".utf8.contains($0) } ?? text.count
-            let literal = String(decoding: text[start..<end], as: UTF8.self)
-            return "numbers must not have leading zeros (write \"\(literal)\" as a string)"
+            return "numbers must not have leading zeros (write \"\(String(decoding: text[start..<end], as: UTF8.self))\" as a string)"
         case .invalidEscape(let b):
             let shown = (0x20...0x7E).contains(b) ? String(Character(Unicode.Scalar(b))) : show(b)
             return "invalid escape '\\\(shown)' (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)"
@@ -154,18 +138,8 @@ public enum ConfigLoader {
         }
     }
 
-    /// The decoding problems and the validation problems of keys that decoded fine, in the
-    /// order of the keys in the file's schema (`server…` first, `log…` last; unknown keys
-    /// after the known keys of their object).
-    static func merge(decoding: [ConfigProblem], validation: [ConfigProblem]) -> [ConfigProblem] {
-        let decoded = Set(decoding.map(\.key))
-        let extra = validation.filter { problem in
-            !decoded.contains { problem.key == $0 || problem.key.hasPrefix($0 + ".") || problem.key.hasPrefix($0 + "[") }
-        }
-        return inSchemaOrder(decoding + extra)
-    }
-
-    /// `problems` in the order of their keys in the schema; problems of the same key keep their order.
+    /// `problems` in the order of their keys in the schema (unknown keys after the known keys of
+    /// their object); problems of the same key keep their order.
     static func inSchemaOrder(_ problems: [ConfigProblem]) -> [ConfigProblem] {
         let ranks = problems.map { schemaRank($0.key) }
         return problems.indices
@@ -173,47 +147,36 @@ public enum ConfigLoader {
             .map { problems[$0] }
     }
 
-    /// Where a key sorts: the position of each of its components among its siblings.
+    /// Where a key sorts: the position of each of its components among its siblings, then the
+    /// index of `pinned_spki_sha256[2]`. Problems of the whole file and positions come first.
     static func schemaRank(_ key: String) -> [Int] {
-        let unknown = Int.max - 1
         guard !key.isEmpty, !key.hasPrefix("line ") else { return [-1] }
         var rank: [Int] = []
         var prefix = ""
         for part in key.split(separator: ".", omittingEmptySubsequences: false) {
-            // `pinned_spki_sha256[2]` → the key, then the index.
             let name = part.prefix { $0 != "[" }
             prefix = prefix.isEmpty ? String(name) : prefix + "." + name
-            rank.append(DaemonConfig.allKeyPaths.firstIndex(of: prefix) ?? unknown)
-            if let open = part.firstIndex(of: "["), let index = Int(part[part.index(after: open)...].dropLast()) {
-                rank.append(index)
-            }
+            rank.append(DaemonConfig.allKeyPaths.firstIndex(of: prefix) ?? Int.max - 1)
+            if let open = part.firstIndex(of: "["), let index = Int(part[part.index(after: open)...].dropLast()) { rank.append(index) }
         }
         return rank
     }
 
     /// The file's bytes, or a problem naming what went wrong (with the system's reason).
     static func readFile(path: String) throws(ConfigError) -> [UInt8] {
-        func fail(_ message: String) -> ConfigError {
-            ConfigError(source: path, problems: [ConfigProblem(key: "", message: message)])
-        }
+        func fail(_ message: String) -> ConfigError { ConfigError(source: path, problems: [ConfigProblem(key: "", message: message)]) }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw fail("cannot open the configuration file: \(String(cString: strerror(errno))) (errno \(errno))")
-        }
+        guard fd >= 0 else { throw fail("cannot open the configuration file: \(String(cString: strerror(errno))) (errno \(errno))") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
-        }
+        guard fstat(fd, &info) == 0 else { throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))") }
         guard (info.st_mode & S_IFMT) == S_IFREG else {
             throw fail("is not a regular file (a directory or a device?); --config takes the path of a JSON file")
         }
         guard let bytes = readBytes(fd, limit: maximumBytes + 1) else {
             throw fail("cannot read the configuration file: \(String(cString: strerror(errno)))")
         }
-        if bytes.count > maximumBytes {
-            throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?")
-        }
+        if bytes.count > maximumBytes { throw fail("the file is larger than \(maximumBytes) bytes; is it really the configuration?") }
         return bytes
     }
 }

@@ -2,21 +2,12 @@
 import Logging
 import Transport
 
-/// The daemon's configuration: one JSON file, exactly the keys of `docs/configuration.md`
-/// (the table of `shared/spec/daemon.md`), every key but `server.label_key` with a default.
+/// The daemon's configuration: one JSON file, the keys of docs/configuration.md.
 ///
-/// The properties below carry each key's Swift type and default value; everything else about
-/// a key (its JSON path, bounds, allowed values, one line of doc) is its entry in
-/// ``DaemonConfig/keys`` (ConfigTable.swift), from which decoding (``ConfigLoader``: types,
-/// unknown keys at every level), the bounds of ``validate()``, ``allKeyPaths`` and the tests of
-/// the docs and the man page come. Derived values (URLs from the label key's environment, the
-/// proxy, `ua.fp`, the log level) are in ``ResolvedConfig``.
-///
-/// Secrets (label key, user hash, push token, proxy password) are ``Secret``s: printing,
-/// dumping or encoding a configuration shows them masked.
-///
-/// The structs keep Swift's memberwise initializers (internal, every argument but the label key
-/// defaulted); code outside the module starts from ``init(labelKey:)`` and sets what it needs.
+/// The properties carry each key's Swift type and default. Everything else about a key (its
+/// JSON path, bounds and checks, one line of doc) is its entry in ``DaemonConfig/keys``
+/// (ConfigTable.swift); values derived from the keys and the environment are in ``ResolvedConfig``.
+/// Secrets are ``Secret``s: printing, dumping or encoding a configuration shows them masked.
 public struct DaemonConfig: Sendable, Equatable, Encodable {
     public var server: Server
     public var client = Client()
@@ -34,12 +25,12 @@ public struct DaemonConfig: Sendable, Equatable, Encodable {
 }
 
 extension DaemonConfig {
-    /// Every default, with `labelKey` as `server.label_key`.
+    /// Every default, with `labelKey` as `server.label_key`. (The structs keep Swift's memberwise
+    /// initializers, every argument but the label key defaulted.)
     public init(labelKey: String) {
         self.init(server: Server(labelKey: Secret(labelKey)))
     }
 
-    /// `server.*`: where and how to connect.
     public struct Server: Sendable, Equatable, Encodable {
         public var url: String?
         public var labelKey: Secret
@@ -49,20 +40,17 @@ extension DaemonConfig {
         public var proxy: HTTPProxy?
         public var compression = true
 
-        /// `server.tls.*`
         public struct TLS: Sendable, Equatable, Encodable {
             public var caFile: String?
             public var pinnedSPKISHA256: [String] = []
 
-            /// The pins as 32-byte digests (invalid entries, which ``DaemonConfig/validate()``
-            /// reports, are left out).
+            /// The pins as 32-byte digests (invalid ones, which ``DaemonConfig/validate()`` reports, left out).
             public var pinnedDigests: [[UInt8]] {
                 pinnedSPKISHA256.compactMap { Base64.decode($0) }.filter { $0.count == 32 }
             }
         }
     }
 
-    /// `client.*`: how the device presents itself (INIT, IDENTIFY, `ua`).
     public struct Client: Sendable, Equatable, Encodable {
         public var trackerVersion: String?
         public var domain: String?
@@ -79,7 +67,6 @@ extension DaemonConfig {
         public var effectiveTrackerVersion: String { trackerVersion ?? SmarticoVersion.string }
     }
 
-    /// `user.*`: a user to identify at start, and push data.
     public struct User: Sendable, Equatable, Encodable {
         public var extUserID: String?
         public var hash: Secret?
@@ -90,7 +77,6 @@ extension DaemonConfig {
 
         public static let defaultReidentifyAfterS = 82_800
 
-        /// `user.push.*`: push data for IDENTIFY and cid 1003.
         public struct Push: Sendable, Equatable, Encodable {
             public var token: Secret?
             public var platform = 5
@@ -100,15 +86,6 @@ extension DaemonConfig {
         }
     }
 
-    /// When LOGIN (cid 7) is sent.
-    public enum LoginPolicy: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
-        /// After the first IDENTIFY following inactivity, a different user, or the `login` op.
-        case logicalSession = "logical_session"
-        /// After every IDENTIFY, as Smartico's own SDK does.
-        case everyIdentify = "every_identify"
-    }
-
-    /// `session.*`: timeouts, keepalive, login, reconnect.
     public struct Session: Sendable, Equatable, Encodable {
         public var connectTimeoutS = 10
         public var responseTimeoutS = 15
@@ -118,7 +95,6 @@ extension DaemonConfig {
         public var loginPolicy = LoginPolicy.logicalSession
         public var reconnect = Reconnect()
 
-        /// `session.reconnect.*`: exponential backoff with full jitter.
         public struct Reconnect: Sendable, Equatable, Encodable {
             public var initialMs = 500
             public var maxMs = 60_000
@@ -132,7 +108,6 @@ extension DaemonConfig {
         public var loginAfterInactivity: Duration { .seconds(loginAfterInactivityMin * 60) }
     }
 
-    /// `socket.*`: the local Unix socket (see socket-api.md).
     public struct Socket: Sendable, Equatable, Encodable {
         public var path = Socket.defaultPath
         public var mode = "0660"
@@ -154,7 +129,7 @@ extension DaemonConfig {
         /// The smallest `socket.max_peer_memory_bytes` (4 MiB: a uid's quarter holds a 1 MiB line).
         public static let minPeerMemoryBytes = 4 << 20
 
-        /// `mode` as permission bits (`0o660`), or nil when it is not a valid octal string.
+        /// `mode` as permission bits (`0o660`), or nil when it is not 3 or 4 octal digits up to `0777`.
         public var modeBits: UInt32? {
             guard (3...4).contains(mode.count), mode.allSatisfy({ ("0"..."7").contains($0) }),
                   let bits = UInt32(mode, radix: 8), bits <= 0o777 else { return nil }
@@ -162,19 +137,16 @@ extension DaemonConfig {
         }
     }
 
-    /// `journal.*`: how long journaled events stay replayable, and how much disk they may take.
     public struct Journal: Sendable, Equatable, Encodable {
         public var retentionEvents = 10_000
         public var retentionHours = 168
         public var maxBytes = 64 << 20
     }
 
-    /// `outbox.*`
     public struct Outbox: Sendable, Equatable, Encodable {
         public var maxMessages = 10_000
     }
 
-    /// `http.*`: Smartico's public HTTP API (the `push_report` queue, push tokens over HTTP).
     public struct HTTP: Sendable, Equatable, Encodable {
         public var publicURL: String?
         public var connectTimeoutS = 10
@@ -184,34 +156,32 @@ extension DaemonConfig {
         public var maxQueue = 10_000
     }
 
-    /// `user.push.register_via`: how a push token reaches Smartico.
-    public enum PushRegisterVia: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
-        /// cid 1003 and IDENTIFY over the WebSocket (the default).
-        case socket
-        /// The public HTTP API's POST (002 §4), queued with the push reports: for devices that
-        /// report tokens without a live session.
-        case http
-    }
-
-    /// `log.level` values, `trace`…`critical` (swift-log's levels, which share their names).
-    public enum LogLevel: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
-        case trace, debug, info, notice, warning, error, critical
-
-        /// The swift-log level.
-        public var loggerLevel: Logger.Level { Logger.Level(rawValue: rawValue)! }
-
-        static let expectation = "one of " + LogLevel.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
-    }
-
-    /// `log.*`
     public struct Log: Sendable, Equatable, Encodable {
         public var level = LogLevel.info
     }
 
-    /// `metrics.*`: the Prometheus text file for node_exporter's textfile collector (the `metrics`
-    /// op answers whatever these say).
     public struct Metrics: Sendable, Equatable, Encodable {
         public var textfile: String?
         public var intervalS = 15
+    }
+
+    /// `session.login_policy`: LOGIN (cid 7) after the first IDENTIFY of a logical session (after
+    /// inactivity, another user or the `login` op), or after every IDENTIFY as Smartico's SDK does.
+    public enum LoginPolicy: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
+        case logicalSession = "logical_session", everyIdentify = "every_identify"
+    }
+
+    /// `user.push.register_via`: a push token goes over the WebSocket (cid 1003 and IDENTIFY), or
+    /// through the public HTTP API's queue, for devices that report tokens without a live session.
+    public enum PushRegisterVia: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
+        case socket, http
+    }
+
+    /// `log.level`: swift-log's levels, which share their names.
+    public enum LogLevel: String, Sendable, Equatable, Encodable, CaseIterable, ConfigValue {
+        case trace, debug, info, notice, warning, error, critical
+
+        public var loggerLevel: Logger.Level { Logger.Level(rawValue: rawValue)! }
+        static let expectation = "one of " + LogLevel.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
     }
 }

@@ -8,102 +8,74 @@ extension DaemonConfig {
     /// The label key of config.example.json: all zeros, with any environment suffix.
     static let placeholderLabelKey = "00000000-0000-0000-0000-000000000000"
 
-    /// The problems `smarticod` can find on this machine without the network, after
-    /// ``validate()`` found none: an unreadable `server.tls.ca_file`; a socket directory that is
-    /// neither present nor creatable (when `socketDirectory` is true; the daemon itself reports
-    /// it at start with exit 73); the placeholder label key (a warning when `server.url` points at
-    /// a loopback host, as the simulator does in the demo and the tests; an error otherwise);
-    /// a `ws://` URL to a host that is not loopback (a warning: traffic in the clear); when
-    /// `metricsDirectory` is true, a `metrics.textfile` directory that is neither writable nor
-    /// creatable (the daemon keeps running when it cannot write there, with a warning in its log),
-    /// or one it would refuse to write in (owned by another user, or writable by every user without
-    /// the sticky bit), and a `metrics.textfile` name node_exporter's textfile collector would not
-    /// read (a warning); when `stateDirectory` is true, an existing `state_dir` the daemon would
-    /// refuse at start (another user's, or writable by its group or others).
+    /// What `smarticod` can find wrong on this machine without the network, once ``validate()``
+    /// found nothing: the placeholder label key (only a warning against a loopback `server.url`,
+    /// as the simulator is), `ws://` to a host that is not loopback (a warning), an unreadable
+    /// `server.tls.ca_file`; with `socketDirectory`, a socket directory neither present nor
+    /// creatable (at start the daemon reports it itself, exit 73); with `stateDirectory`, a
+    /// `state_dir` the store would refuse; with `metricsDirectory`, a `metrics.textfile` directory
+    /// the daemon could not or would not write in, and a name node_exporter would not read (a warning).
     ///
     /// Blocking file-system calls: call it from the main thread before the daemon starts.
     public func hostProblems(socketDirectory: Bool, metricsDirectory: Bool = false, stateDirectory: Bool = false) -> [ConfigProblem] {
         var problems: [ConfigProblem] = []
-        let endpoint: WebSocketEndpoint? = server.url.flatMap { try? WebSocketEndpoint.parse($0).get() }
+        func add(_ key: String, _ message: String?, _ severity: ConfigProblem.Severity = .error) {
+            if let message { problems.append(ConfigProblem(key: key, message: message, severity: severity)) }
+        }
+        let endpoint = server.url.flatMap { try? WebSocketEndpoint.parse($0).get() }
         let loopback = endpoint.map { Self.isLoopback(host: $0.host) } ?? false
-
         if server.labelKey.exposedValue.hasPrefix(Self.placeholderLabelKey) {
+            let placeholder = "is the all-zero placeholder of config.example.json; "
             if loopback {
-                problems.append(ConfigProblem(
-                    key: "server.label_key",
-                    message: "is the all-zero placeholder of config.example.json; accepted only because server.url points at a loopback host (a simulator); put the label's real key before using a real server",
-                    severity: .warning))
+                add("server.label_key", placeholder + "accepted only because server.url points at a loopback host (a simulator); "
+                    + "put the label's real key before using a real server", .warning)
             } else {
-                problems.append(ConfigProblem(
-                    key: "server.label_key",
-                    message: "is the all-zero placeholder of config.example.json; put the label's real key (from Smartico's back office)"))
+                add("server.label_key", placeholder + "put the label's real key (from Smartico's back office)")
             }
         }
         if let endpoint, !endpoint.secure, !loopback {
-            problems.append(ConfigProblem(
-                key: "server.url",
-                message: "uses ws:// to \(endpoint.host), which is not a loopback host: the session (label key, user hash) travels in the clear; use wss://",
-                severity: .warning))
+            add("server.url", "uses ws:// to \(endpoint.host), which is not a loopback host: the session (label key, user hash) "
+                + "travels in the clear; use wss://", .warning)
         }
         if let caFile = server.tls.caFile {
             let fd = open(caFile, O_RDONLY | O_CLOEXEC)
-            if fd < 0 {
-                let reason = String(cString: strerror(errno))
-                problems.append(ConfigProblem(
-                    key: "server.tls.ca_file",
-                    message: "cannot read \(caFile): \(reason); point it at a readable PEM bundle or set it to null for the system store"))
-            } else {
+            var reason = fd < 0 ? String(cString: strerror(errno)) : nil
+            if fd >= 0 {
                 var info = stat()
-                if fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR {
-                    problems.append(ConfigProblem(
-                        key: "server.tls.ca_file",
-                        message: "cannot read \(caFile): is a directory; point it at a readable PEM bundle or set it to null for the system store"))
-                }
+                if fstat(fd, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR { reason = "is a directory" }
                 close(fd)
             }
+            let fix = "point it at a readable PEM bundle or set it to null for the system store"
+            add("server.tls.ca_file", reason.map { "cannot read \(caFile): \($0); \(fix)" })
         }
-        if socketDirectory, let problem = Self.socketDirectoryProblem(socket.path) {
-            problems.append(ConfigProblem(key: "socket.path", message: problem))
+        if socketDirectory {
+            add("socket.path", Self.directoryProblem(Self.directoryOf(socket.path), what: "the socket's directory",
+                                                     fix: "choose another socket.path or fix the permissions"))
         }
-        if stateDirectory {
-            // An existing state_dir the store would refuse at start (exit 73).
-            var info = stat()
-            if stat(stateDir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
-               let refusal = SmarticoStore.stateDirectoryRefusal(stateDir, info, uid: Self.checkedOwner) {
-                problems.append(ConfigProblem(key: "state_dir", message: refusal))
-            }
+        var info = stat()
+        if stateDirectory, stat(stateDir, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+            add("state_dir", SmarticoStore.stateDirectoryRefusal(stateDir, info, uid: Self.checkedOwner))  // refused at start (exit 73)
         }
         if metricsDirectory, let textfile = metrics.textfile {
-            if let problem = Self.directoryProblem(
-                Self.directoryOf(textfile), what: "the directory of metrics.textfile",
-                fix: "choose another metrics.textfile, fix the permissions, or set it to null")
-            {
-                problems.append(ConfigProblem(key: "metrics.textfile", message: problem))
-            } else {
-                // An existing directory the daemon would refuse at every write (docs/security.md,
-                // "Files the daemon writes").
-                let directory = Self.directoryOf(textfile)
-                var info = stat()
-                if stat(directory, &info) == 0,
-                   let refusal = MetricsTextfileWriter.directoryRefusal(directory, info, uid: Self.checkedOwner) {
-                    problems.append(ConfigProblem(key: "metrics.textfile", message: "\(textfile) would not be written: \(refusal)"))
-                }
+            let directory = Self.directoryOf(textfile)
+            if let problem = Self.directoryProblem(directory, what: "the directory of metrics.textfile",
+                                                   fix: "choose another metrics.textfile, fix the permissions, or set it to null") {
+                add("metrics.textfile", problem)
+            } else if stat(directory, &info) == 0 {
+                // Refused at every write (docs/security.md, "Files the daemon writes").
+                let refusal = MetricsTextfileWriter.directoryRefusal(directory, info, uid: Self.checkedOwner)
+                add("metrics.textfile", refusal.map { "\(textfile) would not be written: \($0)" })
             }
             if !textfile.hasSuffix(".prom") {
-                problems.append(ConfigProblem(
-                    key: "metrics.textfile",
-                    message: "\(textfile) does not end in .prom: node_exporter's textfile collector reads only *.prom files",
-                    severity: .warning))
+                add("metrics.textfile", "\(textfile) does not end in .prom: node_exporter's textfile collector reads only *.prom files", .warning)
             }
         }
         return problems
     }
 
-    /// The uid whose ownership of `state_dir` and the textfile's directory the checks require: the
-    /// user running them, taken for the daemon's user (docs/operations.md runs `--check-config` as
-    /// that user). Nil for root: the package's postinst runs the check as root, and the unit's
-    /// `User=` is not known, so only the modes are checked then (the daemon checks the owner at
-    /// start).
+    /// The uid that must own `state_dir` and the textfile's directory: the user running the check,
+    /// taken for the daemon's user (docs/operations.md). Nil for root, as in the package's postinst,
+    /// where only the modes are checked (the daemon checks the owner at start).
     static var checkedOwner: uid_t? { geteuid() == 0 ? nil : geteuid() }
 
     /// `localhost`, `127.0.0.0/8` or `::1`.
@@ -116,39 +88,27 @@ extension DaemonConfig {
     /// The directory part of `path` (`/` for a file at the root, `.` for a bare name).
     static func directoryOf(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
-        let dir = String(path[..<slash])
-        return dir.isEmpty ? "/" : dir
-    }
-
-    /// Why the directory of the socket at `path` cannot be used or created, or nil when it can:
-    /// the first existing ancestor (or the directory itself) must be a directory the daemon can
-    /// write and search.
-    static func socketDirectoryProblem(_ path: String) -> String? {
-        directoryProblem(directoryOf(path), what: "the socket's directory", fix: "choose another socket.path or fix the permissions")
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     /// Why `directory` (`what`, e.g. "the socket's directory") cannot be used or created, or nil
-    /// when it can: the first existing ancestor (or the directory itself) must be a directory the
-    /// daemon can write and search. `fix` says what to do about a permission problem.
-    static func directoryProblem(_ directory: String, what whatDirectory: String, fix: String) -> String? {
+    /// when it can: its first existing ancestor (or itself) must be a directory the daemon can
+    /// write and search. `fix` says what to do about a permission problem.
+    static func directoryProblem(_ directory: String, what: String, fix: String) -> String? {
         var candidate = directory
         while true {
             var info = stat()
             if stat(candidate, &info) == 0 {
-                if info.st_mode & S_IFMT != S_IFDIR {
-                    return "\(whatDirectory) \(directory) cannot be created: \(candidate) is not a directory"
-                }
-                if access(candidate, W_OK | X_OK) != 0 {
-                    let reason = String(cString: strerror(errno))
-                    let what = candidate == directory ? "\(whatDirectory) \(directory) is not writable" : "\(whatDirectory) \(directory) cannot be created in \(candidate)"
-                    return "\(what): \(reason); \(fix)"
-                }
-                return nil
+                if info.st_mode & S_IFMT != S_IFDIR { return "\(what) \(directory) cannot be created: \(candidate) is not a directory" }
+                guard access(candidate, W_OK | X_OK) != 0 else { return nil }
+                let reason = String(cString: strerror(errno))
+                let problem = candidate == directory ? "is not writable" : "cannot be created in \(candidate)"
+                return "\(what) \(directory) \(problem): \(reason); \(fix)"
             }
             let error = errno
             // ENOTDIR: an ancestor is not a directory; walking up finds it and says so.
             guard error == ENOENT || error == ENOTDIR, candidate != "/", candidate != "." else {
-                return "\(whatDirectory) \(directory) is unusable: \(candidate): \(String(cString: strerror(error)))"
+                return "\(what) \(directory) is unusable: \(candidate): \(String(cString: strerror(error)))"
             }
             candidate = directoryOf(candidate)
         }
