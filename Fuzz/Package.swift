@@ -8,7 +8,8 @@
 //     swift build -c release --scratch-path .build -Xswiftc -sanitize=fuzzer,address -Xswiftc -enable-testing
 //
 // (-enable-testing: fuzz-http-response drives the HTTP client's internal ResponseExchange with
-// @testable import, the code the daemon's HTTP client runs.)
+// @testable import, the code the daemon's HTTP client runs; fuzz-frames and fuzz-handshake build
+// their settings with internal memberwise initializers.)
 import PackageDescription
 
 let package = Package(

@@ -18,6 +18,14 @@ public struct ClientRequest: Sendable, Equatable {
         self.minimumWait = minimumWait
     }
 
+    /// `op` with the members of `arguments` that are not nil, in their order (a nil one is not
+    /// sent, so the daemon uses its default): what the typed constructors below build.
+    init(op: String, _ arguments: KeyValuePairs<String, JSONValue?>, minimumWait: Double? = nil) {
+        var object = JSONObject()
+        for case let (key, value?) in arguments { object.append(key: key, value: value) }
+        self.init(op: op, arguments: object, minimumWait: minimumWait)
+    }
+
     /// The time to wait for the answer: `timeout`, or ``minimumWait`` when that is longer.
     public func wait(timeout: Double) -> Double { max(timeout, minimumWait ?? 0) }
 
@@ -41,12 +49,10 @@ public struct ClientRequest: Sendable, Equatable {
     /// `subscribe`: `types` (default all), replay after `since`, a `durable` name, and the
     /// `journal` that `since` (or the durable cursor) counts in, from an earlier answer.
     public static func subscribe(types: [String]? = nil, since: Int64? = nil, durable: String? = nil, journal: String? = nil) -> ClientRequest {
-        var a = JSONObject()
-        if let types { a.append(key: "types", value: .array(types.map(JSONValue.string))) }
-        if let since { a.append(key: "since", value: .number(since)) }
-        if let durable { a.append(key: "durable", value: .string(durable)) }
-        if let journal { a.append(key: "journal", value: .string(journal)) }
-        return ClientRequest(op: "subscribe", arguments: a)
+        ClientRequest(op: "subscribe", [
+            "types": types.map { .array($0.map(JSONValue.string)) }, "since": since.map { .number($0) },
+            "durable": durable.map(JSONValue.string), "journal": journal.map(JSONValue.string),
+        ])
     }
 
     /// `ack`: everything up to `seq` is handled (a durable subscription on this connection).
@@ -61,18 +67,15 @@ public struct ClientRequest: Sendable, Equatable {
 
     /// `identify`: act for this user (`hash` optional when the daemon has `user.hash_command`).
     public static func identify(extUserID: String, hash: String? = nil) -> ClientRequest {
-        var a: JSONObject = ["ext_user_id": .string(extUserID)]
-        if let hash { a.append(key: "hash", value: .string(hash)) }
-        return ClientRequest(op: "identify", arguments: a)
+        ClientRequest(op: "identify", ["ext_user_id": .string(extUserID), "hash": hash.map(JSONValue.string)])
     }
 
     /// `push_token`: `status` 0…4; `platform` defaults to the daemon's `user.push.platform`.
     public static func pushToken(_ token: String, status: Int, platform: Int? = nil, appPackageID: String? = nil) -> ClientRequest {
-        var a: JSONObject = ["token": .string(token)]
-        if let platform { a.append(key: "platform", value: .number(platform)) }
-        a.append(key: "status", value: .number(status))
-        if let appPackageID { a.append(key: "app_package_id", value: .string(appPackageID)) }
-        return ClientRequest(op: "push_token", arguments: a)
+        ClientRequest(op: "push_token", [
+            "token": .string(token), "platform": platform.map { .number($0) }, "status": .number(status),
+            "app_package_id": appPackageID.map(JSONValue.string),
+        ])
     }
 
     /// `language`: an ISO 639-1 code or a custom one (`pt-br`).
@@ -82,18 +85,16 @@ public struct ClientRequest: Sendable, Equatable {
 
     /// `event`: a client event (cid 9) with an optional payload.
     public static func event(_ eventType: String, payload: JSONObject? = nil) -> ClientRequest {
-        var a: JSONObject = ["event_type": .string(eventType)]
-        if let payload { a.append(key: "payload", value: .object(payload)) }
-        return ClientRequest(op: "event", arguments: a)
+        ClientRequest(op: "event", ["event_type": .string(eventType), "payload": payload.map(JSONValue.object)])
     }
 
     /// `report`: an engagement was shown (`impression`), tapped (`action`, with what was tapped)
     /// or could not be shown (`failed`). `activityType` defaults to 30 (a popup).
     public static func report(_ kind: ReportKind, engagementUID: String, activityType: Int64? = nil, action: String? = nil) -> ClientRequest {
-        var a: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
-        if let activityType { a.append(key: "activity_type", value: .number(activityType)) }
-        if let action { a.append(key: "action", value: .string(action)) }
-        return ClientRequest(op: "report", arguments: a)
+        ClientRequest(op: "report", [
+            "kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID),
+            "activity_type": activityType.map { .number($0) }, "action": action.map(JSONValue.string),
+        ])
     }
 
     /// `report` for an `engagement` event: its `engagement_uid` and `activityType`; nil when the
@@ -106,19 +107,18 @@ public struct ClientRequest: Sendable, Equatable {
 
     /// `minigame_ack`: a 707 was handled (cid 711).
     public static func minigameAck(sawTemplateID: Int64, pendingMessageID: Int64? = nil) -> ClientRequest {
-        var a: JSONObject = ["saw_template_id": .number(sawTemplateID)]
-        if let pendingMessageID { a.append(key: "pending_message_id", value: .number(pendingMessageID)) }
-        return ClientRequest(op: "minigame_ack", arguments: a)
+        ClientRequest(op: "minigame_ack", [
+            "saw_template_id": .number(sawTemplateID), "pending_message_id": pendingMessageID.map { .number($0) },
+        ])
     }
 
     /// `push_report`: a push notification's lifecycle, over Smartico's public HTTP API.
     public static func pushReport(_ kind: PushReportKind, engagementUID: String, messageID: String? = nil, action: String? = nil,
                                   userExtID: String? = nil) -> ClientRequest {
-        var a: JSONObject = ["kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID)]
-        if let messageID { a.append(key: "message_id", value: .string(messageID)) }
-        if let action { a.append(key: "action", value: .string(action)) }
-        if let userExtID { a.append(key: "user_ext_id", value: .string(userExtID)) }
-        return ClientRequest(op: "push_report", arguments: a)
+        ClientRequest(op: "push_report", [
+            "kind": .string(kind.rawValue), "engagement_uid": .string(engagementUID), "message_id": messageID.map(JSONValue.string),
+            "action": action.map(JSONValue.string), "user_ext_id": userExtID.map(JSONValue.string),
+        ])
     }
 
     /// `send`: a message with an integer `cid` for the server, fire-and-forget (stored while offline).
@@ -129,10 +129,9 @@ public struct ClientRequest: Sendable, Equatable {
     /// `request`: send and wait for the server's answer (`expect_cid` defaults to the cid's
     /// answer, `timeout_ms` to 30000). Wait at least `timeout_ms` + 5 s for it.
     public static func request(_ message: JSONObject, expectCid: Int64? = nil, timeoutMs: Int? = nil) -> ClientRequest {
-        var a: JSONObject = ["message": .object(message)]
-        if let expectCid { a.append(key: "expect_cid", value: .number(expectCid)) }
-        if let timeoutMs { a.append(key: "timeout_ms", value: .number(timeoutMs)) }
-        return ClientRequest(op: "request", arguments: a, minimumWait: Double(timeoutMs ?? 30_000) / 1000 + 5)
+        ClientRequest(op: "request", [
+            "message": .object(message), "expect_cid": expectCid.map { .number($0) }, "timeout_ms": timeoutMs.map { .number($0) },
+        ], minimumWait: Double(timeoutMs ?? 30_000) / 1000 + 5)
     }
 
     /// `bridge`: a Native Bridge message from a Smartico page (an integer `bcid`), relayed as is.
@@ -143,12 +142,11 @@ public struct ClientRequest: Sendable, Equatable {
     /// `api`: Smartico's data API by name (`missions.list`, docs/api.md); `raw`: the server's answer
     /// unchanged. Wait at least the call's timeout for each of its server requests, + 5 s.
     public static func api(_ call: String, args: JSONObject = JSONObject(), raw: Bool = false, timeoutMs: Int? = nil) -> ClientRequest {
-        var a: JSONObject = ["call": .string(call), "args": .object(args)]
-        if raw { a.append(key: "raw", value: true) }
-        if let timeoutMs { a.append(key: "timeout_ms", value: .number(timeoutMs)) }
         let spec = DataAPICatalog.call(named: call)
         let each = timeoutMs ?? spec?.timeoutMs ?? DataAPICatalog.defaultTimeoutMs
-        return ClientRequest(op: "api", arguments: a, minimumWait: Double(each) / 1000 * Double(max(1, spec?.cids.count ?? 1)) + 5)
+        return ClientRequest(op: "api", [
+            "call": .string(call), "args": .object(args), "raw": raw ? true : nil, "timeout_ms": timeoutMs.map { .number($0) },
+        ], minimumWait: Double(each) / 1000 * Double(max(1, spec?.cids.count ?? 1)) + 5)
     }
 
     /// `log_level`: `trace` … `critical`, until the daemon's next restart or reload.

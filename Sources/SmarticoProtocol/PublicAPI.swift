@@ -44,7 +44,8 @@ public enum PublicAPI {
     }
 }
 
-/// Push token registration over HTTP (002 §4): the POST body and the GET `event`.
+/// Push token registration over HTTP (002 §4): the POST body and the GET `event`. Made with the
+/// memberwise initializer (the module and its tests) or read back (the simulator's side, below).
 public struct PushTokenRegistration: Sendable, Equatable {
     /// The label key (`api_key`).
     public var apiKey: String
@@ -56,18 +57,7 @@ public struct PushTokenRegistration: Sendable, Equatable {
     /// Bundle id (iOS) or package name (Android); needed when projects differ per platform.
     public var appPackageID: String?
     /// Always `allowed` (0) in 002's examples.
-    public var status: PushNotificationUserStatus
-
-    public init(apiKey: String, brandKey: String, extUserID: JSONValue, token: String, platform: PushClientPlatform,
-                appPackageID: String? = nil, status: PushNotificationUserStatus = .allowed) {
-        self.apiKey = apiKey
-        self.brandKey = brandKey
-        self.extUserID = extUserID
-        self.token = token
-        self.platform = platform
-        self.appPackageID = appPackageID
-        self.status = status
-    }
+    public var status = PushNotificationUserStatus.allowed
 
     /// The POST body object.
     public var postJSON: JSONObject {
@@ -101,7 +91,10 @@ public struct PushTokenRegistration: Sendable, Equatable {
     public func getQuery(uuid: String, ts: Int64) -> String {
         PublicAPI.query(apiKey: apiKey, brandKey: brandKey, event: getEvent(uuid: uuid, ts: ts))
     }
+}
 
+// An extension, so that the memberwise initializer stays.
+extension PushTokenRegistration {
     /// Reads a POST body (the simulator's side).
     public init(postJSON o: JSONObject) throws(ProtocolError) {
         let r = FieldReader(o, .http("push token POST body"))
@@ -143,7 +136,8 @@ public struct PushTokenRegistration: Sendable, Equatable {
     }
 }
 
-/// Push engagement reports over HTTP GET (002 §5): failed, delivered, impression, action.
+/// Push engagement reports over HTTP GET (002 §5): failed, delivered, impression, action. Made with
+/// the memberwise initializer (the module and its tests) or read back (``fromEvent(_:)``).
 public struct PushEngagementReport: Sendable, Equatable {
     public enum Kind: String, Sendable, CaseIterable {
         case failed = "engagement_failed"
@@ -163,14 +157,6 @@ public struct PushEngagementReport: Sendable, Equatable {
     public var messageID: Int64
     /// The action of an `engagement_action` report.
     public var action: String?
-
-    public init(kind: Kind, userExtID: JSONValue, engagementUID: String, messageID: Int64, action: String? = nil) {
-        self.kind = kind
-        self.userExtID = userExtID
-        self.engagementUID = engagementUID
-        self.messageID = messageID
-        self.action = action
-    }
 
     /// JavaScript `parseInt` of a push's `message_id` string: optional whitespace and sign,
     /// then leading decimal digits; `nil` when there are none or the value overflows.

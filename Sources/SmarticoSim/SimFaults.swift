@@ -80,8 +80,4 @@ public enum SimFaultAction: Sendable, Equatable {
 public struct SimArmedFault: Sendable, Equatable {
     public var cid: Int64
     public var action: SimFaultAction
-    public init(cid: Int64, action: SimFaultAction) {
-        self.cid = cid
-        self.action = action
-    }
 }

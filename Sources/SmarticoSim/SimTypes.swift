@@ -4,6 +4,9 @@ import SmarticoProtocol
 ///
 /// Times are milliseconds. The same clock (`now`, milliseconds since the Unix epoch) stamps
 /// `ts` and drives keepalive, delays and scheduled pushes.
+///
+/// Every setting has its default here; the command line and the tests set theirs with the
+/// memberwise initializer.
 public struct SimConfig: Sendable, Equatable {
     /// The label key (with its environment suffix) used in the wrapper URLs. When set, INIT must
     /// carry it (with or without the suffix) or is answered with errCode 100001. Nil: any key is
@@ -14,65 +17,37 @@ public struct SimConfig: Sendable, Equatable {
     /// When set, IDENTIFY hashes are checked the way Smartico does (see `SimHash`).
     public var hashSalt: String?
     /// Server PING period; 0 disables server pings.
-    public var pingIntervalMs: Int64
+    public var pingIntervalMs: Int64 = 30_000
     /// A client that has not answered a server PING within this long is dropped.
-    public var pongTimeoutMs: Int64
+    public var pongTimeoutMs: Int64 = 10_000
     /// Scheduled pushes: one push per period to every identified client; nil disables them.
     public var emitEveryMs: Int64?
     /// The kinds of scheduled pushes, used in turn.
-    public var emitKinds: [SimPushKind]
+    public var emitKinds: [SimPushKind] = [.engagement]
     /// Size in bytes (UTF-8) of a generated 110's `template_html`.
-    public var templateBytes: Int
+    public var templateBytes: Int = 2048
     /// Base URL of the simulator's HTTP pages, without a trailing slash (`http://127.0.0.1:8081`).
-    public var httpBaseURL: String
+    public var httpBaseURL: String = "http://127.0.0.1:8081"
     /// `FCM_SENDER_ID` in INIT_SESSION_RESPONSE's settings.
-    public var fcmSenderID: String
+    public var fcmSenderID: String = "000000000000"
     /// `products` in INIT_SESSION_RESPONSE (002 §1.2's example: 100, 0, 5).
-    public var products: [Int64]
+    public var products: [Int64] = [100, 0, 5]
     /// Which responses echo the request's `uuid` (the others get a fresh one, which exercises a
     /// client's "oldest pending request" matching).
-    public var uuidEcho: SimUUIDEcho
+    public var uuidEcho: SimUUIDEcho = .asServer
     /// Quirks mode (`--quirks`): answers and pushes in the shapes the real server may use
     /// (`SimQuirks`), fresh uuids, client PINGs left without a PONG.
-    public var quirks: Bool
+    public var quirks: Bool = false
     /// Client PINGs are never answered (`--withhold-pong`).
-    public var withholdPong: Bool
+    public var withholdPong: Bool = false
     /// How many received messages the `received` control op can return (oldest dropped first).
-    public var maxReceived: Int
+    public var maxReceived: Int = 100_000
     /// How many bytes of received messages the `received` log keeps (oldest dropped first).
-    public var maxReceivedBytes: Int
+    public var maxReceivedBytes: Int = 256 << 20
     /// How many engagements are kept pending per user (oldest dropped first).
-    public var maxPendingPerUser: Int
+    public var maxPendingPerUser: Int = 1000
     /// How many bytes of pending engagements are kept in total (oldest dropped first).
-    public var maxPendingBytes: Int
-
-    public init(
-        labelKey: String? = nil, brandKey: String? = nil, hashSalt: String? = nil,
-        pingIntervalMs: Int64 = 30_000, pongTimeoutMs: Int64 = 10_000,
-        emitEveryMs: Int64? = nil, emitKinds: [SimPushKind] = [.engagement], templateBytes: Int = 2048,
-        httpBaseURL: String = "http://127.0.0.1:8081", fcmSenderID: String = "000000000000", products: [Int64] = [100, 0, 5],
-        uuidEcho: SimUUIDEcho = .asServer, quirks: Bool = false, withholdPong: Bool = false, maxReceived: Int = 100_000, maxReceivedBytes: Int = 256 << 20,
-        maxPendingPerUser: Int = 1000, maxPendingBytes: Int = 256 << 20
-    ) {
-        self.labelKey = labelKey
-        self.brandKey = brandKey
-        self.hashSalt = hashSalt
-        self.pingIntervalMs = pingIntervalMs
-        self.pongTimeoutMs = pongTimeoutMs
-        self.emitEveryMs = emitEveryMs
-        self.emitKinds = emitKinds
-        self.templateBytes = templateBytes
-        self.httpBaseURL = httpBaseURL
-        self.fcmSenderID = fcmSenderID
-        self.products = products
-        self.uuidEcho = uuidEcho
-        self.quirks = quirks
-        self.withholdPong = withholdPong
-        self.maxReceived = maxReceived
-        self.maxReceivedBytes = maxReceivedBytes
-        self.maxPendingPerUser = maxPendingPerUser
-        self.maxPendingBytes = maxPendingBytes
-    }
+    public var maxPendingBytes: Int = 256 << 20
 }
 
 /// Which answers carry the request's `uuid`.

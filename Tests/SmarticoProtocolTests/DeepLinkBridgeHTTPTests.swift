@@ -1,5 +1,5 @@
 import Testing
-import SmarticoProtocol
+@testable import SmarticoProtocol  // the push registration and report builders (memberwise)
 import SmarticoTestSupport
 
 @Suite struct DeepLinkTests {

@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import Transport
-import SmarticoProtocol
+@testable import SmarticoProtocol  // the push registration and report builders (memberwise)
 @testable import SmarticoSim
 
 func parse(_ text: String) -> SimHTTPRequestParser.Outcome {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import Transport
-import SmarticoProtocol
+@testable import SmarticoProtocol  // the push registration and report builders (memberwise)
 @testable import SmarticoSim
 
 @Suite struct ServicesTests {

@@ -13,7 +13,8 @@
 // protocol writes (pongs, close frames) is valid for the peer; every message received, sent again
 // by a peer with the same parameters, arrives unchanged (encoder, deflater and inflater round trip).
 import FuzzSupport
-import Transport
+// @testable: the negotiated parameters are made with their internal memberwise initializer.
+@testable import Transport
 
 struct Setting {
     var role: WebSocketRole

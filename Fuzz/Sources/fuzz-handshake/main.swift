@@ -13,7 +13,8 @@
 // subprotocol accepted are among those offered; an unfinished answer fails at the transport's
 // end; what follows a 101 goes through the protocol with `.closed` once, last.
 import FuzzSupport
-import Transport
+// @testable: the client options are made with their internal memberwise initializer.
+@testable import Transport
 
 func options(_ flags: UInt8) -> WebSocketClientOptions {
     let deflate: PerMessageDeflateOptions?

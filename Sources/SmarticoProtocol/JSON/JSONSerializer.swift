@@ -61,12 +61,7 @@ extension JSONValue {
 
 extension JSONObject {
     /// Compact UTF-8 JSON of this object, members in their order.
-    public func serialized() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128)
-        serialize(into: &out)
-        return out
-    }
+    public func serialized() -> [UInt8] { JSONValue.object(self).serialized() }
 
     /// Appends the compact JSON of this object to `out`.
     public func serialize(into out: inout [UInt8]) {

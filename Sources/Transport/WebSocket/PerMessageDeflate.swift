@@ -49,7 +49,8 @@ public struct PerMessageDeflateOptions: Hashable, Sendable {
     }
 }
 
-/// The permessage-deflate parameters in force on a connection (after negotiation).
+/// The permessage-deflate parameters in force on a connection, as negotiation gives them (the
+/// handshakes); within the module and its tests, the memberwise initializer.
 public struct PerMessageDeflateParameters: Hashable, Sendable, CustomStringConvertible {
     public static let extensionName = "permessage-deflate"
 
@@ -62,19 +63,6 @@ public struct PerMessageDeflateParameters: Hashable, Sendable, CustomStringConve
     /// zlib compression level and memory level used by our compressor.
     public var compressionLevel: Int = 6
     public var memoryLevel: Int = 8
-
-    public init(
-        serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false,
-        serverMaxWindowBits: Int = 15, clientMaxWindowBits: Int = 15,
-        compressionLevel: Int = 6, memoryLevel: Int = 8
-    ) {
-        self.serverNoContextTakeover = serverNoContextTakeover
-        self.clientNoContextTakeover = clientNoContextTakeover
-        self.serverMaxWindowBits = serverMaxWindowBits
-        self.clientMaxWindowBits = clientMaxWindowBits
-        self.compressionLevel = compressionLevel
-        self.memoryLevel = memoryLevel
-    }
 
     /// The server's response element as a header value.
     public var responseHeaderValue: String { responseElement.description }

@@ -63,10 +63,6 @@ public struct WebSocketStreamPosition: Hashable, Sendable, CustomStringConvertib
     public var frame: Int
     /// Byte offset in the inbound WebSocket stream (after the HTTP handshake) of the frame's first byte.
     public var frameOffset: Int
-    public init(frame: Int, frameOffset: Int) {
-        self.frame = frame
-        self.frameOffset = frameOffset
-    }
     public var description: String { "frame #\(frame) at stream offset \(frameOffset)" }
 }
 

@@ -80,41 +80,26 @@ public enum WebSocketHandshake {
 
 // MARK: - Client
 
-/// What the client asks for.
+/// What the client asks for. Other modules make it from a URL (`init(url:…)`, WebSocketURL.swift);
+/// the module and its tests also use the memberwise initializer.
 public struct WebSocketClientOptions: Hashable, Sendable {
     /// Host name or IP address (IPv6 without brackets is fine).
     public var host: String
     /// TCP port; `nil` means the default (80, or 443 when `secure`).
     public var port: Int?
     /// `wss` (affects only the default port in `Host`).
-    public var secure: Bool
+    public var secure = false
     /// Path and query, e.g. `/socket?v=2` (empty means `/`).
-    public var target: String
+    public var target = "/"
     /// Subprotocols to offer, in preference order.
-    public var subprotocols: [String]
+    public var subprotocols: [String] = []
     /// Extra request headers (e.g. `Origin`, `Authorization`, `User-Agent`).
-    public var headers: HTTPHeaders
+    public var headers = HTTPHeaders()
     /// permessage-deflate offer, or `nil` to offer no extension.
     public var deflate: PerMessageDeflateOptions?
-    public var limits: HTTPHeadLimits
+    public var limits = HTTPHeadLimits()
     /// How much of a non-101 response body to keep for the error.
-    public var maxErrorBodySize: Int
-
-    public init(
-        host: String, port: Int? = nil, secure: Bool = false, target: String = "/", subprotocols: [String] = [],
-        headers: HTTPHeaders = HTTPHeaders(), deflate: PerMessageDeflateOptions? = nil,
-        limits: HTTPHeadLimits = HTTPHeadLimits(), maxErrorBodySize: Int = 512
-    ) {
-        self.host = host
-        self.port = port
-        self.secure = secure
-        self.target = target
-        self.subprotocols = subprotocols
-        self.headers = headers
-        self.deflate = deflate
-        self.limits = limits
-        self.maxErrorBodySize = maxErrorBodySize
-    }
+    public var maxErrorBodySize = 512
 
     /// The `Host` header value: brackets around IPv6 literals, port only when not the default.
     public var hostHeader: String {
