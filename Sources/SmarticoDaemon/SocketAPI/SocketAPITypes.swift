@@ -95,13 +95,6 @@ public struct SubscribeRequest: Sendable, Equatable {
     /// The journal `since` (or the durable name) was a position in: the `journal` of an earlier
     /// subscribe answer. Another journal's positions mean nothing here: the replay starts at the beginning.
     public var journal: String?
-
-    public init(types: Set<String>? = nil, since: JournalSeq? = nil, durable: String? = nil, journal: String? = nil) {
-        self.types = types
-        self.since = since
-        self.durable = durable
-        self.journal = journal
-    }
 }
 
 /// `push_report` arguments (Smartico's public HTTP API, 002 §5).
@@ -114,14 +107,6 @@ public struct PushReportRequest: Sendable, Equatable {
     public var action: String?
     /// nil: the identified user.
     public var userExtID: String?
-
-    public init(kind: Kind, engagementUID: String, messageID: String? = nil, action: String? = nil, userExtID: String? = nil) {
-        self.kind = kind
-        self.engagementUID = engagementUID
-        self.messageID = messageID
-        self.action = action
-        self.userExtID = userExtID
-    }
 }
 
 /// A parsed, validated request (what a line becomes).

@@ -227,17 +227,6 @@ public struct StoredUser: Sendable, Equatable {
     public var props: [UInt8]?
     /// The time of the last activity (ms since the epoch), for the LOGIN-after-inactivity rule.
     public var lastActivityMs: Int64?
-
-    public init(
-        extUserID: String, hash: String? = nil, publicUsername: String? = nil,
-        props: [UInt8]? = nil, lastActivityMs: Int64? = nil
-    ) {
-        self.extUserID = extUserID
-        self.hash = hash
-        self.publicUsername = publicUsername
-        self.props = props
-        self.lastActivityMs = lastActivityMs
-    }
 }
 
 /// Push data sent with IDENTIFY / cid 1003; kept even while anonymous.
@@ -246,13 +235,6 @@ public struct StoredPush: Sendable, Equatable {
     public var platform: Int
     public var status: Int
     public var appPackageID: String?
-
-    public init(token: String, platform: Int, status: Int, appPackageID: String? = nil) {
-        self.token = token
-        self.platform = platform
-        self.status = status
-        self.appPackageID = appPackageID
-    }
 }
 
 /// What can go wrong in the store. Every case names what failed and, where useful, what to do.
