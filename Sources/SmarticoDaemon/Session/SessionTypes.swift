@@ -85,16 +85,7 @@ public struct SessionSnapshot: Sendable, Equatable {
     public var push: StoredPush?
     /// `store.languagesSent()`: per user ("" for the anonymous session), the `client.language`
     /// last queued for them (`.persistLanguageSent`).
-    public var languagesSent: [String: String]
-
-    public init(deviceID: String, fingerprint: Int32, user: StoredUser? = nil, push: StoredPush? = nil,
-                languagesSent: [String: String] = [:]) {
-        self.deviceID = deviceID
-        self.fingerprint = fingerprint
-        self.user = user
-        self.push = push
-        self.languagesSent = languagesSent
-    }
+    public var languagesSent: [String: String] = [:]
 }
 
 /// A message for the server's outbox: already stamped (`ts`, `uuid`) and serialized.
