@@ -53,65 +53,44 @@ struct DaemonMetrics: Sendable {
             }
             out += " \(value)\n"
         }
+        /// A family of one sample; left out when `value` is nil.
+        func metric(_ name: String, _ type: String, _ help: String, labels: [(String, String)] = [], _ value: String?) {
+            guard let value else { return }
+            family(name, type, help)
+            sample(name, labels: labels, value)
+        }
 
-        family("smarticod_build_info", "gauge", "The daemon's version, as a label; always 1.")
-        sample("smarticod_build_info", labels: [("version", version)], "1")
-        family("smarticod_start_time_seconds", "gauge", "When the daemon started, in seconds since the Unix epoch.")
-        sample("smarticod_start_time_seconds", Self.seconds(startMs))
-        family("smarticod_uptime_seconds", "gauge", "Seconds since the daemon started.")
-        sample("smarticod_uptime_seconds", Self.seconds(max(0, nowMs - startMs)))
+        metric("smarticod_build_info", "gauge", "The daemon's version, as a label; always 1.", labels: [("version", version)], "1")
+        metric("smarticod_start_time_seconds", "gauge", "When the daemon started, in seconds since the Unix epoch.", Self.seconds(startMs))
+        metric("smarticod_uptime_seconds", "gauge", "Seconds since the daemon started.", Self.seconds(max(0, nowMs - startMs)))
 
         family("smarticod_session_state", "gauge", "The session's state: 1 for the current one, 0 for the others.")
         for s in SessionState.allCases {
             sample("smarticod_session_state", labels: [("state", s.rawValue)], s == state ? "1" : "0")
         }
-        family("smarticod_session_state_since_timestamp_seconds", "gauge", "When the session entered its current state, in seconds since the Unix epoch.")
-        sample("smarticod_session_state_since_timestamp_seconds", Self.seconds(stateSinceMs))
-        family("smarticod_reconnects_total", "counter", "Connection attempts to the server after the first.")
-        sample("smarticod_reconnects_total", "\(reconnects)")
-        family("smarticod_upstream_messages_received_total", "counter", "Messages received from the server.")
-        sample("smarticod_upstream_messages_received_total", "\(messagesIn)")
-        family("smarticod_upstream_messages_sent_total", "counter", "Messages sent to the server.")
-        sample("smarticod_upstream_messages_sent_total", "\(messagesOut)")
-        family("smarticod_answers_dropped_total", "counter", "Answers of the server to requests nobody waited for any more (the peer left, or the request timed out), dropped.")
-        sample("smarticod_answers_dropped_total", "\(answersDropped)")
+        metric("smarticod_session_state_since_timestamp_seconds", "gauge", "When the session entered its current state, in seconds since the Unix epoch.", Self.seconds(stateSinceMs))
+        metric("smarticod_reconnects_total", "counter", "Connection attempts to the server after the first.", "\(reconnects)")
+        metric("smarticod_upstream_messages_received_total", "counter", "Messages received from the server.", "\(messagesIn)")
+        metric("smarticod_upstream_messages_sent_total", "counter", "Messages sent to the server.", "\(messagesOut)")
+        metric("smarticod_answers_dropped_total", "counter", "Answers of the server to requests nobody waited for any more (the peer left, or the request timed out), dropped.", "\(answersDropped)")
 
         family("smarticod_events_published_total", "counter", "Events handed to the local subscribers, by event type; each event counts once, whatever the number of subscribers.")
         for (name, count) in eventsPublished.sorted(by: { $0.key < $1.key }) {
             sample("smarticod_events_published_total", labels: [("event", name)], "\(count)")
         }
 
-        if let outboxDepth {
-            family("smarticod_outbox_messages", "gauge", "Messages waiting in the outbox for the server.")
-            sample("smarticod_outbox_messages", "\(outboxDepth)")
-        }
-        if let outboxOldestMs {
-            family("smarticod_outbox_oldest_timestamp_seconds", "gauge", "When the oldest message waiting in the outbox was accepted, in seconds since the Unix epoch (absent when the outbox is empty).")
-            sample("smarticod_outbox_oldest_timestamp_seconds", Self.seconds(outboxOldestMs))
-        }
-        if let httpQueueDepth {
-            family("smarticod_http_queue_calls", "gauge", "Calls to Smartico's public HTTP API (push reports, push tokens) waiting in their queue.")
-            sample("smarticod_http_queue_calls", "\(httpQueueDepth)")
-        }
-        if let httpQueueOldestMs {
-            family("smarticod_http_queue_oldest_timestamp_seconds", "gauge", "When the oldest call waiting in the HTTP queue was accepted, in seconds since the Unix epoch (absent when the queue is empty).")
-            sample("smarticod_http_queue_oldest_timestamp_seconds", Self.seconds(httpQueueOldestMs))
-        }
-        family("smarticod_subscribers", "gauge", "Local peers with an active subscription.")
-        sample("smarticod_subscribers", "\(subscribers)")
-        family("smarticod_socket_connections", "gauge", "Open connections to the local socket.")
-        sample("smarticod_socket_connections", "\(connections)")
+        metric("smarticod_outbox_messages", "gauge", "Messages waiting in the outbox for the server.", outboxDepth.map { "\($0)" })
+        metric("smarticod_outbox_oldest_timestamp_seconds", "gauge", "When the oldest message waiting in the outbox was accepted, in seconds since the Unix epoch (absent when the outbox is empty).", outboxOldestMs.map { Self.seconds($0) })
+        metric("smarticod_http_queue_calls", "gauge", "Calls to Smartico's public HTTP API (push reports, push tokens) waiting in their queue.", httpQueueDepth.map { "\($0)" })
+        metric("smarticod_http_queue_oldest_timestamp_seconds", "gauge", "When the oldest call waiting in the HTTP queue was accepted, in seconds since the Unix epoch (absent when the queue is empty).", httpQueueOldestMs.map { Self.seconds($0) })
+        metric("smarticod_subscribers", "gauge", "Local peers with an active subscription.", "\(subscribers)")
+        metric("smarticod_socket_connections", "gauge", "Open connections to the local socket.", "\(connections)")
 
         if let lastError {
-            family("smarticod_last_error_timestamp_seconds", "gauge", "When the latest failure happened, in seconds since the Unix epoch (absent until one; kept after recovery).")
-            sample("smarticod_last_error_timestamp_seconds", Self.seconds(lastError.atMs))
-            family("smarticod_last_error_info", "gauge", "The latest failure's code (status.last_error.code), as a label; always 1.")
-            sample("smarticod_last_error_info", labels: [("code", lastError.code)], "1")
+            metric("smarticod_last_error_timestamp_seconds", "gauge", "When the latest failure happened, in seconds since the Unix epoch (absent until one; kept after recovery).", Self.seconds(lastError.atMs))
+            metric("smarticod_last_error_info", "gauge", "The latest failure's code (status.last_error.code), as a label; always 1.", labels: [("code", lastError.code)], "1")
         }
-        if let residentBytes {
-            family("smarticod_resident_memory_bytes", "gauge", "The daemon's resident set size (RSS) in bytes.")
-            sample("smarticod_resident_memory_bytes", "\(residentBytes)")
-        }
+        metric("smarticod_resident_memory_bytes", "gauge", "The daemon's resident set size (RSS) in bytes.", residentBytes.map { "\($0)" })
         return out
     }
 

@@ -10,6 +10,21 @@ enum StoreSchema {
     /// The schema version this code writes.
     static let version = 3
 
+    /// The public HTTP API's queue, made by the schema and by the migration 2 → 3 alike.
+    static let httpQueueTable = """
+        CREATE TABLE http_queue(
+            position INTEGER PRIMARY KEY AUTOINCREMENT,
+            uuid TEXT NOT NULL UNIQUE,
+            kind TEXT NOT NULL CHECK (kind IN ('push_report', 'push_token')),
+            request BLOB NOT NULL,
+            user TEXT,
+            created_ms INTEGER NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_ms INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT
+        );
+        """
+
     static let createSQL = """
         CREATE TABLE meta(
             key TEXT PRIMARY KEY NOT NULL,
@@ -76,17 +91,7 @@ enum StoreSchema {
         -- from the WebSocket's outbox and sent in position order by their own loop. request: the
         -- call's JSON (what to send; the event's user_ext_id is filled in at send time when user
         -- is NULL, i.e. when it was made before any user was known). next_ms: not before then (backoff).
-        CREATE TABLE http_queue(
-            position INTEGER PRIMARY KEY AUTOINCREMENT,
-            uuid TEXT NOT NULL UNIQUE,
-            kind TEXT NOT NULL CHECK (kind IN ('push_report', 'push_token')),
-            request BLOB NOT NULL,
-            user TEXT,
-            created_ms INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_ms INTEGER NOT NULL DEFAULT 0,
-            last_error TEXT
-        );
+        \(httpQueueTable)
         -- Push data, kept even while no user is identified.
         CREATE TABLE push(
             id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -112,17 +117,7 @@ enum StoreSchema {
         // 2 → 3: the public HTTP API's queue (push reports, push tokens over HTTP), separate from
         // the outbox. Nothing to carry over: no release before 3 queued HTTP calls.
         """
-        CREATE TABLE http_queue(
-            position INTEGER PRIMARY KEY AUTOINCREMENT,
-            uuid TEXT NOT NULL UNIQUE,
-            kind TEXT NOT NULL CHECK (kind IN ('push_report', 'push_token')),
-            request BLOB NOT NULL,
-            user TEXT,
-            created_ms INTEGER NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_ms INTEGER NOT NULL DEFAULT 0,
-            last_error TEXT
-        );
+        \(httpQueueTable)
         """,
     ]
 
