@@ -407,6 +407,10 @@ class ReleaseTests(WrapperTestCase):
         self.wrapper.wait_log(r"releasing the web views")
         paged = self.wrapper.wait_log(r"released memory: (\d+) read-only file mappings paged out")
         self.assertGreater(int(paged[0]), 0, "nothing was paged out")
+        # Paging out drops only pages of files the wrapper may write (root's libraries for root alone):
+        # the pages of the libraries' code are unmapped as well, whoever runs it.
+        unmapped = self.wrapper.wait_log(r"released memory: \d+ read-only file mappings paged out, (\d+) KiB of library pages unmapped")
+        self.assertGreater(int(unmapped[0]), 0, "no library page was unmapped")
         self.assertTrue(wait_until(lambda: not self.descendants("WebKitWebProcess") and not self.descendants("WebKitNetworkProcess"),
                                    timeout=APPEAR), "WebKit's processes outlived the release")
         # What was paged out is read back: the next popup loads, reports itself and is drawn.

@@ -277,11 +277,14 @@ final class Host {
     /// What the views and WebKit's UI side freed goes back to the system, not to malloc's free
     /// lists, and the file pages they touched (WebKit's, JavaScriptCore's, Mesa's and LLVM's code
     /// and data) go back to the kernel until the next popup reads what it needs
-    /// (docs/wrapper.md, "Rendering, memory and wake-ups").
+    /// (docs/wrapper.md, "Rendering, memory and wake-ups"). `MADV_PAGEOUT` drops only the pages of
+    /// files this process may write: the libraries are root's, so for any other user it is the
+    /// unmapping that hands their pages back.
     private func compact() {
         guard !popup.exists, !widget.exists else { return }
         malloc_trim(0)
-        log.debug("released memory: \(pageOutFileMappings()) read-only file mappings paged out")
+        let pagedOut = pageOutFileMappings()
+        log.debug("released memory: \(pagedOut) read-only file mappings paged out, \(kibText(smw_unmap_library_pages())) of library pages unmapped")
     }
 
     /// Once something has been on screen for a few seconds: the pages of the libraries' code and
