@@ -293,7 +293,9 @@ final class Host {
     /// Skia's CPU renderer never draws with. What is still used is mapped again from the page
     /// cache when next touched (docs/wrapper.md, "Rendering, memory and wake-ups").
     private func unmapLibraryPages() {
-        for surface in [popup, widget] where surface.exists { surface.unmapLibraryPages() }
+        if extensionDirectory != nil {
+            for surface in [popup, widget] where surface.exists { surface.unmapLibraryPages() }
+        }
         guard webContext != nil, !libraryPagesUnmapped else { return }
         libraryPagesUnmapped = true
         log.debug("library pages unmapped: \(kibText(smw_unmap_library_pages())) in this process")
