@@ -25,6 +25,13 @@ let package = Package(
         ),
         // An Xlib I/O error handler, so that the loss of the X server gets a log line.
         .target(name: "CDisplayWatch", dependencies: ["CWebKitGTK"], linkerSettings: [.linkedLibrary("X11"), .linkedLibrary("wayland-client")]),
+        // Unmapping the pages of the loaded libraries' code and constants, in the UI process and
+        // (through the extension) in the web processes. Plain C: both link it.
+        .target(name: "CWorkingSet"),
+        // The web process extension (WebExtension/, C): libsmartico-wrapper-web-extension.so,
+        // compiled with the toolchain's clang beside the wrapper's build (SwiftPM would link the
+        // Swift runtime into a library of its own, and none may reach the web process).
+        .plugin(name: "WebExtensionBuild", capability: .buildTool()),
         // The wrapper's logic without a display: the bridge conversations, the popup queue and its
         // acknowledgements, deep-link routing, the origin allow-list, the configuration.
         .target(
@@ -36,13 +43,14 @@ let package = Package(
         .executableTarget(
             name: "smartico-wrapper",
             dependencies: [
-                "CWebKitGTK", "CDisplayWatch", "SmarticoWrapperCore",
+                "CWebKitGTK", "CDisplayWatch", "CWorkingSet", "SmarticoWrapperCore",
                 .product(name: "SmarticoProtocol", package: "smarticod"),
                 .product(name: "SmarticoClient", package: "smarticod"),
             ],
-            swiftSettings: strict
+            swiftSettings: strict,
+            plugins: ["WebExtensionBuild"]
         ),
-        .testTarget(name: "SmarticoWrapperCoreTests", dependencies: ["SmarticoWrapperCore"], swiftSettings: strict),
+        .testTarget(name: "SmarticoWrapperCoreTests", dependencies: ["SmarticoWrapperCore", "CWorkingSet"], swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]
 )

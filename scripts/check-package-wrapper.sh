@@ -50,6 +50,7 @@ ok "DEBIAN/: control and md5sums only; md5sums matches every file"
 
 echo "--> files"
 expected="usr/bin/smartico-wrapper
+usr/lib/smartico-wrapper/libsmartico-wrapper-web-extension.so
 usr/lib/systemd/user/smartico-wrapper.service
 usr/share/applications/smartico-wrapper.desktop
 usr/share/doc/smartico-wrapper/copyright
@@ -78,6 +79,18 @@ for lib in libwebkitgtk-6.0.so.4 libgtk-4.so.1; do
     [[ " $needed" == *" $lib "* ]] || fail "/usr/bin/smartico-wrapper does not link $lib: $needed"
 done
 ok "no Swift library in ldd ($(wc -l <<<"$out") libraries, all found), no RUNPATH, stripped ($(stat -c %s "$W") bytes); NEEDED: $needed"
+
+echo "--> the web process extension"
+E="$R/usr/lib/smartico-wrapper/libsmartico-wrapper-web-extension.so"
+ext_needed="$(readelf -d "$E" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+# WebKit loads it into the web process, in its sandbox: nothing of the Swift toolchain may be in it.
+if grep -E 'swift|Foundation|dispatch|BlocksRuntime' <<<"$ext_needed"; then fail "the web process extension links a Swift library: $ext_needed"; fi
+[[ " $ext_needed" == *" libwebkitgtk-6.0.so.4 "* ]] || fail "the web process extension does not link libwebkitgtk-6.0.so.4: $ext_needed"
+if readelf -d "$E" | grep -E 'RPATH|RUNPATH'; then fail "the web process extension has an RPATH/RUNPATH (above)"; fi
+if readelf -S "$E" | grep -q ' \.symtab '; then fail "the web process extension is not stripped (it has a .symtab)"; fi
+readelf --dyn-syms -W "$E" | grep -q ' FUNC  *GLOBAL  *DEFAULT  *[0-9][0-9]* webkit_web_process_extension_initialize$' ||
+    fail "the web process extension does not export webkit_web_process_extension_initialize"
+ok "the web process extension exports webkit_web_process_extension_initialize, is stripped, no RUNPATH; NEEDED: $ext_needed"
 # --version and --help with nothing of a session: they must not need a display or a bus.
 v="$(env -i PATH=/usr/bin:/bin "$W" --version)" || fail "smartico-wrapper --version failed"
 [ "$v" = "smartico-wrapper $VERSION" ] || fail "smartico-wrapper --version prints '$v', not 'smartico-wrapper $VERSION'"
@@ -235,7 +248,9 @@ EOF
     fi
     primary=""
     grep -q 'lost smarticod' "$T/primary.log" || fail "the first instance did not say that the daemon is unreachable: $(cat "$T/primary.log")"
-    ok "started on Xvfb without a daemon (it retries: '$(grep -m1 -o 'lost smarticod ([^;]*' "$T/primary.log" | cut -c1-80)…'); a second 'smartico-wrapper --open dp:gf_missions' handed over and exited 0; SIGTERM: exit 0"
+    grep -q "web process extension: $R/usr/lib/smartico-wrapper/libsmartico-wrapper-web-extension.so" "$T/primary.log" ||
+        fail "the packaged binary did not find the packaged web process extension: $(cat "$T/primary.log")"
+    ok "started on Xvfb without a daemon (it retries: '$(grep -m1 -o 'lost smarticod ([^;]*' "$T/primary.log" | cut -c1-80)…'); found its web process extension in ../lib/smartico-wrapper; a second 'smartico-wrapper --open dp:gf_missions' handed over and exited 0; SIGTERM: exit 0"
 fi
 
 echo "--> install and remove with dpkg (in a throwaway copy of this system)"
@@ -258,7 +273,7 @@ verify="\$(dpkg --verify smartico-wrapper 2>&1)"; [ -z "\$verify" ] || bad "dpkg
 [ ! -e /etc/systemd/user/graphical-session.target.wants/smartico-wrapper.service ] || bad "the package enabled the user unit for every user (it must not)"
 echo "    install: dpkg -i, dpkg --verify clean, /usr/bin/smartico-wrapper --version $VERSION, the unit not enabled globally"
 dpkg -r smartico-wrapper >/pkg/remove.log 2>&1 || { cat /pkg/remove.log >&2; bad "dpkg -r failed"; }
-for f in /usr/bin/smartico-wrapper /usr/lib/systemd/user/smartico-wrapper.service /usr/share/applications/smartico-wrapper.desktop /usr/share/man/man1/smartico-wrapper.1.gz; do
+for f in /usr/bin/smartico-wrapper /usr/lib/smartico-wrapper /usr/lib/systemd/user/smartico-wrapper.service /usr/share/applications/smartico-wrapper.desktop /usr/share/man/man1/smartico-wrapper.1.gz; do
     [ ! -e "\$f" ] || bad "dpkg -r left \$f"
 done
 dpkg -P smartico-wrapper >/pkg/purge.log 2>&1 || { cat /pkg/purge.log >&2; bad "dpkg -P failed"; }

@@ -5,7 +5,8 @@
 # The wrapper is built in release mode in Wrapper/.build-release (apart from Wrapper/.build, the
 # debug build), with --static-swift-stdlib: the Swift runtime is inside the binary (nothing of
 # the toolchain in `ldd`), while GTK, WebKitGTK and GLib are the system's shared libraries,
-# named in Depends by dpkg-shlibdeps. The tree laid out in dist/root-wrapper/ is what the .deb
+# named in Depends by dpkg-shlibdeps. Beside it, /usr/lib/smartico-wrapper holds the wrapper's web
+# process extension (plain C, no Swift runtime). The tree laid out in dist/root-wrapper/ is what the .deb
 # holds (docs/operations.md, "The wrapper"). scripts/check-package-wrapper.sh checks the result.
 # `--build-only`: the release build and nothing else. `--print-bin-path`: prints the directory of
 # the release binary and builds nothing.
@@ -59,6 +60,19 @@ install -d "$r/usr/bin"
 install -m 0755 "$BIN/smartico-wrapper" "$r/usr/bin/smartico-wrapper"
 strip "$r/usr/bin/smartico-wrapper"
 
+# The web process extension (Wrapper/WebExtension, C), which WebKit loads into the wrapper's web
+# processes: the package's WebExtensionBuild plugin built it beside the release build. The wrapper
+# looks for it in ../lib/smartico-wrapper from its bin (docs/wrapper.md, memory).
+ext_name=libsmartico-wrapper-web-extension.so
+ext="$(find "$BUILD_PATH/plugins/outputs" -name "$ext_name" -type f)"
+if [ "$(grep -c . <<<"$ext")" -ne 1 ]; then
+    echo "error: expected one $ext_name under $BUILD_PATH/plugins/outputs (the WebExtensionBuild plugin's), found: ${ext:-none}" >&2
+    exit 1
+fi
+install -d "$r/usr/lib/smartico-wrapper"
+install -m 0644 "$ext" "$r/usr/lib/smartico-wrapper/$ext_name"
+strip --strip-unneeded "$r/usr/lib/smartico-wrapper/$ext_name"
+
 # The user unit (started with the graphical session; enabled per user, not by the package).
 if ! grep -q '^ExecStart=/usr/bin/smartico-wrapper$' systemd/user/smartico-wrapper.service; then
     echo "error: systemd/user/smartico-wrapper.service's ExecStart= is not /usr/bin/smartico-wrapper, where the package puts it" >&2
@@ -94,7 +108,7 @@ shlib_dir="$(mktemp -d)"
 trap 'rm -rf "$shlib_dir"' EXIT
 mkdir -p "$shlib_dir/debian" "$r/DEBIAN"
 printf 'Source: smartico-wrapper\n\nPackage: smartico-wrapper\nArchitecture: any\n' >"$shlib_dir/debian/control"
-shlibs="$(cd "$shlib_dir" && dpkg-shlibdeps -O -e"$r/usr/bin/smartico-wrapper" 2>"$shlib_dir/warnings")"
+shlibs="$(cd "$shlib_dir" && dpkg-shlibdeps -O -e"$r/usr/bin/smartico-wrapper" -e"$r/usr/lib/smartico-wrapper/$ext_name" 2>"$shlib_dir/warnings")"
 unused="$(grep -c 'useless dependency' "$shlib_dir/warnings" || true)"
 [ "$unused" -eq 0 ] || echo "    dpkg-shlibdeps: $unused libraries linked but unused (pkg-config's Libs for webkitgtk-6.0)"
 if grep -v 'useless dependency' "$shlib_dir/warnings" >"$shlib_dir/other"; then sed 's/^/    /' "$shlib_dir/other"; fi

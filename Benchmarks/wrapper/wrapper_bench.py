@@ -2,8 +2,13 @@
 latency (cold: the first popup after start; warm: the next ones; the first after a release), PSS
 summed over the wrapper and its WebKit processes (before the first popup, with a popup shown, after
 release_after_s with nothing on screen), and idle wake-ups per minute. Uses the test rig of Wrapper/tests.
+--breakdown N: also where the PSS is with the popup shown, by process and mapped file (the N largest).
 
-    python3 Benchmarks/wrapper/wrapper_bench.py [--warm N] [--cold N] [--idle-seconds S]
+    python3 Benchmarks/wrapper/wrapper_bench.py [--warm N] [--cold N] [--idle-seconds S] [--breakdown N]
+
+PSS depends on who runs it: the release's MADV_PAGEOUT drops library pages only for root (the
+kernel pages out only files the caller may write), so the line says the uid; run it as another
+user with `setpriv --reuid=… --regid=… --clear-groups` (docs/benchmarks.md, "The wrapper").
 """
 from __future__ import annotations
 
@@ -51,6 +56,31 @@ def pss_mb(pid: int) -> float:
         except OSError:
             pass
     return total / 1024
+
+
+def breakdown(pid: int, top: int) -> list[str]:
+    """Each process of the tree: its PSS, and its `top` largest parts by mapped file (anonymous
+    memory, the heap and stacks under their own names), from /proc/PID/smaps."""
+    lines = []
+    for p in tree(pid):
+        parts: dict[str, int] = {}
+        name = "?"
+        try:
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            current = "[anonymous]"
+            for line in Path(f"/proc/{p}/smaps").read_text().splitlines():
+                fields = line.split()
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    path = " ".join(fields[5:])
+                    current = os.path.basename(path) if path.startswith("/") else (path or "[anonymous]")
+                elif fields[0] == "Pss:":
+                    parts[current] = parts.get(current, 0) + int(fields[1])
+        except OSError:
+            continue
+        largest = sorted(parts.items(), key=lambda kv: -kv[1])[:top]
+        lines.append(f"  {name} ({p}) {sum(parts.values()) / 1024:.1f} MB: "
+                     + ", ".join(f"{k} {v / 1024:.1f}" for k, v in largest))
+    return lines
 
 
 def switches(pid: int) -> dict[tuple[int, int], int]:
@@ -108,7 +138,10 @@ def main() -> None:
     ap.add_argument("--warm", type=int, default=30)
     ap.add_argument("--idle-seconds", type=int, default=60)
     ap.add_argument("--release-after", type=int, default=60)
+    ap.add_argument("--breakdown", type=int, default=0, metavar="N",
+                    help="where the PSS is with the popup shown: each process's N largest mapped files")
     a = ap.parse_args()
+    where: list[str] = []
     cold, warm = [], []
     for run in range(a.cold):
         rig = Rig(sim_extra=["--http-port", "0"])
@@ -132,6 +165,8 @@ def main() -> None:
                 wait_until(lambda: len(re.findall(r"popup: on screen", wrapper.log())) >= a.warm + 2, timeout=30)
                 time.sleep(1)
                 shown = pss_mb(wrapper.process.pid)
+                if a.breakdown:
+                    where = breakdown(wrapper.process.pid, a.breakdown)
                 close_popup(wrapper, screen, screen.visible("^Smartico popup$"), a.warm + 2)
                 time.sleep(a.release_after + 10)
                 released = pss_mb(wrapper.process.pid)
@@ -149,11 +184,14 @@ def main() -> None:
             rig.close()
     print(f"cold emit→shown: median {statistics.median(cold):.3f} s, p95 {pct(cold, 95):.3f} s (n={len(cold)})")
     print(f"warm emit→shown: median {statistics.median(warm):.3f} s, p95 {pct(warm, 95):.3f} s (n={len(warm)})")
-    print(f"PSS before the first popup {before:.1f} MB; with a popup shown {shown:.1f} MB; "
+    print(f"PSS (run as uid {os.getuid()}) before the first popup {before:.1f} MB; with a popup shown {shown:.1f} MB; "
           f"{a.release_after + 10} s after the last one closed {released:.1f} MB, "
           f"{a.release_after + 10 + a.idle_seconds} s after {released_later:.1f} MB")
     print(f"idle context switches per minute: before any popup {idle_rate:.1f}; after release {idle_after:.1f}")
     print(f"the first popup after the release: emit→shown {after_release:.3f} s")
+    if where:
+        print(f"with popup {a.warm + 2} shown, PSS by process and mapped file (MB):")
+        print("\n".join(where))
 
 
 if __name__ == "__main__":

@@ -407,6 +407,10 @@ class ReleaseTests(WrapperTestCase):
         self.wrapper.wait_log(r"releasing the web views")
         paged = self.wrapper.wait_log(r"released memory: (\d+) read-only file mappings paged out")
         self.assertGreater(int(paged[0]), 0, "nothing was paged out")
+        # Paging out drops only pages of files the wrapper may write (root's libraries for root alone):
+        # the pages of the libraries' code are unmapped as well, whoever runs it.
+        unmapped = self.wrapper.wait_log(r"released memory: \d+ read-only file mappings paged out, (\d+) KiB of library pages unmapped")
+        self.assertGreater(int(unmapped[0]), 0, "no library page was unmapped")
         self.assertTrue(wait_until(lambda: not self.descendants("WebKitWebProcess") and not self.descendants("WebKitNetworkProcess"),
                                    timeout=APPEAR), "WebKit's processes outlived the release")
         # What was paged out is read back: the next popup loads, reports itself and is drawn.
@@ -416,6 +420,51 @@ class ReleaseTests(WrapperTestCase):
         self.assertTrue(wait_until(lambda: colours(self.screen.screenshot("after-release.png")) > 50, timeout=10),
                         "the popup after the release shows no page")
         self.assertEqual(self.wrapper.process.poll(), None)
+
+
+class LibraryPagesTests(WrapperTestCase):
+    def test_a_popup_on_screen_unmaps_the_idle_library_pages_and_popups_still_draw(self) -> None:
+        assert self.rig.sim is not None
+        first = self.rig.sim.emit_engagement()
+        self.wait_received(103, first)
+        # A few seconds after it is shown: in the wrapper, and in the popup's web process through
+        # the wrapper's web process extension (which the sandbox let it load).
+        own = self.wrapper.wait_log(r"library pages unmapped: (\d+) KiB in this process")
+        web = self.wrapper.wait_log(r"popup: library pages unmapped: (\d+) KiB in its web process")
+        self.assertGreater(int(own[0]), 1024, "the wrapper unmapped almost nothing")
+        self.assertGreater(int(web[0]), 1024, "the web process unmapped almost nothing")
+        self.assertTrue(wait_until(lambda: colours(self.screen.screenshot("unmapped.png")) > 50, timeout=10),
+                        "the popup shows no page after the unmapping")
+        self.press_close()
+        self.wrapper.wait_log(r"popup seq \d+ closed")
+        # The next popup, in the same web process, reads back what it uses and is drawn.
+        second = self.rig.sim.emit_engagement()
+        self.wait_received(103, second)
+        self.assertTrue(wait_until(lambda: colours(self.screen.screenshot("after-unmapping.png")) > 50, timeout=10),
+                        "the next popup shows no page")
+        # What nothing runs stays unmapped: where Mesa's driver brought LLVM in, its code is not
+        # read back in the web process (only its relocated data, which was never unmapped, remains).
+        for pid in self.descendants("WebKitWebProcess"):
+            code = mapped_kib(pid, "libLLVM", "r-xp")
+            if code is not None:
+                self.assertLess(code, 1024, f"LLVM's code came back in the web process {pid}: {code} KiB")
+        self.assertEqual(self.wrapper.process.poll(), None)
+
+
+def mapped_kib(pid: int, name: str, perms: str) -> Optional[int]:
+    """The resident KiB of a process's mappings of files whose name contains `name`, with
+    permissions `perms`; None when it maps no such file."""
+    total: Optional[int] = None
+    current = False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            current = len(fields) >= 6 and fields[1] == perms and name in fields[5]
+            if current and total is None:
+                total = 0
+        elif current and fields[0] == "Rss:":
+            total = (total or 0) + int(fields[1])
+    return total
 
 
 class WidgetTests(WrapperTestCase):

@@ -23,3 +23,11 @@ static inline WebKitWebContext *smw_web_context_new(WebKitMemoryPressureSettings
     return WEBKIT_WEB_CONTEXT(g_object_new(WEBKIT_TYPE_WEB_CONTEXT, "memory-pressure-settings", settings, NULL));
 }
 
+
+// The int64 a user message carries as its parameters (the web process extension's answer), if any.
+static inline int smw_user_message_int64(WebKitUserMessage *message, gint64 *out) {
+    GVariant *parameters = webkit_user_message_get_parameters(message);
+    if (parameters == NULL || !g_variant_is_of_type(parameters, G_VARIANT_TYPE_INT64)) return 0;
+    *out = g_variant_get_int64(parameters);
+    return 1;
+}

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CDisplayWatch
 import CWebKitGTK
+import CWorkingSet
 import SmarticoProtocol
 import SmarticoWrapperCore
 
@@ -34,21 +35,31 @@ final class Host {
     private var releaseTimer: MainTimer?
     /// A few seconds after a release, once WebKit's teardown has run: memory back to the system.
     private var compactTimer: MainTimer?
+    /// A few seconds after something is shown: the pages of the libraries' code that only ran while
+    /// WebKit started (Mesa's driver and LLVM above all) are unmapped, here and in the web processes.
+    private var unmapTimer: MainTimer?
+    /// Whether this process unmapped them since its web context was made (once per context; the
+    /// web processes keep count of their own).
+    private var libraryPagesUnmapped = false
+    /// The directory of the web process extension (`WebProcessExtension`), nil when it was not found.
+    private let extensionDirectory: String?
     /// `--open` asked before a widget URL was known: served once one is.
     private var pendingOpen: String??
 
-    init(app: UnsafeMutablePointer<GtkApplication>?, config: WrapperConfig, kiosk: Bool, log: Logger) {
+    init(app: UnsafeMutablePointer<GtkApplication>?, config: WrapperConfig, kiosk: Bool, log: Logger, extensionDirectory: String?) {
         self.app = app
         self.config = config
         self.kiosk = kiosk
         self.log = log
         self.model = WrapperModel(config: config)
+        self.extensionDirectory = extensionDirectory
     }
 
     func start() {
         deadlineTimer = MainTimer { [unowned self] in self.perform(self.model.tick(now: monotonicMs())) }
         releaseTimer = MainTimer { [unowned self] in self.releaseIdleViews() }
         compactTimer = MainTimer { [unowned self] in self.compact() }
+        unmapTimer = MainTimer { [unowned self] in self.unmapLibraryPages() }
         _ = smw_watch_display(raw(gdk_display_get_default()), onDisplayLost)
         let css = gtk_css_provider_new()
         gtk_css_provider_load_from_data(css, "window.smartico-popup { background: transparent; }", -1)
@@ -143,6 +154,11 @@ final class Host {
                     webkit_memory_pressure_settings_free(pressure)
                     // No page cache: a page left is not kept alive in its process.
                     webkit_web_context_set_cache_model(webContext, WEBKIT_CACHE_MODEL_DOCUMENT_VIEWER)
+                    // The extension that unmaps a web process's library pages when asked (WebKit
+                    // makes its directory readable in the sandbox).
+                    if let extensionDirectory {
+                        webkit_web_context_set_web_process_extensions_directory(webContext, extensionDirectory)
+                    }
                     // One ephemeral session for both views: one network process, nothing on disk.
                     networkSession = webkit_network_session_new_ephemeral()
                 }
@@ -156,6 +172,7 @@ final class Host {
             let underPopup = surface === widget && popup.visible
             surface.show(focus: !underPopup)
             if underPopup { popup.show() }
+            if unmapTimer?.isScheduled == false { unmapTimer?.schedule(afterMs: unmapDelayMs) }
         case .close: surface.hide()
         }
     }
@@ -250,6 +267,8 @@ final class Host {
             g_object_unref(raw(webContext))
             self.webContext = nil
         }
+        unmapTimer?.cancel()
+        libraryPagesUnmapped = false
         // WebKit's teardown (the web and network processes ending, their connections closing)
         // runs in the next turns of the main loop and touches its code again: compact after it.
         compactTimer?.schedule(afterMs: compactDelayMs)
@@ -258,11 +277,37 @@ final class Host {
     /// What the views and WebKit's UI side freed goes back to the system, not to malloc's free
     /// lists, and the file pages they touched (WebKit's, JavaScriptCore's, Mesa's and LLVM's code
     /// and data) go back to the kernel until the next popup reads what it needs
-    /// (docs/wrapper.md, "Rendering, memory and wake-ups").
+    /// (docs/wrapper.md, "Rendering, memory and wake-ups"). `MADV_PAGEOUT` drops only the pages of
+    /// files this process may write: the libraries are root's, so for any other user it is the
+    /// unmapping that hands their pages back.
     private func compact() {
         guard !popup.exists, !widget.exists else { return }
         malloc_trim(0)
-        log.debug("released memory: \(pageOutFileMappings()) read-only file mappings paged out")
+        let pagedOut = pageOutFileMappings()
+        log.debug("released memory: \(pagedOut) read-only file mappings paged out, \(kibText(smw_unmap_library_pages())) of library pages unmapped")
+    }
+
+    /// Once something has been on screen for a few seconds: the pages of the libraries' code and
+    /// constants stop counting against this process and the web processes. Most are those of what
+    /// only ran while WebKit started: Mesa's driver and LLVM, which WebKit's EGL display loads and
+    /// Skia's CPU renderer never draws with. What is still used is mapped again from the page
+    /// cache when next touched (docs/wrapper.md, "Rendering, memory and wake-ups").
+    private func unmapLibraryPages() {
+        if extensionDirectory != nil {
+            for surface in [popup, widget] where surface.exists { surface.unmapLibraryPages() }
+        }
+        guard webContext != nil, !libraryPagesUnmapped else { return }
+        libraryPagesUnmapped = true
+        log.debug("library pages unmapped: \(kibText(smw_unmap_library_pages())) in this process")
+    }
+
+    /// A web process's answer to `unmapLibraryPages` (0: it had done it already).
+    func webProcessUnmapped(_ kind: SurfaceKind, kib: Int?, failure: String?) {
+        if let failure {
+            log.debug("\(kind.name): its web process did not unmap its library pages: \(failure)")
+        } else if let kib, kib != 0 {
+            log.debug("\(kind.name): library pages unmapped: \(kibText(kib)) in its web process")
+        }
     }
 
     // MARK: - The pages (signal handlers call these)
@@ -347,6 +392,14 @@ final class Host {
         releaseTimer?.cancel()
         compactTimer?.cancel()
     }
+}
+
+/// From a view's showing to the unmapping of the library pages: its first frames drawn.
+private let unmapDelayMs: Int64 = 3000
+
+/// KiB as a log shows them; -1 (the kernel refused) as such.
+private func kibText(_ kib: Int) -> String {
+    kib < 0 ? "nothing (refused)" : "\(kib) KiB"
 }
 
 /// From the release of the views to their memory's: WebKit's teardown takes a few turns of the

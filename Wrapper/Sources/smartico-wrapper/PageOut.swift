@@ -6,8 +6,11 @@ import SmarticoWrapperCore
 /// Hands this process's clean file pages back to the kernel (`MADV_PAGEOUT`, Linux 5.4): called
 /// once the web views are released, when the code and data of WebKit, JavaScriptCore, Mesa and
 /// LLVM that the views touched are not needed until the next popup, which reads back what it uses.
-/// Android compacts its cached apps the same way. Returns how many mappings were advised; a
-/// kernel without `MADV_PAGEOUT` (EINVAL) or an unreadable maps file advises none.
+/// Android compacts its cached apps the same way. The kernel pages out only the pages of files the
+/// caller owns or may write (a guard against side channels): root's libraries for root alone; any
+/// other user's wrapper unmaps them instead (`smw_unmap_library_pages`, Host.compact). Returns how
+/// many mappings were advised; a kernel without `MADV_PAGEOUT` (EINVAL) or an unreadable maps file
+/// advises none.
 func pageOutFileMappings() -> Int {
     let fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return 0 }

@@ -1,4 +1,5 @@
 import CWebKitGTK
+import CWorkingSet
 import SmarticoWrapperCore
 
 /// Which of the two independent web views a callback is about (the signal's user data).
@@ -137,6 +138,15 @@ final class WebSurface {
         webkit_web_view_evaluate_javascript(webView, script, -1, nil, nil, nil, nil, nil)
     }
 
+    /// Asks the view's web process, through the wrapper's web process extension, to unmap the
+    /// pages of its libraries' code and constants (`SMW_UNMAP_MESSAGE`); the answer goes to
+    /// `Host.webProcessUnmapped`.
+    func unmapLibraryPages() {
+        guard let webView else { return }
+        webkit_web_view_send_message_to_page(webView, webkit_user_message_new(SMW_UNMAP_MESSAGE, nil), nil,
+                                             onUnmapAnswer, UnsafeMutableRawPointer(bitPattern: kind.rawValue))
+    }
+
     /// Maps the window; `focus`: raised and given the keyboard too (false: it must not take the
     /// player's keys from a popup on screen).
     func show(focus: Bool = true) {
@@ -249,6 +259,19 @@ private let onWebProcessTerminated: @convention(c) (UnsafeMutableRawPointer?, UI
 
 private let onViewClose: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void = { _, data in
     host.pageClosedItself(surface(data))
+}
+
+private let onUnmapAnswer: @convention(c) (UnsafeMutablePointer<GObject>?, OpaquePointer?, UnsafeMutableRawPointer?) -> Void = { view, result, data in
+    var error: UnsafeMutablePointer<GError>?
+    guard let answer = webkit_web_view_send_message_to_page_finish(cast(view), result, &error) else {
+        host.webProcessUnmapped(surface(data), kib: nil, failure: error.map { String(cString: $0.pointee.message) } ?? "no answer")
+        g_error_free(error)
+        return
+    }
+    var kib: gint64 = 0
+    let valid = smw_user_message_int64(answer, &kib) != 0
+    g_object_unref(raw(answer))
+    host.webProcessUnmapped(surface(data), kib: valid ? Int(kib) : nil, failure: valid ? nil : "an answer without a size")
 }
 
 private let onCloseRequest: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Int32 = { _, data in

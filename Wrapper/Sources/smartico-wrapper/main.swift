@@ -75,6 +75,14 @@ if String(cString: getenv("GSK_RENDERER")) == "cairo", getenv("GDK_DEBUG") == ni
 // their own memory instead (Host: the web context's memory-pressure settings).
 setenv("WEBKIT_DISABLE_MEMORY_PRESSURE_MONITOR", "1", 0)
 
+// The web process extension (WebProcessExtension): as packaged beside the binary, or as built.
+let extensionDirectory: String? = {
+    var path = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let n = readlink("/proc/self/exe", &path, path.count - 1)
+    let executable = n > 0 ? String(decoding: path[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    return WebProcessExtension.directory(executable: executable, built: builtWebExtensionDirectory) { access($0, R_OK) == 0 }
+}()
+
 let app = gtk_application_new(appID, G_APPLICATION_HANDLES_COMMAND_LINE)
 
 /// Every invocation's command line, in the running (primary) instance.
@@ -94,7 +102,7 @@ let onCommandLine: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPoi
         return 2
     }
     if host == nil {
-        host = Host(app: app, config: config, kiosk: kiosk, log: logger)
+        host = Host(app: app, config: config, kiosk: kiosk, log: logger, extensionDirectory: extensionDirectory)
         host.start()
         g_application_hold(cast(app))
         do {
@@ -105,6 +113,11 @@ let onCommandLine: @convention(c) (UnsafeMutableRawPointer?, UnsafeMutableRawPoi
             return 1
         }
         logger.info("started; smarticod at \(socketPath), durable subscription \(Text.quoted(durableName))\(kiosk ? ", kiosk mode" : ""); configuration \(configPath.map { Text.quoted($0) } ?? "none (every default)")")
+        if let extensionDirectory {
+            logger.debug("web process extension: \(extensionDirectory)/\(WebProcessExtension.fileName)")
+        } else {
+            logger.info("no \(WebProcessExtension.fileName) (in ../lib/smartico-wrapper or the build): web processes keep the pages of their libraries' code (docs/wrapper.md, memory)")
+        }
     } else if !invocation.open {
         logger.info("already running; another invocation without --open changed nothing")
     }
