@@ -33,6 +33,8 @@ public actor SmarticoStore {
     private let directory: String
     private var options: StoreOptions
     private var db: SQLiteConnection?
+    /// Runs the WAL's checkpoints off the commit path (``WALCheckpointer``); nil while closed.
+    private var checkpointer: WALCheckpointer?
     private var cachedDeviceID = ""
     private var cachedJournalID = ""
 
@@ -122,6 +124,9 @@ public actor SmarticoStore {
             throw Self.storeError(error)
         }
         db = connection
+        connection.takeOverCheckpoints()
+        let pageSize = (try? connection.queryFirst("PRAGMA page_size") { Int($0.int64(0)) }) ?? nil
+        checkpointer = WALCheckpointer(path: connection.path, pageSize: pageSize ?? 4096)
         do {
             try inTransaction { db in
                 try db.run("INSERT OR IGNORE INTO meta(key, value) VALUES ('device_id', ?)", [.text(Self.makeUUID())])
@@ -155,11 +160,15 @@ public actor SmarticoStore {
     /// A store released without `close()` still closes its database on its own thread (closing the last
     /// connection checkpoints the WAL, which blocks), not on whichever thread dropped the last reference.
     isolated deinit {
-        db?.close()
+        close()
     }
 
     /// Closes the database. Every acknowledged write is already on disk; later calls throw `.closed`.
+    /// The checkpointer's connection closes first: the store's, the last, checkpoints what the
+    /// WAL still holds and removes it.
     public func close() {
+        checkpointer?.close()
+        checkpointer = nil
         db?.close()
         db = nil
     }
@@ -813,6 +822,13 @@ public actor SmarticoStore {
     /// The heap memory the page cache holds now.
     public func cacheBytes() -> Int { db?.cacheBytes ?? 0 }
 
+    /// The checkpoints run beside the commits since the store was opened, and the last one's
+    /// failure (tests, diagnostics); and the WAL's frames after the last commit.
+    func checkpointState() -> (run: Int, lastError: SQLiteError?, walFrames: Int, threshold: Int) {
+        let outcome = checkpointer?.checkpoints
+        return (outcome?.count ?? 0, outcome?.lastError, db?.walFrames ?? 0, checkpointer?.threshold ?? 0)
+    }
+
     /// The kernel id of the thread running this method (tests use it to show the store thread sleeps).
     func currentThreadID() -> Int32? {
         currentKernelThreadID()
@@ -843,10 +859,13 @@ public actor SmarticoStore {
         }
     }
 
-    /// A write transaction (`BEGIN IMMEDIATE` … `COMMIT`); rolled back when `body` throws.
+    /// A write transaction (`BEGIN IMMEDIATE` … `COMMIT`); rolled back when `body` throws. A
+    /// commit that left the WAL long enough starts a checkpoint beside it (``WALCheckpointer``).
     private func inTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         guard let db else { throw .closed }
-        return try db.transaction { try body(db) }
+        let value = try db.transaction { try body(db) }
+        checkpointer?.committed(walFrames: db.walFrames)
+        return value
     }
 
     private static func counter(_ name: String, _ db: SQLiteConnection) throws -> Int64 {
