@@ -118,7 +118,7 @@ extension SessionMachine {
         // Props are merged from any server message that carries a `props` object, as the SDK
         // merges them (a 108's below, with its problem check; IDENTIFY's in onIdentifyResponse):
         // e.g. a 504 or a data answer. Not for another user's messages (pushesFor).
-        if case .object(let changes)? = msg.json["props"], pushesFor != nil {
+        if case .object(let changes)? = msg.member("props"), pushesFor != nil {
             switch msg {
             case .publicPropertiesChanged, .identifyUserResponse: break
             default: updateProps(changes)
