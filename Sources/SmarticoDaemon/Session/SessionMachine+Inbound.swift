@@ -142,7 +142,7 @@ extension SessionMachine {
             }
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
-            let popupURL = EngagementJournal.popupURLJSON(self.popupURL)
+            let popupURL = account.popupURLJSON
             if let uid = e.engagementUID {
                 let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))
