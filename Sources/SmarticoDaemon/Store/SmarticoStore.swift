@@ -626,6 +626,17 @@ public actor SmarticoStore {
         }
     }
 
+    /// Journaled events as subscribers get them: those of ``events(after:limit:types:maxBytes:)``,
+    /// each with its line's `data` — an engagement's row gets back the `bridge` it was journaled
+    /// without (``EngagementJournal``), so nothing outside the store knows how a row is laid out.
+    public func lines(after: JournalSeq, limit: Int, types: Set<String>? = nil) throws(StoreError) -> [JournalEvent] {
+        var events = try events(after: after, limit: limit, types: types)
+        for i in events.indices {
+            events[i].data = EngagementJournal.lineData(name: events[i].name, journaled: events[i].data)
+        }
+        return events
+    }
+
     /// The last seq ever assigned (0 before the first event). Never goes backwards.
     public func lastSeq() -> JournalSeq { journalState.lastSeq }
 
