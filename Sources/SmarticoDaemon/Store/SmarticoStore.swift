@@ -20,6 +20,13 @@ import Darwin
 public actor SmarticoStore {
     /// The name of the database file inside the state directory.
     public static let fileName = "smarticod.db"
+    /// The page size of a new database: 8 KiB. A journal row is an event's data — for an engagement
+    /// the 110 as received (about 2 KB) and its popup URL — so with SQLite's default of 4 KiB a
+    /// row of just over half a page took a page of its own, and every event moved a page or more
+    /// through the WAL, the checkpoint and retention; an 8 KiB page holds three such rows
+    /// (docs/store.md, "Pages").
+    static let pageSize = 8192
+
     /// The folder of event-log segments a development build of smarticod kept beside the database.
     static let developmentEventsFolder = "events"
 
@@ -110,6 +117,8 @@ public actor SmarticoStore {
                         sql: "PRAGMA quick_check", path: path))
                 }
             }
+            // A new database gets pages of ``pageSize`` (an existing one keeps the size it was made with).
+            if empty { try connection.execute("PRAGMA page_size = \(Self.pageSize)") }
             let mode = try connection.queryFirst("PRAGMA journal_mode = WAL") { $0.text(0) } ?? ""
             guard mode.lowercased() == "wal" else {
                 throw StoreError.walUnavailable(path: path, journalMode: mode)
