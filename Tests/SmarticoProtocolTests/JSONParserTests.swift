@@ -232,6 +232,50 @@ import SmarticoProtocol
         }
     }
 
+    /// Validating an object (RawJSONObject, which builds no tree) fails where and as parsing it does,
+    /// and reads a member's value as the parsed object has it.
+    @Test func validatingFailsAsParsingDoes() throws {
+        let texts = [#"{"a":1,}"#, #"{"a":"\x"}"#, "{\"a\":\"\u{01}\"}", #"{"a":01}"#, #"{"a":"\ud800"}"#,
+                     #"{"a":"\udc00x"}"#, #"{"a":"\u12"}"#, #"{"a":[1,2}"#, #"{"a":1} x"#, #"{"a":-}"#, #"{"a":1.e5}"#,
+                     #"{"a":1e}"#, #"{"a":tru}"#, #"{"a":"#, #"{"a" 1}"#, #"{a:1}"#, #"{"a":{"b":[{"c":"\/\n"}]}} ]"#]
+        var documents = texts.map(bytes)
+        documents.append(bytes(#"{"a":"x"#) + [0xC3, 0x28] + bytes(#""}"#))  // a broken UTF-8 sequence
+        documents.append(bytes(#"{"é":"#) + [0xED, 0xA0, 0x80] + bytes("}"))   // an encoded surrogate
+        for doc in documents {
+            do {
+                _ = try JSONValue(parsing: doc)
+                Issue.record("parsed \(doc.text)")
+            } catch {
+                #expect(throws: ProtocolError(error), "\(doc.text)") { try RawJSONObject(validating: doc) }
+            }
+        }
+        let doc = bytes(#"{"s":"a\u00e9\"","n":-1.50e3,"a":[true,null,{"k":"v"}],"s":"last"}"#)
+        let raw = try RawJSONObject(validating: doc)
+        let parsed = try #require(try JSONValue(parsing: doc).objectValue)
+        #expect(raw.parsed() == parsed)
+        for name in ["s", "n", "a", "missing"] { #expect(raw[name] == parsed[name], "\(name)") }
+        #expect(raw["n"]?.serialized().text == "-1.50e3")
+    }
+
+    /// The first member's object value, read from the one validation of the whole: the same as
+    /// validating its bytes alone.
+    @Test func firstMemberObjectIsTheValueValidatedAlone() throws {
+        let doc = bytes(#" {"m" : { "a\u0062":[1,{"x":2}], "s":"\"}", "e":{} } ,"n":{"k":1}}"#)
+        let raw = try RawJSONObject(validating: doc)
+        let first = try #require(raw.firstMemberObject())
+        let alone = try RawJSONObject(validating: Array(doc[raw.members[0].value]))
+        #expect(first.bytes == alone.bytes && first.members == alone.members && first.objectRange == alone.objectRange)
+        #expect(first.members.map(\.name) == ["ab", "s", "e"])
+        #expect(first.parsed() == alone.parsed())
+        var bridged: [UInt8] = [], expected: [UInt8] = []
+        first.appendObject(prefix: "", dropping: "s", to: &bridged)
+        alone.appendObject(prefix: "", dropping: "s", to: &expected)
+        #expect(bridged == expected)
+        #expect(try RawJSONObject(validating: bytes(#"{"m":[{"a":1}],"n":{}}"#)).firstMemberObject() == nil)
+        #expect(try RawJSONObject(validating: bytes(#"{}"#)).firstMemberObject() == nil)
+        #expect(try RawJSONObject(validating: bytes(#"{"m":{}}"#)).firstMemberObject()?.bytes == bytes("{}"))
+    }
+
     /// An error's byte offset as a line and a column (columns count scalars), for config files.
     @Test func errorsGiveLineAndColumn() {
         let text = bytes("{\n  \"é\": 1,\n  \"b\": x\n}")

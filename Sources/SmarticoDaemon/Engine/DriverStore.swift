@@ -194,18 +194,20 @@ final class DriverStore {
         pending.append(event)
     }
 
-    /// An event of the machine (or of the HTTP queue): logged by its level, then kept for the batch's end.
-    func emit(_ event: DaemonEvent, now: Int64) {
+    /// An event of the machine (or of the HTTP queue): logged by its level, then kept for the batch's
+    /// end. `once`: an engagement journaled only the first time its uid is seen for the user.
+    func emit(_ event: DaemonEvent, now: Int64, once: (user: String, uid: String)? = nil) {
         if let level = SessionDriver.logLevel(of: event), logger.logLevel <= level {
             logger.log(level: level, "\(event.name): \(SessionDriver.summary(event.data))")
         }
         if let warning = event.warning { logger.warning("\(warning)") }
-        let body = SessionDriver.body(of: event)
-        if event.journaled {
-            append(Outgoing(name: event.name, body: body, tsMs: now,
-                            write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body))))
+        let body = event.body
+        let row = NewJournalEvent(name: event.name, tsMs: now, body: body)
+        if let once {
+            append(Outgoing(name: event.name, body: body, tsMs: now, write: JournalWrite(row, once: once.uid, user: once.user),
+                            loggedUID: logger.logLevel <= .debug ? once.uid : nil))
         } else {
-            append(Outgoing(name: event.name, body: body, tsMs: now))
+            append(Outgoing(name: event.name, body: body, tsMs: now, write: event.journaled ? JournalWrite(row) : nil))
         }
     }
 

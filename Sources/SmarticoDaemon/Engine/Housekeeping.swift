@@ -75,12 +75,15 @@ actor SystemdWatchdog {
 }
 
 /// Gives memory back once a burst is over (``ProcessMemory``): the store's page cache, then the
-/// heap's free pages. Its timer is armed again every ``afterInputs`` inputs the driver handles,
+/// heap's free pages. Its timer is armed after every ``afterInputs`` inputs the driver handles,
 /// whenever the session becomes ready (the start-up and the handshake are done) and when a local
-/// peer with a large queue goes away; it fires once nothing re-armed it for ``delay``.
+/// peer with a large queue goes away; once armed, every batch of inputs puts it off again, so it
+/// fires only after ``delay`` without any input.
 ///
 /// An actor on the daemon's loop, like ``SessionDriver``: its timer is a loop timer, and the heap
-/// trim runs on the loop between the driver's steps.
+/// trim runs on the loop between the driver's steps — only when nothing arrives, never in the
+/// middle of a stream of events (where it held the loop and, by shrinking the store's page cache,
+/// the next commits: issue 42).
 actor MemoryTrimmer {
     nonisolated let loop: EventLoop
     nonisolated var unownedExecutor: UnownedSerialExecutor { loop.asUnownedSerialExecutor() }
@@ -114,12 +117,13 @@ actor MemoryTrimmer {
         _ = loop.execute { [self] in assumeIsolated { $0.timer?.schedule(after: Self.delay) } }
     }
 
-    /// The driver handled `count` more inputs: a burst re-arms the timer every ``afterInputs``.
+    /// The driver handled `count` more inputs: a burst arms the timer every ``afterInputs``, and
+    /// an armed timer waits again for ``delay`` without input.
     func inputsHandled(_ count: Int) {
         inputsSinceArmed += count
-        guard inputsSinceArmed >= Self.afterInputs else { return }
-        inputsSinceArmed = 0
-        timer?.schedule(after: Self.delay)
+        guard let timer, inputsSinceArmed >= Self.afterInputs || timer.isScheduled else { return }
+        if inputsSinceArmed >= Self.afterInputs { inputsSinceArmed = 0 }
+        timer.schedule(after: Self.delay)
     }
 
     private func trim() async {

@@ -375,10 +375,7 @@ actor SessionDriver {
         case .emit(let event):
             durable.emit(event, now: now)
         case .journalOnce(let user, let uid, let event):
-            let body = Self.body(of: event)
-            durable.append(.init(name: event.name, body: body, tsMs: now,
-                                 write: JournalWrite(NewJournalEvent(name: event.name, tsMs: now, body: body), once: uid, user: user),
-                                 loggedUID: logger.logLevel <= .debug ? uid : nil))
+            durable.emit(event, now: now, once: (user: user, uid: uid))
         case .connect(let conn, let url):
             connect(conn, url: url)
         case .send(let conn, let message):
@@ -456,26 +453,10 @@ actor SessionDriver {
         }
     }
 
-    /// An event's `data` as it is journaled and shown: an engagement's kept as the 110's bytes (its
-    /// row and line are appended from them where they are written: the journal without `bridge`,
-    /// the line with it, ``EngagementJournal``), anything else serialized once, the same bytes for both.
-    static func body(of event: DaemonEvent) -> EventBody {
-        switch event.payload {
-        case .engagement(let engagement):
-            return .engagement(engagement)
-        case .tree(let data):
-            if event.kind == .engagement, let engagement = EngagementJournal.engagementData(fromTree: data) {
-                return .engagement(engagement)
-            }
-            return .bytes(data.serialized())
-        }
-    }
-
     /// The journal row of `event` and its line's `data` bytes, as arrays (tests compare them with
     /// replay): the same bytes, except that an engagement is journaled without its `bridge`.
     static func journalRow(_ event: DaemonEvent, tsMs: Int64) -> (row: NewJournalEvent, line: [UInt8]) {
-        let body = body(of: event)
-        return (NewJournalEvent(name: event.name, tsMs: tsMs, body: body), body.lineBytes)
+        (event.journalEvent(tsMs: tsMs), event.body.lineBytes)
     }
 
     /// An identify of another user and a logout change whom the daemon speaks for after a restart

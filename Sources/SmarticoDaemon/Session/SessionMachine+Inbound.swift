@@ -118,7 +118,7 @@ extension SessionMachine {
         // Props are merged from any server message that carries a `props` object, as the SDK
         // merges them (a 108's below, with its problem check; IDENTIFY's in onIdentifyResponse):
         // e.g. a 504 or a data answer. Not for another user's messages (pushesFor).
-        if case .object(let changes)? = msg.json["props"], pushesFor != nil {
+        if case .object(let changes)? = msg.member("props"), pushesFor != nil {
             switch msg {
             case .publicPropertiesChanged, .identifyUserResponse: break
             default: updateProps(changes)
@@ -142,7 +142,7 @@ extension SessionMachine {
             }
         case .engagement(let e):
             // `message` and `bridge` are copied from the 110's bytes, not built as a tree (EngagementJournal).
-            let popupURL = EngagementJournal.popupURLJSON(self.popupURL)
+            let popupURL = account.popupURLJSON
             if let uid = e.engagementUID {
                 let event = DaemonEvent(engagement: EngagementJournal.data(for: e, popupURLJSON: popupURL))
                 out.append(.journalOnce(user: engagementUser, uid: uid, event))

@@ -213,7 +213,12 @@ public struct SessionMachine: Sendable {
         /// A hash given with the `identify` op, used by the next IDENTIFY before the hash command.
         var freshHash: String?
         /// The last IDENTIFY answer for this user.
-        var identity: IdentifyUserResponse?
+        var identity: IdentifyUserResponse? {
+            didSet { popupURLJSON = EngagementJournal.popupURLJSON(SessionMachine.popupURL(identity)) }
+        }
+        /// `popup_url` as each engagement event carries it (JSON: a string or `null`), made once
+        /// per IDENTIFY answer.
+        var popupURLJSON = EngagementJournal.popupURLJSON(nil)
         var props: JSONObject = [:]
         var forceLogin = false
         var lastActivityMs: Int64?
@@ -1022,7 +1027,12 @@ public struct SessionMachine: Sendable {
     /// The IDENTIFY answer's popup page (`native_app_popup_url`) when it may be handed out
     /// (``WebURL``), with `force_mobile=true` (``WrapperURL/forcingMobile(_:)``): engagements carry
     /// it as `popup_url`.
-    var popupURL: String? { account.identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile) }
+    var popupURL: String? { Self.popupURL(account.identity) }
+
+    /// The popup page of an IDENTIFY answer when it may be handed out, with `force_mobile=true`.
+    static func popupURL(_ identity: IdentifyUserResponse?) -> String? {
+        identity?.popupURL.flatMap(WebURL.checked).map(WrapperURL.forcingMobile)
+    }
     /// The IDENTIFY answer's gamification page (`native_app_gf_url`) when it may be handed out, with
     /// `force_mobile=true`: the base of the `url` of deep links and mini-games (which keep it).
     var gamificationURL: String? {

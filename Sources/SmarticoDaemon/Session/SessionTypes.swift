@@ -194,9 +194,12 @@ public struct DaemonEvent: Sendable, Equatable {
         case engagement(EngagementData)
     }
 
+    /// An event whose data is given as a tree. An `engagement` built this way (`message`,
+    /// `popup_url`, `bridge`) is kept as a received one is, the message's compact serialization
+    /// as its bytes: every engagement event has the one shape, ``EngagementData``.
     public init(kind: EventKind, data: JSONValue, journaled: Bool, warning: String? = nil) {
         self.kind = kind
-        self.payload = .tree(data)
+        self.payload = Self.payload(kind, data)
         self.journaled = journaled
         self.warning = warning
     }
@@ -218,15 +221,28 @@ public struct DaemonEvent: Sendable, Equatable {
             case .engagement(let e): return (try? JSONValue(parsing: e.assemble().line, options: JSONParseOptions(maxDepth: .max))) ?? .null
             }
         }
-        set { payload = .tree(newValue) }
+        set { payload = Self.payload(kind, newValue) }
+    }
+
+    private static func payload(_ kind: EventKind, _ data: JSONValue) -> Payload {
+        if kind == .engagement, let engagement = EngagementJournal.engagementData(fromTree: data) {
+            return .engagement(engagement)
+        }
+        return .tree(data)
+    }
+
+    /// The event's `data` on its way to the journal and the lines: a tree serialized once, an
+    /// engagement's bytes as they are.
+    var body: EventBody {
+        switch payload {
+        case .tree(let v): .bytes(v.serialized())
+        case .engagement(let e): .engagement(e)
+        }
     }
 
     /// The journal row for this event (an engagement's without its `bridge`, see ``EngagementJournal``).
     public func journalEvent(tsMs: Int64) -> NewJournalEvent {
-        switch payload {
-        case .tree(let v): NewJournalEvent(name: name, tsMs: tsMs, data: v.serialized())
-        case .engagement(let e): NewJournalEvent(name: name, tsMs: tsMs, body: .engagement(e))
-        }
+        NewJournalEvent(name: name, tsMs: tsMs, body: body)
     }
 
     /// Same name, journaling and data (as JSON values, whatever form they are kept in).

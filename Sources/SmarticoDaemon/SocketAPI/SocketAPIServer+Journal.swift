@@ -14,7 +14,7 @@ extension SocketAPIServer {
             if let store {
                 do throws(StoreError) {
                     let bounds = try await store.journalBounds()
-                    let events = try await store.events(after: request.after, limit: request.limit, types: request.types)
+                    let events = try await store.lines(after: request.after, limit: request.limit, types: request.types)
                     page = .success(.init(bounds: bounds, events: events))
                 } catch {
                     page = .failure(error)

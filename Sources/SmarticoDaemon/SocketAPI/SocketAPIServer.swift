@@ -164,18 +164,10 @@ public final class SocketAPIServer: CustomStringConvertible,
     /// ignored as a repeat); nil for a live-only event, which carries the seq of the last journaled
     /// event sent before it on each connection. `tsMs`: when the daemon received it.
     public func publish(_ event: DaemonEvent, seq: JournalSeq?, tsMs: Int64) {
-        var data: [UInt8] = []
-        event.data.serialize(into: &data)
-        publish([PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, data: data)])
+        publish([PreparedEvent(name: event.name, seq: seq, tsMs: tsMs, body: event.body)])
     }
 
-    /// ``publish(_:seq:tsMs:)`` for an event whose `data` is already serialized (the bytes that were
-    /// journaled).
-    public func publish(name: String, serializedData data: [UInt8], seq: JournalSeq?, tsMs: Int64) {
-        publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, data: data)])
-    }
-
-    /// ``publish(name:serializedData:seq:tsMs:)`` for an event's data as the driver keeps it.
+    /// ``publish(_:seq:tsMs:)`` for an event's data as the driver keeps it.
     func publish(name: String, body: EventBody, seq: JournalSeq?, tsMs: Int64) {
         publish([PreparedEvent(name: name, seq: seq, tsMs: tsMs, body: body)])
     }

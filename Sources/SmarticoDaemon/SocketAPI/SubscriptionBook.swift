@@ -106,6 +106,7 @@ struct SubscriptionBook {
     /// What a ``PageRequest`` read.
     struct Page: Sendable, Equatable {
         var bounds: JournalBounds
+        /// Each with its line's `data`, as the store hands them back (``SmarticoStore/lines(after:limit:types:)``).
         var events: [JournalEvent]
     }
 
@@ -377,9 +378,7 @@ struct SubscriptionBook {
         }
         var whole = true
         for event in read.events where event.seq > subscription.lastSeqSent {
-            // An engagement was journaled without its `bridge`: put it back, as on the live line.
-            let data = EngagementJournal.lineData(name: event.name, journaled: event.data)
-            let line = PreparedEvent(name: event.name, seq: event.seq, tsMs: event.tsMs, data: data).line(seq: event.seq)
+            let line = PreparedEvent(name: event.name, seq: event.seq, tsMs: event.tsMs, data: event.data).line(seq: event.seq)
             guard enqueue(line, to: peer, &batch) else {
                 // The rest is read again once the queue drained (its flush or drain comes back here).
                 whole = false

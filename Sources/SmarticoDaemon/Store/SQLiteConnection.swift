@@ -81,13 +81,14 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
     private var inTransaction = false
 
-    /// Opens (creating if needed) the database at `path` for reading and writing.
-    init(path: String) throws(SQLiteError) {
+    /// Opens the database at `path` for reading and writing, creating it when missing if `create`.
+    init(path: String, create: Bool = true) throws(SQLiteError) {
         self.path = path
         var db: OpaquePointer?
-        // NOMUTEX: the connection is confined to one thread. EXRESCODE: extended result codes everywhere.
-        // NOFOLLOW: a symbolic link at `path` is refused (SQLITE_CANTOPEN), never followed.
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_NOFOLLOW
+        // NOMUTEX: the connection is used by one thread at a time. EXRESCODE: extended result codes
+        // everywhere. NOFOLLOW: a symbolic link at `path` is refused (SQLITE_CANTOPEN), never followed.
+        let flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+            | SQLITE_OPEN_NOFOLLOW
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
@@ -98,7 +99,10 @@ final class SQLiteConnection {
         handle = db
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        walFrameCount.deallocate()
+    }
 
     /// Finalizes every cached statement and closes the connection. Idempotent.
     func close() {
@@ -107,6 +111,39 @@ final class SQLiteConnection {
         statements.removeAll()
         sqlite3_close_v2(db)
         handle = nil
+    }
+
+    /// Frames in the WAL after this connection's last commit, once ``takeOverCheckpoints()`` was
+    /// called (SQLite's WAL hook writes it; the connection's thread reads it).
+    private let walFrameCount: UnsafeMutablePointer<Int32> = {
+        let count = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        count.initialize(to: 0)
+        return count
+    }()
+
+    /// Turns SQLite's automatic checkpoint off on this connection — it ran inside the commit that
+    /// filled the WAL past 1000 frames, copying them and syncing the database file before that
+    /// commit returned — and keeps the WAL's size after each commit instead (``walFrames``), for a
+    /// checkpoint run elsewhere (``WALCheckpointer``). (SQLite's WAL hook replaces its automatic
+    /// checkpoint, which is one.)
+    func takeOverCheckpoints() {
+        guard let db = handle else { return }
+        sqlite3_wal_hook(db, { context, _, _, frames in
+            context?.assumingMemoryBound(to: Int32.self).pointee = frames
+            return SQLITE_OK
+        }, UnsafeMutableRawPointer(walFrameCount))
+    }
+
+    /// Frames in the WAL after the last commit (``takeOverCheckpoints()``; 0 before).
+    var walFrames: Int { Int(walFrameCount.pointee) }
+
+    /// A passive checkpoint (`sqlite3_wal_checkpoint_v2`): copies what the WAL holds back into the
+    /// database file as far as no reader needs it, without waiting for a lock or blocking the
+    /// writer of another connection.
+    func checkpoint() throws(SQLiteError) {
+        let db = try requireHandle("PRAGMA wal_checkpoint(PASSIVE)")
+        let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql: "PRAGMA wal_checkpoint(PASSIVE)") }
     }
 
     /// The heap memory held by this connection's page cache (`SQLITE_DBSTATUS_CACHE_USED`).

@@ -20,6 +20,13 @@ import Darwin
 public actor SmarticoStore {
     /// The name of the database file inside the state directory.
     public static let fileName = "smarticod.db"
+    /// The page size of a new database: 8 KiB. A journal row is an event's data — for an engagement
+    /// the 110 as received (about 2 KB) and its popup URL — so with SQLite's default of 4 KiB a
+    /// row of just over half a page took a page of its own, and every event moved a page or more
+    /// through the WAL, the checkpoint and retention; an 8 KiB page holds three such rows
+    /// (docs/store.md, "Pages").
+    static let pageSize = 8192
+
     /// The folder of event-log segments a development build of smarticod kept beside the database.
     static let developmentEventsFolder = "events"
 
@@ -33,6 +40,8 @@ public actor SmarticoStore {
     private let directory: String
     private var options: StoreOptions
     private var db: SQLiteConnection?
+    /// Runs the WAL's checkpoints off the commit path (``WALCheckpointer``); nil while closed.
+    private var checkpointer: WALCheckpointer?
     private var cachedDeviceID = ""
     private var cachedJournalID = ""
 
@@ -108,6 +117,8 @@ public actor SmarticoStore {
                         sql: "PRAGMA quick_check", path: path))
                 }
             }
+            // A new database gets pages of ``pageSize`` (an existing one keeps the size it was made with).
+            if empty { try connection.execute("PRAGMA page_size = \(Self.pageSize)") }
             let mode = try connection.queryFirst("PRAGMA journal_mode = WAL") { $0.text(0) } ?? ""
             guard mode.lowercased() == "wal" else {
                 throw StoreError.walUnavailable(path: path, journalMode: mode)
@@ -122,6 +133,9 @@ public actor SmarticoStore {
             throw Self.storeError(error)
         }
         db = connection
+        connection.takeOverCheckpoints()
+        let pageSize = (try? connection.queryFirst("PRAGMA page_size") { Int($0.int64(0)) }) ?? nil
+        checkpointer = WALCheckpointer(path: connection.path, pageSize: pageSize ?? 4096)
         do {
             try inTransaction { db in
                 try db.run("INSERT OR IGNORE INTO meta(key, value) VALUES ('device_id', ?)", [.text(Self.makeUUID())])
@@ -155,11 +169,15 @@ public actor SmarticoStore {
     /// A store released without `close()` still closes its database on its own thread (closing the last
     /// connection checkpoints the WAL, which blocks), not on whichever thread dropped the last reference.
     isolated deinit {
-        db?.close()
+        close()
     }
 
     /// Closes the database. Every acknowledged write is already on disk; later calls throw `.closed`.
+    /// The checkpointer's connection closes first: the store's, the last, checkpoints what the
+    /// WAL still holds and removes it.
     public func close() {
+        checkpointer?.close()
+        checkpointer = nil
         db?.close()
         db = nil
     }
@@ -617,6 +635,17 @@ public actor SmarticoStore {
         }
     }
 
+    /// Journaled events as subscribers get them: those of ``events(after:limit:types:maxBytes:)``,
+    /// each with its line's `data` — an engagement's row gets back the `bridge` it was journaled
+    /// without (``EngagementJournal``), so nothing outside the store knows how a row is laid out.
+    public func lines(after: JournalSeq, limit: Int, types: Set<String>? = nil) throws(StoreError) -> [JournalEvent] {
+        var events = try events(after: after, limit: limit, types: types)
+        for i in events.indices {
+            events[i].data = EngagementJournal.lineData(name: events[i].name, journaled: events[i].data)
+        }
+        return events
+    }
+
     /// The last seq ever assigned (0 before the first event). Never goes backwards.
     public func lastSeq() -> JournalSeq { journalState.lastSeq }
 
@@ -813,6 +842,13 @@ public actor SmarticoStore {
     /// The heap memory the page cache holds now.
     public func cacheBytes() -> Int { db?.cacheBytes ?? 0 }
 
+    /// The checkpoints run beside the commits since the store was opened, and the last one's
+    /// failure (tests, diagnostics); and the WAL's frames after the last commit.
+    func checkpointState() -> (run: Int, lastError: SQLiteError?, walFrames: Int, threshold: Int) {
+        let outcome = checkpointer?.checkpoints
+        return (outcome?.count ?? 0, outcome?.lastError, db?.walFrames ?? 0, checkpointer?.threshold ?? 0)
+    }
+
     /// The kernel id of the thread running this method (tests use it to show the store thread sleeps).
     func currentThreadID() -> Int32? {
         currentKernelThreadID()
@@ -843,10 +879,13 @@ public actor SmarticoStore {
         }
     }
 
-    /// A write transaction (`BEGIN IMMEDIATE` … `COMMIT`); rolled back when `body` throws.
+    /// A write transaction (`BEGIN IMMEDIATE` … `COMMIT`); rolled back when `body` throws. A
+    /// commit that left the WAL long enough starts a checkpoint beside it (``WALCheckpointer``).
     private func inTransaction<T>(_ body: (SQLiteConnection) throws -> T) throws(StoreError) -> T {
         guard let db else { throw .closed }
-        return try db.transaction { try body(db) }
+        let value = try db.transaction { try body(db) }
+        checkpointer?.committed(walFrames: db.walFrames)
+        return value
     }
 
     private static func counter(_ name: String, _ db: SQLiteConnection) throws -> Int64 {

@@ -133,6 +133,10 @@ public struct JSONMemberRange: Sendable, Equatable {
 /// The parser. Containers under construction live on flat stacks (`values`, `keys`, `frames`)
 /// so nesting costs no recursion. For a top-level object it also records where each member's
 /// name and value are (``members``), so that a message can be forwarded as the bytes that arrived.
+///
+/// Without `buildsValues` it only validates: the same grammar, limits and errors, the same
+/// ``members`` (their names decoded), but no value is built — no string, number, array or object
+/// of the document (``RawJSONObject``, which reads the few members it needs afterwards).
 struct JSONByteParser {
     private struct Frame {
         var isObject: Bool
@@ -143,26 +147,39 @@ struct JSONByteParser {
     private let p: [UInt8]
     private let n: Int
     private let maxDepth: Int
+    private let buildsValues: Bool
     private var i = 0
     private var values: [JSONValue] = []
     private var keys: [String] = []
     private var frames: [Frame] = []
     /// The top-level value's bytes (set once parsed).
     private(set) var valueRange: Range<Int> = 0..<0
+    /// The top-level value's type (set once parsed).
+    private(set) var valueType: JSONType = .null
     /// The members of a top-level object, in order (duplicates kept).
     private(set) var members: [JSONMemberRange] = []
+    /// The members of the top-level object's first member's value, when that is an object.
+    private(set) var firstValueMembers: [JSONMemberRange] = []
     /// True when the input has a line feed or carriage return (only possible as whitespace).
     private(set) var containsLineBreaks = false
-    private var pendingKey: (range: Range<Int>, escaped: Bool) = (0..<0, false)
+    private var pendingKey: (range: Range<Int>, escaped: Bool, name: String) = (0..<0, false, "")
     private var pendingValueStart = 0
+    private var pendingInnerKey: (range: Range<Int>, escaped: Bool, name: String) = (0..<0, false, "")
+    private var pendingInnerValueStart = 0
 
-    init(_ bytes: [UInt8], options: JSONParseOptions) throws(JSONParseError) {
+    /// True inside an object that is the value of a top-level object's first member.
+    private var inFirstValueObject: Bool {
+        frames.count == 2 && members.isEmpty && frames[0].isObject && frames[1].isObject
+    }
+
+    init(_ bytes: [UInt8], options: JSONParseOptions, buildsValues: Bool = true) throws(JSONParseError) {
         if let limit = options.maxBytes, bytes.count > limit {
             throw JSONParseError(.tooLarge(limit: limit, size: bytes.count), at: limit)
         }
         p = bytes
         n = bytes.count
         maxDepth = options.maxDepth
+        self.buildsValues = buildsValues
     }
 
     private static let quote = UInt8(ascii: "\"")
@@ -193,6 +210,7 @@ struct JSONByteParser {
     private mutating func closeContainer() -> JSONValue {
         let top = frames.removeLast()
         i += 1
+        guard buildsValues else { return .null }
         let elements = Array(values[top.valueStart...])
         values.removeSubrange(top.valueStart...)
         if !top.isObject { return .array(elements) }
@@ -205,19 +223,35 @@ struct JSONByteParser {
     private mutating func parseKeyAndColon() throws(JSONParseError) {
         guard i < n, p[i] == Self.quote else { throw fail(expected: "a member name in double quotes") }
         let start = i + 1
-        let (name, escaped) = try parseString()
-        keys.append(name)
-        if frames.count == 1 { pendingKey = (start..<(i - 1), escaped) }
+        let topLevel = frames.count == 1
+        let inner = !topLevel && inFirstValueObject
+        let (name, escaped) = try parseString(decoding: buildsValues || topLevel || inner)
+        if buildsValues { keys.append(name) }
+        if topLevel { pendingKey = (start..<(i - 1), escaped, name) }
+        if inner { pendingInnerKey = (start..<(i - 1), escaped, name) }
         skipWhitespace()
         guard i < n, p[i] == UInt8(ascii: ":") else { throw fail(expected: "':' after the member name") }
         i += 1
         skipWhitespace()
-        if frames.count == 1 { pendingValueStart = i }
+        if topLevel { pendingValueStart = i }
+        if inner { pendingInnerValueStart = i }
     }
 
+    /// Parses the whole input as one JSON text. Without `buildsValues` the value returned is
+    /// `null`: read ``valueType``, ``valueRange`` and ``members``.
     mutating func parseDocument() throws(JSONParseError) -> JSONValue {
         skipWhitespace()
         let start = i
+        if i < n {
+            switch p[i] {
+            case UInt8(ascii: "{"): valueType = .object
+            case UInt8(ascii: "["): valueType = .array
+            case Self.quote: valueType = .string
+            case UInt8(ascii: "t"), UInt8(ascii: "f"): valueType = .bool
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): valueType = .number
+            default: valueType = .null
+            }
+        }
         nextValue: while true {
             guard i < n else { throw fail(expected: "a value") }
             var value: JSONValue
@@ -238,7 +272,8 @@ struct JSONByteParser {
                     continue nextValue
                 }
             case Self.quote:
-                value = .string(try parseString().text)
+                let text = try parseString(decoding: buildsValues).text
+                value = buildsValues ? .string(text) : .null
             case UInt8(ascii: "t"):
                 try expectWord("true"); value = .bool(true)
             case UInt8(ascii: "f"):
@@ -246,7 +281,9 @@ struct JSONByteParser {
             case UInt8(ascii: "n"):
                 try expectWord("null"); value = .null
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                value = .number(try parseNumber())
+                let numberStart = i
+                try scanNumber()
+                value = buildsValues ? .number(JSONNumber(uncheckedLiteral: String(decoding: p[numberStart..<i], as: UTF8.self))) : .null
             default:
                 throw fail(expected: "a value")
             }
@@ -260,10 +297,14 @@ struct JSONByteParser {
                 }
                 if frames.count == 1, top.isObject {
                     members.append(JSONMemberRange(
-                        name: keys[keys.count - 1], key: pendingKey.range, keyHasEscapes: pendingKey.escaped,
+                        name: pendingKey.name, key: pendingKey.range, keyHasEscapes: pendingKey.escaped,
                         value: pendingValueStart..<i))
+                } else if inFirstValueObject {
+                    firstValueMembers.append(JSONMemberRange(
+                        name: pendingInnerKey.name, key: pendingInnerKey.range, keyHasEscapes: pendingInnerKey.escaped,
+                        value: pendingInnerValueStart..<i))
                 }
-                values.append(value)
+                if buildsValues { values.append(value) }
                 skipWhitespace()
                 guard i < n else { throw fail(expected: top.isObject ? "',' or '}'" : "',' or ']'") }
                 let b = p[i]
@@ -291,9 +332,8 @@ struct JSONByteParser {
 
     private func isDigit(_ k: Int) -> Bool { k < n && p[k] >= 0x30 && p[k] <= 0x39 }
 
-    /// At `-` or a digit: RFC 8259's number grammar; the number keeps its text.
-    private mutating func parseNumber() throws(JSONParseError) -> JSONNumber {
-        let start = i
+    /// At `-` or a digit: RFC 8259's number grammar; leaves `i` after the number.
+    private mutating func scanNumber() throws(JSONParseError) {
         if p[i] == UInt8(ascii: "-") { i += 1 }
         guard isDigit(i) else { throw JSONParseError(.invalidNumber(reason: "expected a digit after '-'"), at: i) }
         if p[i] == 0x30 {
@@ -313,17 +353,18 @@ struct JSONByteParser {
             guard isDigit(i) else { throw JSONParseError(.invalidNumber(reason: "expected a digit in the exponent"), at: i) }
             while isDigit(i) { i += 1 }
         }
-        return JSONNumber(uncheckedLiteral: String(decoding: p[start..<i], as: UTF8.self))
     }
 
     /// At the opening quote; leaves `i` after the closing quote. Checks UTF-8, refuses raw control
-    /// characters and decodes escapes; says whether there were escapes.
-    private mutating func parseString() throws(JSONParseError) -> (text: String, escaped: Bool) {
+    /// characters and checks escapes; says whether there were escapes. With `decoding`, also
+    /// returns the string's text (escapes decoded); without, an empty text.
+    private mutating func parseString(decoding: Bool) throws(JSONParseError) -> (text: String, escaped: Bool) {
         i += 1
         var runStart = i
         var escaped = false
         var decoded: [UInt8] = []  // used once an escape is seen
         while true {
+            skipPlainRun()
             guard i < n else { throw JSONParseError(.unexpectedEnd(expected: "'\"' to end the string"), at: i) }
             let b = p[i]
             if b == Self.quote { break }
@@ -333,8 +374,8 @@ struct JSONByteParser {
                 throw JSONParseError(.unescapedControlCharacter(b), at: i)
             } else if b == Self.backslash {
                 escaped = true
-                decoded.append(contentsOf: p[runStart..<i])
-                try decodeEscape(into: &decoded)
+                if decoding { decoded.append(contentsOf: p[runStart..<i]) }
+                try decodeEscape(into: &decoded, keeping: decoding)
                 runStart = i
             } else {
                 i += 1
@@ -342,24 +383,45 @@ struct JSONByteParser {
         }
         let end = i
         i += 1
+        guard decoding else { return ("", escaped) }
         guard escaped else { return (String(decoding: p[runStart..<end], as: UTF8.self), false) }
         decoded.append(contentsOf: p[runStart..<end])
         return (String(decoding: decoded, as: UTF8.self), true)
     }
 
-    /// At a backslash: appends the escaped character's UTF-8 and leaves `i` after the escape.
-    private mutating func decodeEscape(into out: inout [UInt8]) throws(JSONParseError) {
+    /// The bytes a string may hold that need no check of their own: printable ASCII but `"` and
+    /// the backslash.
+    private static let plainInString: [Bool] = (0..<256).map { b in
+        b >= 0x20 && b < 0x80 && b != Int(quote) && b != Int(backslash)
+    }
+
+    /// Inside a string: moves `i` past the bytes that need no check of their own, the most of any
+    /// string, one table look-up a byte in a loop over locals.
+    private mutating func skipPlainRun() {
+        var j = i
+        Self.plainInString.withUnsafeBufferPointer { plain in
+            p.withUnsafeBufferPointer { buffer in
+                while j < buffer.count, plain[Int(buffer[j])] { j += 1 }
+            }
+        }
+        i = j
+    }
+
+    /// At a backslash: checks the escape, appends the escaped character's UTF-8 when `keeping`,
+    /// and leaves `i` after the escape.
+    private mutating func decodeEscape(into out: inout [UInt8], keeping: Bool) throws(JSONParseError) {
         let escapeAt = i
         guard i + 1 < n else { throw JSONParseError(.unexpectedEnd(expected: "an escape character after '\\'"), at: n) }
         let e = p[i + 1]
         i += 2
+        let byte: UInt8
         switch e {
-        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-        case UInt8(ascii: "b"): out.append(0x08)
-        case UInt8(ascii: "f"): out.append(0x0C)
-        case UInt8(ascii: "n"): out.append(0x0A)
-        case UInt8(ascii: "r"): out.append(0x0D)
-        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): byte = e
+        case UInt8(ascii: "b"): byte = 0x08
+        case UInt8(ascii: "f"): byte = 0x0C
+        case UInt8(ascii: "n"): byte = 0x0A
+        case UInt8(ascii: "r"): byte = 0x0D
+        case UInt8(ascii: "t"): byte = 0x09
         case UInt8(ascii: "u"):
             let unit = try readHex4()
             var scalar = UInt32(unit)
@@ -375,10 +437,12 @@ struct JSONByteParser {
                 throw JSONParseError(.loneSurrogate(unit), at: escapeAt)
             }
             // Not a surrogate here, so always a valid scalar.
-            out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+            if keeping { out.append(contentsOf: Unicode.Scalar(scalar)!.utf8) }
+            return
         default:
             throw JSONParseError(.invalidEscape(e), at: escapeAt + 1)
         }
+        if keeping { out.append(byte) }
     }
 
     /// Four hex digits at `i` (advanced past them).
@@ -417,9 +481,12 @@ struct JSONByteParser {
         case 0xF4: extra = 3; hi = 0x8F
         default: throw JSONParseError(.invalidUTF8, at: start)
         }
-        guard i + extra < n, p[i + 1] >= lo, p[i + 1] <= hi,
-              extra == 1 || (2...extra).allSatisfy({ p[i + $0] & 0xC0 == 0x80 })
-        else { throw JSONParseError(.invalidUTF8, at: start) }
+        guard i + extra < n, p[i + 1] >= lo, p[i + 1] <= hi else { throw JSONParseError(.invalidUTF8, at: start) }
+        var k = 2
+        while k <= extra {
+            guard p[i + k] & 0xC0 == 0x80 else { throw JSONParseError(.invalidUTF8, at: start) }
+            k += 1
+        }
         i += extra + 1
     }
 }

@@ -87,6 +87,13 @@ public enum ServerMessage: Sendable, Equatable {
         }
     }
 
+    /// The value of the member `name` (the last of that name) of ``json``; a 110 kept as bytes
+    /// parses only that member.
+    public func member(_ name: String) -> JSONValue? {
+        if case .engagement(let e) = self { return e.member(name) }
+        return json[name]
+    }
+
     /// `uuid` of the message, if any (for request/response matching; a number is read as its text).
     public var uuid: String? {
         if case .engagement(let e) = self { return e.uuid }

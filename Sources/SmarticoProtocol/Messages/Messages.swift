@@ -490,11 +490,28 @@ public struct ClientEngagementEvent: SmarticoMessage {
         try ClientEngagementEvent(raw: try RawJSONObject(validating: bytes, options: options))
     }
 
-    /// Types a parsed raw object (its bytes kept).
+    /// Types a validated raw object (its bytes kept): only the members `check` reads are parsed,
+    /// in the order they came (so a repeated name reads as its last, as in `json`).
     public init(raw: RawJSONObject) throws(ProtocolError) {
-        let f = try Self.check(raw.parsed())
+        var read = [JSONValue?](repeating: nil, count: Self.readMembers.count)
+        for m in raw.members {
+            if let k = Self.readMembers.firstIndex(where: { raw.member(m, isNamed: $0) }) { read[k] = raw.value(of: m) }
+        }
+        let f = try Self.check { name in Self.readMembers.firstIndex(of: name).flatMap { read[$0] } }
         storage = .raw(raw)
         (uuid, ts, engagementUID, activityTypeValue, engagementID) = f
+    }
+
+    /// The members ``check(_:)`` reads.
+    private static let readMembers = ["cid", "engagement_uid", "activityType", "activity_type", "uuid", "ts", "engagement_id"]
+
+    /// The value of the member `name` (the last of that name), as ``json`` has it; for a message
+    /// decoded from bytes only that member is parsed.
+    public func member(_ name: String) -> JSONValue? {
+        switch storage {
+        case .tree(let o): o[name]
+        case .raw(let r): r[name]
+        }
     }
 
     /// Checks `cid` only; the typed fields are read as the SDK reads them (ServerFields.swift):
@@ -503,10 +520,16 @@ public struct ClientEngagementEvent: SmarticoMessage {
     /// too (it cannot tell one engagement from another).
     private static func check(_ json: JSONObject) throws(ProtocolError)
         -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?) {
-        try checkServerClassID(json, classIDs)
-        let uid = json.lenientString("engagement_uid").flatMap { $0.isEmpty ? nil : $0 }
-        let activityType = json.lenientInt64("activityType") ?? json.lenientInt64("activity_type")
-        return (json.lenientString("uuid"), json.lenientInt64("ts"), uid, activityType, json.lenientInt64("engagement_id"))
+        try check { json[$0] }
+    }
+
+    /// ``check(_:)`` with each member read by `field` (nil: absent).
+    private static func check(_ field: (String) -> JSONValue?) throws(ProtocolError)
+        -> (uuid: String?, ts: Int64?, uid: String?, activityType: Int64?, engagementID: Int64?) {
+        try checkServerClassID(field("cid").map { JSONObject(keys: ["cid"], values: [$0]) } ?? JSONObject(), classIDs)
+        let uid = field("engagement_uid")?.lenientString.flatMap { $0.isEmpty ? nil : $0 }
+        let activityType = field("activityType")?.lenientInt64 ?? field("activity_type")?.lenientInt64
+        return (field("uuid")?.lenientString, field("ts")?.lenientInt64, uid, activityType, field("engagement_id")?.lenientInt64)
     }
 
     /// Builds an engagement (the simulator's side).

@@ -25,10 +25,16 @@ public struct UTF8Validator: Sendable, Hashable {
     /// offset (counted from the first byte ever given to this validator) of the first byte that
     /// makes the input invalid. After a failure the validator's state is unspecified.
     public mutating func validate(_ bytes: UnsafeRawBufferPointer) -> Int? {
-        for (i, b) in bytes.enumerated() {
+        // The state in locals while the bytes are read, stored back once at the end.
+        var needed = self.needed, lower = self.lower, upper = self.upper
+        let n = bytes.count
+        var i = 0
+        while i < n {
+            let b = bytes[i]
+            i += 1
             if needed == 0 {
+                if b < 0x80 { continue }
                 switch b {
-                case 0x00 ... 0x7F: continue
                 case 0xC2 ... 0xDF: needed = 1; lower = 0x80; upper = 0xBF
                 case 0xE0: needed = 2; lower = 0xA0; upper = 0xBF
                 case 0xE1 ... 0xEC, 0xEE ... 0xEF: needed = 2; lower = 0x80; upper = 0xBF
@@ -37,12 +43,12 @@ public struct UTF8Validator: Sendable, Hashable {
                 case 0xF1 ... 0xF3: needed = 3; lower = 0x80; upper = 0xBF
                 case 0xF4: needed = 3; lower = 0x80; upper = 0x8F
                 default:
-                    count += i
+                    count += i - 1
                     return count
                 }
             } else {
                 guard b >= lower && b <= upper else {
-                    count += i
+                    count += i - 1
                     return count
                 }
                 needed -= 1
@@ -50,7 +56,10 @@ public struct UTF8Validator: Sendable, Hashable {
                 upper = 0xBF
             }
         }
-        count += bytes.count
+        self.needed = needed
+        self.lower = lower
+        self.upper = upper
+        count += n
         return nil
     }
 

@@ -1,9 +1,9 @@
 import SmarticoProtocol
 
-/// The `data` of an `engagement` event kept as bytes: the 110 and the popup URL. The journal row
-/// and the line are copied from them where they are written — the row into the event log's batch,
-/// the line into each subscriber's output — with no array of either in between
-/// (``EngagementJournal``).
+/// The `data` of an `engagement` event kept as bytes: the 110 and the popup URL, the one shape of
+/// an engagement from the frame to the line. The journal row and the line are copied from them
+/// where they are written — the row into the store's batch, the line into each subscriber's
+/// output (``EngagementJournal``). How the row is laid out is the store's: this file, beside it.
 ///
 /// A class: an event's data is handed along the pipeline (the commit batch, the store's thread, the
 /// subscribers' lines) as one immutable object.
@@ -68,7 +68,7 @@ final class EngagementData: Sendable, Equatable {
 }
 
 /// How an `engagement` event's `data` is built, journaled and replayed (docs/store.md,
-/// "Engagement rows").
+/// "Replay").
 ///
 /// The line a subscriber gets carries the 110's payload twice: once in `message` (the 110 as
 /// received) and once in `bridge` (SHOW_ENGAGEMENT, the same payload behind `bcid` 3), as
@@ -152,7 +152,7 @@ enum EngagementJournal {
               row.objectRange.upperBound == data.count,
               row.members.count == 2,
               row.member(row.members[0], isNamed: "message"), row.member(row.members[1], isNamed: "popup_url"),
-              let message = try? RawJSONObject(validating: Array(data[row.members[0].value]), options: trusted)
+              let message = row.firstMemberObject()
         else { return data }
         return line(journal: data, message: message)
     }
