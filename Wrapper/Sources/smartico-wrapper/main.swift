@@ -80,7 +80,19 @@ let extensionDirectory: String? = {
     var path = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let n = readlink("/proc/self/exe", &path, path.count - 1)
     let executable = n > 0 ? String(decoding: path[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
-    return WebProcessExtension.directory(executable: executable, built: builtWebExtensionDirectory) { access($0, R_OK) == 0 }
+    // WebKit loads every library in the directory into the web processes: only a file, and a
+    // directory, that no other user can replace (owned by root or this user, not writable by group
+    // or others). The build's path is baked into the binary and may not exist where it runs: under
+    // /tmp another user could create it.
+    func ownedByUs(_ path: String) -> Bool {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return false }
+        return (info.st_uid == 0 || info.st_uid == geteuid()) && info.st_mode & 0o022 == 0
+    }
+    return WebProcessExtension.directory(executable: executable, built: builtWebExtensionDirectory) { file in
+        let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
+        return access(file, R_OK) == 0 && ownedByUs(file) && ownedByUs(directory)
+    }
 }()
 
 let app = gtk_application_new(appID, G_APPLICATION_HANDLES_COMMAND_LINE)
